@@ -1,0 +1,1 @@
+"""Link emulation: profiles (pure data) and backends (netem, userspace engine, none)."""

@@ -1,0 +1,205 @@
+"""Typed, versioned results in SQLite, written as each measurement lands.
+
+Format (FORMAT_VERSION 1), documented in docs/results-format.md:
+  meta(key, value)                       format_version, run_id, created, rig_version
+  environment(key, value_json)           kernel, tools, sysctls_before/after, scenario, ...
+  validations(...)                       one row per path check (before/after a step)
+  transfers(...)                         one row per client process (concurrency N -> N rows)
+  engine_stats(...)                      emulator counters per step
+Each insert is committed at once (WAL journal) so a crash loses nothing already measured.
+
+Must not import realization, services or reports.
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from .errors import InputError
+
+FORMAT_VERSION = 1
+
+TRANSFER_COLUMNS: dict[str, str] = {
+    "run_id": "TEXT NOT NULL",
+    "step": "INTEGER NOT NULL",            # sweep step index (one path x RTT point)
+    "path": "TEXT NOT NULL",
+    "backend": "TEXT NOT NULL",            # netem | userspace | none
+    "rtt_ms_configured": "REAL",           # NULL for real paths
+    "rtt_ms_measured": "REAL",             # ping mean from the step's validation
+    "jitter_ms_configured": "REAL",
+    "loss_configured": "REAL",             # fraction
+    "rate_bps_configured": "REAL",         # NULL: unlimited
+    "client": "TEXT NOT NULL",             # client configuration name from the scenario
+    "tool": "TEXT NOT NULL",               # xrdcp | davix-get | curl | iperf3 | fdt
+    "server": "TEXT",                      # server name from the scenario
+    "url": "TEXT",
+    "streams": "INTEGER NOT NULL",
+    "concurrency": "INTEGER NOT NULL",
+    "instance": "INTEGER NOT NULL",        # 0..concurrency-1
+    "repeat": "INTEGER NOT NULL",
+    "file_bytes": "INTEGER",               # size of the file on the server
+    "bytes": "INTEGER",                    # bytes that arrived (checked against file_bytes)
+    "duration_s": "REAL",
+    "throughput_bps": "REAL",              # bits/s of this process
+    "aggregate_bps": "REAL",               # bits/s of all `concurrency` processes together
+    "cpu_user_s": "REAL",
+    "cpu_sys_s": "REAL",
+    "exit_code": "INTEGER",
+    "ok": "INTEGER NOT NULL",
+    "error": "TEXT",
+    "argv": "TEXT NOT NULL",               # JSON list
+    "env": "TEXT",                         # JSON of environment variables set for the client
+    "stderr_tail": "TEXT",
+    "page_checksum": "INTEGER",            # xrdcp XRD_CPUSEPGWRTRD, NULL for other tools
+    "congestion_control": "TEXT",
+    "tcp_rmem_max": "INTEGER",             # bytes, client namespace
+    "tcp_wmem_max": "INTEGER",             # bytes, server namespace
+    "window_bytes": "INTEGER",             # effective per-stream window bound used by reports
+    "started_at": "REAL",                  # unix time
+    "extra": "TEXT",                       # JSON: tool-specific parsed output
+}
+
+VALIDATION_COLUMNS: dict[str, str] = {
+    "run_id": "TEXT NOT NULL",
+    "step": "INTEGER NOT NULL",
+    "phase": "TEXT NOT NULL",              # before | after
+    "path": "TEXT NOT NULL",
+    "backend": "TEXT NOT NULL",
+    "rtt_ms_configured": "REAL",
+    "loss_configured": "REAL",
+    "rate_bps_configured": "REAL",
+    "rtt_ms_measured": "REAL",             # ping mean
+    "rtt_ms_min": "REAL",
+    "rtt_ms_max": "REAL",
+    "rtt_ms_stddev": "REAL",
+    "ping_count": "INTEGER",
+    "ping_loss": "REAL",                   # fraction of echo requests lost
+    "iperf_bps": "REAL",                   # received goodput of the short iperf3 run
+    "iperf_streams": "INTEGER",
+    "iperf_retransmits": "INTEGER",
+    "iperf_srtt_ms": "REAL",               # mean sender srtt over streams
+    "flagged": "INTEGER NOT NULL",
+    "flag_reason": "TEXT",
+    "started_at": "REAL",
+    "raw": "TEXT",                         # JSON: ping and iperf3 output
+}
+
+ENGINE_COLUMNS: dict[str, str] = {
+    "run_id": "TEXT NOT NULL",
+    "step": "INTEGER NOT NULL",
+    "path": "TEXT NOT NULL",
+    "backend": "TEXT NOT NULL",
+    "taken_at": "REAL",
+    "stats": "TEXT NOT NULL",              # JSON from Backend.stats()
+}
+
+_TABLES = {"transfers": TRANSFER_COLUMNS, "validations": VALIDATION_COLUMNS,
+           "engine_stats": ENGINE_COLUMNS}
+
+
+def _ddl() -> list[str]:
+    out = ["CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT)",
+           "CREATE TABLE IF NOT EXISTS environment (key TEXT PRIMARY KEY, value_json TEXT)"]
+    for name, cols in _TABLES.items():
+        body = ", ".join(f"{c} {t}" for c, t in cols.items())
+        out.append(f"CREATE TABLE IF NOT EXISTS {name} ({body})")
+    return out
+
+
+def _encode(v: Any) -> Any:
+    if isinstance(v, (list, dict, tuple)):
+        return json.dumps(v)
+    if isinstance(v, bool):
+        return int(v)
+    return v
+
+
+class Store:
+    """One run's results database."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self.conn, self.path = conn, path
+        self.conn.row_factory = sqlite3.Row
+
+    @classmethod
+    def create(cls, path: Path, run_id: str) -> "Store":
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        for stmt in _ddl():
+            conn.execute(stmt)
+        st = cls(conn, path)
+        from . import __version__
+        for k, v in (("format_version", str(FORMAT_VERSION)), ("run_id", run_id),
+                     ("created", f"{time.time():.3f}"), ("rig_version", __version__)):
+            conn.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (k, v))
+        return st
+
+    @classmethod
+    def open(cls, path: Path) -> "Store":
+        """Open read-only an existing results.sqlite (or the directory holding it)."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / "results.sqlite"
+        if not path.is_file():
+            raise InputError("no results.sqlite here", file=str(path))
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        st = cls(conn, path)
+        try:
+            version = int(st.meta().get("format_version", "0"))
+        except sqlite3.DatabaseError as e:
+            raise InputError(f"not a rig results database ({e})", file=str(path)) from e
+        if version != FORMAT_VERSION:
+            raise InputError(f"results format {version} is not supported (want {FORMAT_VERSION})",
+                             file=str(path))
+        return st
+
+    def close(self) -> None:
+        self.conn.close()
+
+    # --- writing ---------------------------------------------------------------
+    def _insert(self, table: str, row: dict[str, Any]) -> None:
+        cols = _TABLES[table]
+        unknown = set(row) - set(cols)
+        if unknown:
+            raise ValueError(f"{table}: unknown columns {sorted(unknown)}")
+        names = list(row)
+        self.conn.execute(
+            f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+            [_encode(row[n]) for n in names])
+
+    def add_transfer(self, row: dict[str, Any]) -> None:
+        self._insert("transfers", row)
+
+    def add_validation(self, row: dict[str, Any]) -> None:
+        self._insert("validations", row)
+
+    def add_engine_stats(self, row: dict[str, Any]) -> None:
+        self._insert("engine_stats", row)
+
+    def set_env(self, key: str, value: Any) -> None:
+        self.conn.execute("INSERT OR REPLACE INTO environment VALUES (?, ?)",
+                          (key, json.dumps(value)))
+
+    # --- reading ---------------------------------------------------------------
+    def meta(self) -> dict[str, str]:
+        return {r[0]: r[1] for r in self.conn.execute("SELECT key, value FROM meta")}
+
+    def environment(self) -> dict[str, Any]:
+        return {r[0]: json.loads(r[1]) for r in
+                self.conn.execute("SELECT key, value_json FROM environment")}
+
+    def rows(self, table: str, where: str = "", params: Iterable = ()) -> list[dict]:
+        if table not in _TABLES:
+            raise ValueError(table)
+        q = f"SELECT * FROM {table}" + (f" WHERE {where}" if where else "") + " ORDER BY rowid"
+        return [dict(r) for r in self.conn.execute(q, tuple(params))]
+
+    def transfers(self) -> list[dict]:
+        return self.rows("transfers")
+
+    def validations(self) -> list[dict]:
+        return self.rows("validations")
