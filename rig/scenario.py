@@ -1,0 +1,377 @@
+"""Scenario and topology descriptions: pure, validated data loaded from YAML.
+
+A scenario names a topology, paths (emulated or real), servers, data files, client
+configurations, a sweep, tuning and validation settings. Everything is checked strictly
+(unknown keys, bad units, impossible values) and reported as one line
+`FILE: key.path: message (got VALUE)`. Must not import anything that runs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from . import schema as S
+from .emul.profile import Direction, GilbertElliott, LinkProfile
+from .errors import InputError
+
+ROOT = Path(__file__).resolve().parent.parent
+TOPOLOGY_DIR = ROOT / "topologies"
+BACKENDS = ("auto", "netem", "userspace", "none")
+TOOLS = ("xrdcp", "davix-get", "curl", "iperf3", "fdt")
+SERVER_KINDS = ("xrootd", "nginx", "fdt")
+# Which server kinds and protocols each client tool can talk to.
+TOOL_SERVERS = {"xrdcp": {"xrootd"}, "davix-get": {"xrootd", "nginx"},
+                "curl": {"xrootd", "nginx"}, "fdt": {"fdt"}, "iperf3": set()}
+MULTI_STREAM_TOOLS = {"xrdcp": 15, "fdt": 128, "iperf3": 128}
+
+
+@dataclass(frozen=True)
+class Topology:
+    name: str
+    layout: str                # client-router-server | host
+    description: str = ""
+    servers_per_path: int = 1
+
+
+@dataclass(frozen=True)
+class PathSpec:
+    name: str
+    kind: str                  # emulated | real
+    rtts_s: list[float] = field(default_factory=lambda: [0.0])
+    jitter_s: float = 0.0
+    jitter_dist: str = "uniform"
+    loss: float = 0.0
+    gemodel: GilbertElliott | None = None
+    rate_bps: float | None = None
+    queue_pkts: int | None = None
+    backend: str = "auto"
+    # real paths: where the client runs, where the server listens (existing, used as-is)
+    client_ns: str | None = None
+    server_ns: str | None = None
+    server_addr: str | None = None
+
+    def profile(self, rtt_s: float) -> LinkProfile:
+        half_j = self.jitter_s / 2.0
+        def d(loss: float, ge: GilbertElliott | None) -> Direction:
+            return Direction(delay_s=rtt_s / 2.0, jitter_s=min(half_j, rtt_s / 2.0),
+                             jitter_dist=self.jitter_dist, loss=loss, gemodel=ge,
+                             rate_bps=self.rate_bps, queue_pkts=self.queue_pkts)
+        # loss on the data direction (server -> client) only: configured loss = data loss
+        return LinkProfile(forward=d(0.0, None), reverse=d(self.loss, self.gemodel))
+
+
+@dataclass(frozen=True)
+class FileSpec:
+    name: str
+    size: int
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    name: str
+    kind: str
+    binary: str | None = None
+
+
+@dataclass(frozen=True)
+class ClientSpec:
+    name: str
+    tool: str
+    server: str | None
+    file: str | None
+    streams: int = 1
+    protocol: str = "root"     # root | http (which endpoint of the server)
+    binary: str | None = None  # path to the client binary (compare two versions)
+    page_checksum: bool | None = None   # xrdcp XRD_CPUSEPGWRTRD; None: tool default (on)
+    block: int | None = None   # fdt block size
+    buffer: int | None = None  # fdt / iperf3 socket buffer
+    duration_s: float = 10.0   # iperf3
+    env: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    repeats: int = 1
+    concurrency: list[int] = field(default_factory=lambda: [1])
+    streams: list[int] | None = None   # overrides multi-stream clients' streams
+
+
+@dataclass(frozen=True)
+class Tuning:
+    congestion_control: str | None = None
+    tcp_rmem_max: int | None = None
+    tcp_wmem_max: int | None = None
+    core_rmem_max: int | None = None    # host-global: recorded and restored
+    core_wmem_max: int | None = None
+    mtu: int = 1500
+
+
+@dataclass(frozen=True)
+class Validation:
+    ping_count: int = 20
+    ping_interval_s: float = 0.05
+    iperf_seconds: float = 3.0
+    iperf_streams: int = 8
+    rtt_tolerance_ms: float = 0.3
+    rtt_tolerance_rel: float = 0.01
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    source: str
+    text: str
+    description: str
+    topology: Topology
+    paths: list[PathSpec]
+    files: list[FileSpec]
+    servers: list[ServerSpec]
+    clients: list[ClientSpec]
+    sweep: Sweep
+    tuning: Tuning
+    validation: Validation
+    transfer_timeout_s: float
+
+    def server(self, name: str) -> ServerSpec:
+        return next(s for s in self.servers if s.name == name)
+
+    def file(self, name: str) -> FileSpec:
+        return next(f for f in self.files if f.name == name)
+
+
+# --- parsing ------------------------------------------------------------------------
+
+def _gemodel(ctx: S.Ctx, v: Any) -> GilbertElliott:
+    d = S.check_mapping(ctx, v, {"p": S.Field(S.fraction), "r": S.Field(S.fraction),
+                                 "loss_bad": S.Field(S.fraction, 1.0),
+                                 "loss_good": S.Field(S.fraction, 0.0)})
+    return S.call(ctx, lambda x: GilbertElliott(**x), d)
+
+
+_PATH_FIELDS = {
+    "name": S.Field(S.name), "kind": S.Field(S.choice("emulated", "real"), "emulated"),
+    "rtt": S.Field(S.list_of(S.duration), None), "jitter": S.Field(S.duration, 0.0),
+    "jitter_distribution": S.Field(S.choice("uniform", "normal"), "uniform"),
+    "loss": S.Field(S.fraction, 0.0), "gemodel": S.Field(S.with_ctx(_gemodel), None),
+    "rate": S.Field(S.optional(S.rate), None), "queue": S.Field(S.optional(S.integer(1)), None),
+    "backend": S.Field(S.choice(*BACKENDS), "auto"),
+    "client_ns": S.Field(S.optional(S.text), None), "server_ns": S.Field(S.optional(S.text), None),
+    "server_addr": S.Field(S.optional(S.text), None),
+}
+
+
+def _path(ctx: S.Ctx, v: Any) -> PathSpec:
+    d = S.check_mapping(ctx, v, _PATH_FIELDS)
+    if d["kind"] == "real":
+        for k in ("rtt", "gemodel", "rate", "queue"):
+            if d[k] is not None:
+                raise ctx.child(k).error("a real path is used as-is: nothing is emulated", d[k])
+        if d["loss"] or d["jitter"]:
+            raise ctx.error("a real path is used as-is: no loss or jitter")
+        if not d["server_addr"]:
+            raise ctx.child("server_addr").error("a real path needs the server's address")
+        if d["backend"] not in ("auto", "none"):
+            raise ctx.child("backend").error("a real path has backend none", d["backend"])
+        return PathSpec(name=d["name"], kind="real", rtts_s=[], backend="none",
+                        client_ns=d["client_ns"], server_ns=d["server_ns"],
+                        server_addr=d["server_addr"])
+    for k in ("client_ns", "server_ns", "server_addr"):
+        if d[k] is not None:
+            raise ctx.child(k).error("only real paths name existing namespaces/addresses", d[k])
+    rtts = d["rtt"] if d["rtt"] is not None else [0.0]
+    for i, r in enumerate(rtts):
+        if r > 10.0:
+            raise ctx.child("rtt").child(i).error("RTT above 10 s is not a network", r)
+        if d["jitter"] > r:
+            raise ctx.child("jitter").error(f"jitter exceeds the RTT {r * 1e3:g}ms", d["jitter"])
+    if d["loss"] and d["gemodel"]:
+        raise ctx.child("gemodel").error("give either loss or gemodel, not both")
+    if d["loss"] >= 1.0:
+        raise ctx.child("loss").error("100% loss moves nothing", d["loss"])
+    return PathSpec(name=d["name"], kind="emulated", rtts_s=rtts, jitter_s=d["jitter"],
+                    jitter_dist=d["jitter_distribution"], loss=d["loss"], gemodel=d["gemodel"],
+                    rate_bps=d["rate"], queue_pkts=d["queue"], backend=d["backend"])
+
+
+def _file(ctx: S.Ctx, v: Any) -> FileSpec:
+    d = S.check_mapping(ctx, v, {"name": S.Field(S.name), "size": S.Field(S.size)})
+    if d["size"] > 64 * 2**30:
+        raise ctx.child("size").error("files above 64 GiB do not fit a tmpfs here", v["size"])
+    return FileSpec(**d)
+
+
+def _server(ctx: S.Ctx, v: Any) -> ServerSpec:
+    d = S.check_mapping(ctx, v, {"name": S.Field(S.name), "kind": S.Field(S.choice(*SERVER_KINDS)),
+                                 "binary": S.Field(S.optional(S.text), None)})
+    return ServerSpec(**d)
+
+
+def _env(v: Any) -> dict:
+    if not isinstance(v, dict) or not all(isinstance(k, str) for k in v):
+        raise ValueError("expected a mapping of variable names to values")
+    return {k: str(x) for k, x in v.items()}
+
+
+_CLIENT_FIELDS = {
+    "name": S.Field(S.name), "tool": S.Field(S.choice(*TOOLS)),
+    "server": S.Field(S.optional(S.name), None), "file": S.Field(S.optional(S.name), None),
+    "streams": S.Field(S.integer(1, 128), 1),
+    "protocol": S.Field(S.choice("root", "http"), None),
+    "binary": S.Field(S.optional(S.text), None),
+    "page_checksum": S.Field(S.optional(S.boolean), None),
+    "block": S.Field(S.optional(S.size), None), "buffer": S.Field(S.optional(S.size), None),
+    "duration": S.Field(S.positive_duration, 10.0), "env": S.Field(_env, {}),
+}
+
+
+def _client(ctx: S.Ctx, v: Any) -> ClientSpec:
+    d = S.check_mapping(ctx, v, _CLIENT_FIELDS)
+    tool = d["tool"]
+    limit = MULTI_STREAM_TOOLS.get(tool, 1)
+    if d["streams"] > limit:
+        raise ctx.child("streams").error(f"{tool} supports at most {limit} stream(s)", d["streams"])
+    for key, tools in (("page_checksum", {"xrdcp"}), ("block", {"fdt"}),
+                       ("buffer", {"fdt", "iperf3"})):
+        if d[key] is not None and tool not in tools:
+            raise ctx.child(key).error(f"only for {', '.join(sorted(tools))}", d[key])
+    proto = d["protocol"] or ("root" if tool == "xrdcp" else "http")
+    if tool == "xrdcp" and proto != "root":
+        raise ctx.child("protocol").error("xrdcp here speaks root://", proto)
+    if tool in ("davix-get", "curl") and proto != "http":
+        raise ctx.child("protocol").error(f"{tool} speaks http", proto)
+    if tool != "iperf3" and not d["file"]:
+        raise ctx.child("file").error(f"{tool} needs a file to fetch")
+    return ClientSpec(name=d["name"], tool=tool, server=d["server"], file=d["file"],
+                      streams=d["streams"], protocol=proto, binary=d["binary"],
+                      page_checksum=d["page_checksum"], block=d["block"], buffer=d["buffer"],
+                      duration_s=d["duration"], env=d["env"])
+
+
+def _sweep(ctx: S.Ctx, v: Any) -> Sweep:
+    d = S.check_mapping(ctx, v, {
+        "repeats": S.Field(S.integer(1, 1000), 1),
+        "concurrency": S.Field(S.list_of(S.integer(1, 256)), [1]),
+        "streams": S.Field(S.optional(S.list_of(S.integer(1, 128))), None)})
+    return Sweep(**d)
+
+
+def _tuning(ctx: S.Ctx, v: Any) -> Tuning:
+    d = S.check_mapping(ctx, v, {
+        "congestion_control": S.Field(S.optional(S.choice("bbr", "cubic", "reno", "htcp")), None),
+        "tcp_rmem_max": S.Field(S.optional(S.size), None),
+        "tcp_wmem_max": S.Field(S.optional(S.size), None),
+        "core_rmem_max": S.Field(S.optional(S.size), None),
+        "core_wmem_max": S.Field(S.optional(S.size), None),
+        "mtu": S.Field(S.integer(576, 65000), 1500)})
+    for k in ("tcp_rmem_max", "tcp_wmem_max", "core_rmem_max", "core_wmem_max"):
+        if d[k] is not None and d[k] < 65536:
+            raise ctx.child(k).error("buffer maximum below 64 KiB", d[k])
+    return Tuning(**d)
+
+
+def _validation(ctx: S.Ctx, v: Any) -> Validation:
+    d = S.check_mapping(ctx, v, {
+        "ping_count": S.Field(S.integer(3, 10000), 20),
+        "ping_interval": S.Field(S.positive_duration, 0.05),
+        "iperf_duration": S.Field(S.positive_duration, 3.0),
+        "iperf_streams": S.Field(S.integer(1, 128), 8),
+        "rtt_tolerance": S.Field(S.duration, 0.0003),
+        "rtt_tolerance_relative": S.Field(S.fraction, 0.01)})
+    if d["ping_interval"] < 0.002:
+        raise ctx.child("ping_interval").error("ping interval below 2 ms floods", d["ping_interval"])
+    return Validation(d["ping_count"], d["ping_interval"], d["iperf_duration"],
+                      d["iperf_streams"], d["rtt_tolerance"] * 1e3, d["rtt_tolerance_relative"])
+
+
+def list_topologies() -> list[str]:
+    return sorted(p.stem for p in TOPOLOGY_DIR.glob("*.yaml"))
+
+
+def parse_topology(p: Path) -> Topology:
+    data = _load_yaml(p)
+    ctx = S.Ctx(str(p))
+    d = S.check_mapping(ctx, data, {
+        "name": S.Field(S.name), "description": S.Field(S.text, ""),
+        "layout": S.Field(S.choice("client-router-server", "host")),
+        "servers_per_path": S.Field(S.integer(1, 16), 1)})
+    return Topology(**d)
+
+
+def _load_yaml(p: Path) -> Any:
+    try:
+        text = p.read_text()
+    except OSError as e:
+        raise InputError(f"cannot read ({e.strerror})", file=str(p)) from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark else ""
+        raise InputError(f"{where}not valid YAML ({getattr(e, 'problem', e)})", file=str(p)) from None
+
+
+_SCENARIO_FIELDS = {
+    "name": S.Field(S.name), "description": S.Field(S.text, ""),
+    "topology": S.Field(S.name, "client-router-server"),
+    "paths": S.Field(S.list_of(S.with_ctx(_path), scalar_ok=False)),
+    "files": S.Field(S.list_of(S.with_ctx(_file), scalar_ok=False, min_len=0), []),
+    "servers": S.Field(S.list_of(S.with_ctx(_server), scalar_ok=False, min_len=0), []),
+    "clients": S.Field(S.list_of(S.with_ctx(_client), scalar_ok=False)),
+    "sweep": S.Field(S.with_ctx(_sweep), None), "tuning": S.Field(S.with_ctx(_tuning), None),
+    "validation": S.Field(S.with_ctx(_validation), None),
+    "transfer_timeout": S.Field(S.positive_duration, 600.0),
+}
+
+
+def load(path: str | Path) -> Scenario:
+    p = Path(path)
+    data = _load_yaml(p)
+    return parse(data, source=str(p), text=p.read_text())
+
+
+def parse(data: Any, *, source: str, text: str = "") -> Scenario:
+    ctx = S.Ctx(source)
+    d = S.check_mapping(ctx, data, _SCENARIO_FIELDS)
+    topo_ctx = ctx.child("topology")
+    tp = TOPOLOGY_DIR / f"{d['topology']}.yaml"
+    if not tp.is_file():
+        raise topo_ctx.error(f"no such topology (have: {', '.join(list_topologies())})",
+                             d["topology"])
+    sc = Scenario(
+        name=d["name"], source=source, text=text, description=d["description"],
+        topology=parse_topology(tp), paths=d["paths"], files=d["files"], servers=d["servers"],
+        clients=d["clients"], sweep=d["sweep"] or _sweep(ctx, {}),
+        tuning=d["tuning"] or _tuning(ctx, {}), validation=d["validation"] or _validation(ctx, {}),
+        transfer_timeout_s=d["transfer_timeout"])
+    _cross_check(ctx, sc)
+    return sc
+
+
+def _cross_check(ctx: S.Ctx, sc: Scenario) -> None:
+    for key, items in (("paths", sc.paths), ("files", sc.files), ("servers", sc.servers),
+                       ("clients", sc.clients)):
+        S.unique_names(ctx.child(key), items, key[:-1])
+    servers = {s.name: s for s in sc.servers}
+    files = {f.name for f in sc.files}
+    for i, c in enumerate(sc.clients):
+        cc = ctx.child("clients").child(i)
+        if c.tool == "iperf3":
+            continue
+        if c.server is None:
+            want = [s for s in sc.servers if s.kind in TOOL_SERVERS[c.tool]]
+            if len(want) != 1:
+                raise cc.child("server").error(f"name the server {c.tool} talks to")
+            object.__setattr__(c, "server", want[0].name)
+        if c.server not in servers:
+            raise cc.child("server").error("no server of that name", c.server)
+        if servers[c.server].kind not in TOOL_SERVERS[c.tool]:
+            raise cc.child("server").error(
+                f"{c.tool} cannot talk to a {servers[c.server].kind} server", c.server)
+        if c.file not in files:
+            raise cc.child("file").error("no file of that name", c.file)
+    real = [p for p in sc.paths if p.kind == "real"]
+    if sc.topology.layout == "host" and len(real) != len(sc.paths):
+        raise ctx.child("topology").error("layout 'host' carries real paths only", sc.topology.name)
