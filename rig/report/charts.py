@@ -1,0 +1,352 @@
+"""Charts of one run (matplotlib, Agg canvas, no pyplot global state), PNG and SVG.
+
+Every chart shows what the network allows next to what was measured: the configured
+path rate, the validated iperf3 capacity, and each configuration's window bound
+(concurrency x streams x window / RTT); the CPU chart shows instead the CPU cost at
+which one core could not keep up with the path rate.
+
+  throughput_vs_rtt        per client configuration, mean with min-max bars (seed 003)
+  throughput_vs_concurrency aggregate throughput vs concurrent transfers (seed 000 fig 8)
+  throughput_vs_streams    throughput vs streams, one panel per RTT (seed 000 figs 9, 12)
+  cpu_per_gb               client CPU seconds per GB moved, user and system
+
+Must not import rig.netns, rig.proc, rig.services or rig.emul; only reports import it.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Iterable
+
+from matplotlib.axes import Axes
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+
+from . import style
+from .model import Point, Run, series_id, series_labels
+
+MAX_PANELS = 4
+DPI = 110
+
+
+def new_figure(ncols: int = 1, width: float = 9.0, height: float = 5.6) -> tuple[Figure,
+                                                                               list[Axes]]:
+    fig = Figure(figsize=(width if ncols == 1 else 4.4 * ncols, height), dpi=DPI,
+                 layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(1, ncols, sharey=True, squeeze=False)[0]
+    return fig, list(axes)
+
+
+def save(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
+    png, svg = out_dir / f"{stem}.png", out_dir / f"{stem}.svg"
+    fig.savefig(png, format="png")
+    fig.savefig(svg, format="svg", metadata={"Date": None})
+    return [png, svg]
+
+
+def gbit(bps: float | None) -> float:
+    return (bps or 0.0) / 1e9
+
+
+def mib(n: int) -> str:
+    return f"{n / 2**20:g} MiB" if n >= 2**20 else f"{n / 1024:g} KiB"
+
+
+def errorbar(ax: Axes, pts: list[Point], x: list[float], label: str, st: style.Style,
+             linestyle: str | None = None, hollow: bool = False) -> None:
+    ok = [(xi, p) for xi, p in zip(x, pts) if p.n]
+    if not ok:
+        return
+    xs = [xi for xi, _ in ok]
+    ys = [gbit(p.mean_bps) for _, p in ok]
+    lo = [gbit(p.mean_bps - p.min_bps) for _, p in ok]
+    hi = [gbit(p.max_bps - p.mean_bps) for _, p in ok]
+    ax.errorbar(xs, ys, yerr=[lo, hi], label=label, color=st.color, marker=st.marker,
+                linestyle=linestyle or st.linestyle, capsize=3, markersize=6,
+                linewidth=1.8, markerfacecolor="white" if hollow else st.color)
+
+
+def reference_lines(ax: Axes, pts: list[Point], *, with_capacity: bool = True) -> None:
+    """Configured path rate (solid black) and mean validated capacity (dashed gray)."""
+    rates = {p.rate_bps for p in pts if p.rate_bps}
+    for i, r in enumerate(sorted(rates)):
+        ax.axhline(gbit(r), color=style.PATH_RATE.color, linewidth=1.2,
+                   label="path rate (configured)" if i == 0 else None)
+    caps = [p.capacity_bps for p in pts if p.capacity_bps]
+    if with_capacity and caps:
+        ax.axhline(gbit(sum(caps) / len(caps)), color=style.CAPACITY.color, linewidth=1.0,
+                   linestyle=style.CAPACITY.linestyle, label="path capacity (iperf3)")
+
+
+def y_top(pts: Iterable[Point], extra: Iterable[float | None] = ()) -> float:
+    vals = [gbit(p.max_bps) for p in pts if p.n]
+    vals += [gbit(p.rate_bps) for p in pts if p.rate_bps]
+    vals += [gbit(p.capacity_bps) for p in pts if p.capacity_bps]
+    vals += [gbit(v) for v in extra if v]
+    return max(vals, default=1.0) * 1.15 or 1.0
+
+
+def bound_groups(pts: list[Point], labels: dict) -> dict[tuple[int, int], list[str]]:
+    """Configurations sharing one window bound: (streams x concurrency, window) -> names."""
+    groups: dict[tuple[int, int], list[str]] = defaultdict(list)
+    for p in pts:
+        if p.window_bytes:
+            g = groups[(p.key.streams * p.key.concurrency, p.window_bytes)]
+            name = labels[series_id(p.key)]
+            if name not in g:
+                g.append(name)
+    return groups
+
+
+def per_series(pts: list[Point], labels: dict) -> dict[str, list[Point]]:
+    out: dict[str, list[Point]] = defaultdict(list)
+    for p in pts:
+        out[labels[series_id(p.key)]].append(p)
+    return out
+
+
+def lowest_concurrency(points: list[Point]) -> list[Point]:
+    low: dict[str, int] = {}
+    for p in points:
+        low[p.key.client] = min(low.get(p.key.client, p.key.concurrency), p.key.concurrency)
+    return [p for p in points if p.key.concurrency == low[p.key.client]]
+
+
+def mark_flagged(ax: Axes, pts: list[Point], x: list[float], verdicts: dict) -> bool:
+    flagged = [(xi, gbit(p.mean_bps)) for xi, p in zip(x, pts)
+               if p.n and verdicts.get(p.key) and verdicts[p.key].kind == "emulator-limited"]
+    if flagged:
+        ax.scatter([f[0] for f in flagged], [f[1] for f in flagged], s=160,
+                   facecolors="none", edgecolors=style.REGRESSION_COLOR, linewidths=1.5,
+                   zorder=5)
+    return bool(flagged)
+
+
+def finish(ax: Axes, fig: Figure, title: str, subtitle: str, flagged: bool) -> None:
+    """Title, subtitle and one legend outside the plot area, so it never hides data."""
+    seen: dict[str, object] = {}
+    for a in fig.axes:
+        for h, lab in zip(*a.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    handles, lbls = list(seen.values()), list(seen)
+    if flagged:
+        handles.append(Line2D([], [], marker="o", markersize=11, markerfacecolor="none",
+                              markeredgecolor=style.REGRESSION_COLOR, linestyle=""))
+        lbls.append("step flagged by validation")
+    fig.legend(handles, lbls, loc="outside right upper", fontsize=8, frameon=False,
+               title=subtitle or None, title_fontsize=8, alignment="left")
+    fig.suptitle(title, fontsize=12, fontweight="bold")
+    for a in fig.axes:
+        a.grid(True, alpha=0.3)
+
+
+def draw_window_bounds_rtt(ax: Axes, pts: list[Point], labels: dict, x_max: float,
+                           y_max: float) -> None:
+    positive = sorted({p.x_rtt_ms for p in pts if p.x_rtt_ms > 0})
+    if not positive:
+        return
+    lo = max(positive[0] / 4, 0.5)
+    grid = [lo + (x_max - lo) * i / 300 for i in range(301)]
+    for i, ((mult, window), names) in enumerate(sorted(bound_groups(pts, labels).items())):
+        ys = [mult * window * 8 / (r / 1e3) / 1e9 for r in grid]
+        ax.plot(grid, ys, color=style.CAPACITY.color, linestyle=style.WINDOW_LINESTYLE,
+                linewidth=1.1, label="window bound (streams x window / RTT)" if i == 0 else None)
+        # label each curve where it crosses a staggered height, on a white box
+        target = y_max * (0.66 - 0.1 * (i % 6))
+        x_txt = next((r for r, y in zip(grid, ys) if y <= target), None)
+        if x_txt is not None:
+            ax.annotate(f"{mult} x {mib(window)} / RTT ({', '.join(names[:3])})",
+                        (x_txt, target), xytext=(5, 0), textcoords="offset points",
+                        fontsize=7, color="#333333", va="center",
+                        bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none",
+                              "alpha": 0.8})
+
+
+def throughput_vs_rtt(run: Run, out_dir: Path, verdicts: dict) -> list[Path]:
+    pts = lowest_concurrency(run.points)
+    labels = series_labels(run.points)
+    fig, (ax,) = new_figure()
+    series = per_series(pts, labels)
+    for name, sp in sorted(series.items(), key=lambda kv: style.sort_key(kv[1][0].key.client)):
+        sp.sort(key=lambda p: p.x_rtt_ms)
+        errorbar(ax, sp, [p.x_rtt_ms for p in sp], name, style.style_for(name, sp[0].tool))
+    reference_lines(ax, pts, with_capacity=False)
+    caps = sorted({(p.x_rtt_ms, p.capacity_bps) for p in pts if p.capacity_bps})
+    if caps:
+        ax.plot([c[0] for c in caps], [gbit(c[1]) for c in caps],
+                color=style.CAPACITY.color, linestyle=style.CAPACITY.linestyle,
+                marker=style.CAPACITY.marker, linewidth=1.0, label="path capacity (iperf3)")
+    top = y_top(pts)
+    x_max = max((p.x_rtt_ms for p in pts), default=1.0) or 1.0
+    draw_window_bounds_rtt(ax, pts, labels, x_max, top)
+    flagged = mark_flagged(ax, pts, [p.x_rtt_ms for p in pts], verdicts)
+    ax.set_xlim(-0.03 * x_max, x_max * 1.05)
+    ax.set_ylim(0, top)
+    ax.set_xticks(sorted({p.x_rtt_ms for p in pts}))
+    ax.set_xlabel("round-trip time (ms)")
+    ax.set_ylabel("throughput (Gbit/s)")
+    reps = max((p.n + p.failed for p in pts), default=0)
+    finish(ax, fig, f"Throughput vs RTT - run {run.run_id}",
+           f"mean of {reps} repeat(s), bars: min-max\nlowest concurrency per client",
+           flagged)
+    return save(fig, out_dir, "throughput_vs_rtt")
+
+
+def panel_rtts(pts: list[Point]) -> list[float]:
+    rtts = sorted({p.x_rtt_ms for p in pts})
+    if len(rtts) <= MAX_PANELS:
+        return rtts
+    idx = sorted({round(i * (len(rtts) - 1) / (MAX_PANELS - 1)) for i in range(MAX_PANELS)})
+    return [rtts[i] for i in idx]
+
+
+def _bound_line(ax: Axes, xs: list[int], per_x: float, label: str | None) -> None:
+    ax.plot(xs, [x * per_x / 1e9 for x in xs], color=style.CAPACITY.color,
+            linestyle=style.WINDOW_LINESTYLE, linewidth=1.1, label=label)
+
+
+def throughput_vs_concurrency(run: Run, out_dir: Path, verdicts: dict) -> list[Path]:
+    concs = sorted({p.key.concurrency for p in run.points})
+    rtts = panel_rtts(run.points)
+    fig, axes = new_figure(len(rtts), height=5.0)
+    labels = series_labels(run.points, with_concurrency=False)
+    top = y_top(run.points)
+    for ax, rtt in zip(axes, rtts):
+        pts = [p for p in run.points if p.x_rtt_ms == rtt]
+        for name, sp in sorted(per_series(pts, labels).items()):
+            sp.sort(key=lambda p: p.key.concurrency)
+            errorbar(ax, sp, [p.key.concurrency for p in sp], name,
+                     style.style_for(name, sp[0].tool))
+        reference_lines(ax, pts)
+        windows = sorted({(p.key.streams, p.window_bytes) for p in pts if p.window_bytes})
+        for i, (streams, w) in enumerate(windows):
+            if rtt > 0:
+                _bound_line(ax, concs, streams * w * 8 / (rtt / 1e3),
+                            "window bound (N x streams x window / RTT)" if i == 0 else None)
+        mark_flagged(ax, pts, [p.key.concurrency for p in pts], verdicts)
+        ax.set_title(f"RTT {rtt:g} ms", fontsize=10)
+        ax.set_xticks(concs)
+        ax.set_xlabel("concurrent transfers")
+        ax.set_ylim(0, top)
+    axes[0].set_ylabel("aggregate throughput (Gbit/s)")
+    finish(axes[-1], fig, f"Aggregate throughput vs concurrent transfers - run {run.run_id}",
+           "mean of repeats, bars: min-max", False)
+    return save(fig, out_dir, "throughput_vs_concurrency")
+
+
+def streams_series(points: list[Point]) -> dict[tuple[str, int], str]:
+    """(client, streams) -> line name: a client swept over streams is its own line;
+    configurations that differ only in stream count (xrdcp, xrdcp-S4) share one."""
+    per_client: dict[str, set[int]] = defaultdict(set)
+    for p in points:
+        per_client[p.key.client].add(p.key.streams)
+    groups: dict[str, list[str]] = defaultdict(list)
+    for c, s in per_client.items():
+        if len(s) == 1:
+            groups[style.base_name(c)].append(c)
+    out = {}
+    for c, s in per_client.items():
+        name = c
+        members = groups.get(style.base_name(c), [])
+        if len(s) == 1 and len(members) > 1:
+            values = [next(iter(per_client[m])) for m in members]
+            if len(set(values)) == len(values):
+                name = style.base_name(c)
+        for n in s:
+            out[(c, n)] = name
+    return out
+
+
+def throughput_vs_streams(run: Run, out_dir: Path, verdicts: dict) -> list[Path]:
+    pts_all = lowest_concurrency(run.points)
+    names = streams_series(pts_all)
+    rtts = panel_rtts(pts_all)
+    fig, axes = new_figure(len(rtts), height=5.0)
+    top = y_top(pts_all)
+    streams = sorted({p.key.streams for p in pts_all})
+    for ax, rtt in zip(axes, rtts):
+        pts = [p for p in pts_all if p.x_rtt_ms == rtt]
+        lines: dict[str, list[Point]] = defaultdict(list)
+        for p in pts:
+            lines[names[(p.key.client, p.key.streams)]].append(p)
+        for name, sp in sorted(lines.items(), key=lambda kv: style.sort_key(kv[0])):
+            sp.sort(key=lambda p: p.key.streams)
+            errorbar(ax, sp, [p.key.streams for p in sp], name, style.style_for(name, sp[0].tool))
+        reference_lines(ax, pts)
+        windows = sorted({p.window_bytes for p in pts if p.window_bytes})
+        for i, w in enumerate(windows):
+            if rtt > 0:
+                _bound_line(ax, [0] + streams, w * 8 / (rtt / 1e3),
+                            "window bound (streams x window / RTT)" if i == 0 else None)
+        mark_flagged(ax, pts, [p.key.streams for p in pts], verdicts)
+        ax.set_title(f"RTT {rtt:g} ms", fontsize=10)
+        ax.set_xticks(streams)
+        ax.set_xlim(0, max(streams) * 1.05 + 0.5)
+        ax.set_xlabel("TCP streams per transfer")
+        ax.set_ylim(0, top)
+    axes[0].set_ylabel("throughput (Gbit/s)")
+    finish(axes[-1], fig, f"Throughput vs streams - run {run.run_id}",
+           "mean of repeats, bars: min-max\nlowest concurrency per client", False)
+    return save(fig, out_dir, "throughput_vs_streams")
+
+
+def cpu_per_gb(run: Run, out_dir: Path) -> list[Path]:
+    labels = series_labels(run.points)
+    series = per_series([p for p in run.points if p.cpu_s and p.bytes_ok], labels)
+    order = sorted(series, key=lambda n: style.sort_key(series[n][0].key.client))
+    fig, (ax,) = new_figure(width=max(6.0, 1.1 * len(order) + 3), height=5.0)
+    for i, name in enumerate(order):
+        sp = series[name]
+        gb = sum(p.bytes_ok for p in sp) / 1e9
+        total = sum(sum(p.cpu_s) for p in sp) / gb
+        sys_s = sum(p.cpu_sys_s for p in sp) / gb
+        st = style.style_for(name, sp[0].tool)
+        ax.bar(i, total - sys_s, color=st.color, label="user" if i == 0 else None)
+        ax.bar(i, sys_s, bottom=total - sys_s, color=st.color, alpha=0.45, hatch="//",
+               edgecolor="white", label="system" if i == 0 else None)
+        per_rtt = [p.cpu_s_per_gb() for p in sp if p.cpu_s_per_gb()]
+        ax.scatter([i] * len(per_rtt), per_rtt, color="black", s=10, zorder=4,
+                   label="per RTT point" if i == 0 else None)
+        ax.annotate(f"{total:.2g} s/GB\n1 core: {8 / total:.3g} Gbit/s", (i, total),
+                    xytext=(0, 4), textcoords="offset points", ha="center", fontsize=7)
+    rates = sorted({p.rate_bps for p in run.points if p.rate_bps})
+    if rates:
+        ax.axhline(8e9 / rates[-1], color=style.PATH_RATE.color, linewidth=1.2,
+                   label=f"1 core at path rate ({gbit(rates[-1]):g} Gbit/s)")
+    ax.set_xticks(range(len(order)), order, rotation=20, ha="right")
+    ax.set_ylabel("client CPU seconds per GB (user + system)")
+    ax.margins(y=0.2)
+    finish(ax, fig, f"Client CPU cost per GB - run {run.run_id}",
+           "above the black line, one core\ncannot keep up with the path rate", False)
+    return save(fig, out_dir, "cpu_per_gb")
+
+
+def draw_all(run: Run, out_dir: Path, verdicts: dict) -> tuple[list[Path], list[str]]:
+    """Draw every chart the run's data supports; return (files, notes on skipped ones)."""
+    files: list[Path] = []
+    notes: list[str] = []
+    if not any(p.n for p in run.points):
+        return files, ["no successful transfer: no chart drawn"]
+    files += throughput_vs_rtt(run, out_dir, verdicts)
+    if len({p.key.concurrency for p in run.points}) > 1:
+        files += throughput_vs_concurrency(run, out_dir, verdicts)
+    else:
+        notes.append("throughput_vs_concurrency not drawn: the run has one concurrency")
+    if any(len(v) > 1 for v in _streams_per_line(run.points).values()):
+        files += throughput_vs_streams(run, out_dir, verdicts)
+    else:
+        notes.append("throughput_vs_streams not drawn: no client varies its streams")
+    if any(p.cpu_s for p in run.points):
+        files += cpu_per_gb(run, out_dir)
+    else:
+        notes.append("cpu_per_gb not drawn: no CPU times recorded")
+    return files, notes
+
+
+def _streams_per_line(points: list[Point]) -> dict[str, set[int]]:
+    out: dict[str, set[int]] = defaultdict(set)
+    for (client, streams), name in streams_series(lowest_concurrency(points)).items():
+        out[name].add(streams)
+    return out

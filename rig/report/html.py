@@ -1,0 +1,185 @@
+"""One self-contained report.html per run: charts embedded as data: URIs, tables, the
+bottleneck verdicts, the path validations, engine statistics and the environment.
+Readable offline, no script, no external resource.
+
+Also the small HTML helpers rig.compare uses for compare.html.
+
+Pure Python: must not import matplotlib, rig.netns, rig.proc, rig.services or rig.emul.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import json
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any, Iterable
+
+from .model import Run
+from .tables import SUMMARY_COLUMNS, VALIDATION_COLUMNS, rtt_table, summary_rows, \
+    validation_rows
+
+CSS = """
+body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5em auto;
+max-width:1200px;padding:0 1em;color:#222;line-height:1.4}
+h1{font-size:1.5em;margin-bottom:.2em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;
+margin-top:1.6em}table{border-collapse:collapse;margin:.6em 0;font-size:.85em}
+th,td{border:1px solid #ccc;padding:.2em .5em;text-align:right;vertical-align:top}
+th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}
+td.l{text-align:left}tr.flag td{background:#fde2e0}tr.good td{background:#e3f4e1}
+.meta{color:#555}.k-window-limited{color:#1f5fa8}.k-path-limited{color:#2e8b3a}
+.k-client-CPU-bound{color:#a84f00}.k-emulator-limited{color:#c0392b;font-weight:bold}
+.k-unexplained{color:#7b3fa0}.k-failed{color:#c0392b;font-weight:bold}
+figure{margin:1em 0}figure img{max-width:100%;border:1px solid #ddd}
+figcaption{font-size:.85em;color:#555}pre{background:#f7f7f7;padding:.6em;
+overflow-x:auto;font-size:.8em}.note{background:#fff8e1;padding:.4em .8em}
+"""
+
+
+def esc(v: Any) -> str:
+    return html.escape("" if v is None else str(v))
+
+
+def table(header: Iterable[str], rows: Iterable[Iterable[Any]],
+          row_classes: Iterable[str] | None = None,
+          cell_class: dict[int, str] | None = None) -> str:
+    """An HTML table; cell_class maps a column index to a CSS class prefix (value appended)."""
+    out = ["<table><thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in header)
+           + "</tr></thead><tbody>"]
+    classes = list(row_classes) if row_classes is not None else None
+    for i, row in enumerate(rows):
+        cls = f' class="{classes[i]}"' if classes and classes[i] else ""
+        cells = []
+        for j, c in enumerate(row):
+            if cell_class and j in cell_class:
+                cells.append(f'<td class="l {cell_class[j]}{esc(c)}">{esc(c)}</td>')
+            else:
+                cells.append(f"<td>{esc(c)}</td>")
+        out.append(f"<tr{cls}>" + "".join(cells) + "</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def image(path: Path, caption: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    svg = path.with_suffix(".svg")
+    link = f' (<a href="{esc(svg.name)}">SVG</a>)' if svg.exists() else ""
+    return (f'<figure><img src="data:image/png;base64,{data}" alt="{esc(caption)}">'
+            f"<figcaption>{esc(caption)}{link}</figcaption></figure>")
+
+
+def page(title: str, body: list[str]) -> str:
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{esc(title)}</title><link rel=\"icon\" href=\"data:,\">"
+            f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+def _when(meta: dict) -> str:
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(float(meta["created"])))
+    except (KeyError, ValueError):
+        return "?"
+
+
+def _header(run: Run, verdicts: dict) -> list[str]:
+    env = run.env
+    backends = sorted({str(t["backend"]) for t in run.transfers}) or [env.get("backend", "?")]
+    ok = sum(1 for t in run.transfers if t["ok"])
+    flagged = len({v["step"] for v in run.validations if v.get("flagged")})
+    kinds = Counter(v.kind for v in verdicts.values())
+    glance = ", ".join(f'<span class="k-{esc(k)}">{n} {esc(k)}</span>'
+                       for k, n in kinds.most_common())
+    return [f"<h1>rig report: run {esc(run.run_id)}</h1>",
+            f'<p class="meta">created {esc(_when(run.meta))} &middot; rig '
+            f'{esc(run.meta.get("rig_version", "?"))} &middot; backend '
+            f'{esc(", ".join(backends))} &middot; kernel {esc(env.get("kernel", "?"))}</p>',
+            f"<p>{len(run.points)} measurement points from {len(run.transfers)} transfers "
+            f"({ok} ok, {len(run.transfers) - ok} failed); {flagged} step(s) flagged by "
+            f"path validation. Bottlenecks: {glance or 'none'}.</p>"]
+
+
+CAPTIONS = {
+    "throughput_vs_rtt": "Throughput vs RTT per client configuration (mean, min-max bars); "
+                         "dotted: window bound streams x window / RTT; black: path rate; "
+                         "dashed: validated iperf3 capacity.",
+    "throughput_vs_concurrency": "Aggregate throughput vs concurrent transfers, per RTT.",
+    "throughput_vs_streams": "Throughput vs TCP streams, per RTT.",
+    "cpu_per_gb": "Client CPU seconds per GB moved (user solid, system hatched); dots: "
+                  "each RTT point.",
+}
+
+
+def _charts(images: list[Path], notes: list[str]) -> list[str]:
+    out = ["<h2>Charts</h2>"]
+    for p in images:
+        if p.suffix == ".png":
+            out.append(image(p, CAPTIONS.get(p.stem, p.stem)))
+    out += [f'<p class="note">{esc(n)}</p>' for n in notes]
+    return out
+
+
+def _measurements(run: Run, verdicts: dict) -> list[str]:
+    rows = summary_rows(run, verdicts)
+    cols = [c for c in SUMMARY_COLUMNS if c != "verdict"]
+    classes = ["flag" if r["verdict"] in ("failed", "emulator-limited") else "" for r in rows]
+    out = ["<h2>Measurements and bottleneck verdicts</h2>",
+           "<p>Throughput in Gbit/s; window bound = concurrency x streams x window / "
+           "measured RTT; path = min(validated iperf3 capacity, configured rate).</p>",
+           table(cols[:-1] + ["verdict", "detail"],
+                 [[r[c] for c in cols[:-1]] + [r["verdict"], r["detail"]] for r in rows],
+                 classes, {len(cols) - 1: "k-"})]
+    for name, stat, title in (("mean", lambda p: p.mean_bps, "mean over repeats"),
+                              ("max", lambda p: p.max_bps, "highest value over repeats")):
+        header, body = rtt_table(run.points, stat)
+        out += [f"<h3>MB/s per client and RTT ({title})</h3>", table(header, body)]
+    return out
+
+
+def _validations(run: Run) -> list[str]:
+    rows = validation_rows(run)
+    classes = ["flag" if r[13] == "FLAGGED" else "" for r in rows]
+    out = ["<h2>Path validation</h2>",
+           "<p>ping and a short iperf3 run before and after each step; a step is flagged "
+           "when the measured path differs from the configured one.</p>",
+           table(VALIDATION_COLUMNS, rows, classes) if rows else "<p>none recorded</p>"]
+    if run.engine:
+        body = [[e["step"], e["path"], e["backend"], json.dumps(json.loads(e["stats"]),
+                 sort_keys=True)[:400]] for e in run.engine]
+        out += ["<details><summary>Engine statistics per step</summary>",
+                table(["step", "path", "backend", "stats"], body), "</details>"]
+    return out
+
+
+def _kv(d: dict) -> str:
+    return table(["key", "value"], [[k, v if isinstance(v, str) else json.dumps(v)]
+                                    for k, v in sorted(d.items())])
+
+
+def _environment(env: dict) -> list[str]:
+    out = ["<h2>Environment</h2>"]
+    before, after = env.get("sysctls_before") or {}, env.get("sysctls_after") or {}
+    simple = {k: v for k, v in env.items() if k not in
+              ("sysctls_before", "sysctls_after", "scenario_text", "tools", "tuning",
+               "scenario")}
+    out.append(_kv(simple))
+    for key in ("tools", "tuning"):
+        if isinstance(env.get(key), dict):
+            out += [f"<h3>{key}</h3>", _kv(env[key])]
+    if before or after:
+        keys = sorted(set(before) | set(after))
+        rows = [[k, before.get(k, ""), after.get(k, "")] for k in keys]
+        classes = ["flag" if before.get(k) != after.get(k) else "" for k in keys]
+        out += ["<h3>sysctls before / after (changed rows highlighted)</h3>",
+                table(["sysctl", "before", "after"], rows, classes)]
+    text = env.get("scenario_text") or env.get("scenario")
+    if text:
+        shown = text if isinstance(text, str) else json.dumps(text, indent=2)
+        out += ["<h3>scenario</h3>", f"<pre>{esc(shown)}</pre>"]
+    return out
+
+
+def report_html(run: Run, verdicts: dict, images: list[Path], notes: list[str]) -> str:
+    body = (_header(run, verdicts) + _charts(images, notes) + _measurements(run, verdicts)
+            + _validations(run) + _environment(run.env))
+    return page(f"rig report {run.run_id}", body)

@@ -1,0 +1,267 @@
+"""Measurement points built from a run's stored results: the one input of charts,
+tables, verdicts and comparisons.
+
+A *point* is one (path, RTT, client configuration, streams, concurrency) cell of a sweep;
+its samples are the aggregate throughputs of its repeats (concurrency N stores N rows
+with one aggregate_bps per repeat). Everything here is read from results.sqlite alone.
+
+Pure Python: must not import matplotlib, rig.netns, rig.proc, rig.services or rig.emul.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError
+from ..results import Store
+
+# Per-measurement settings that, when they differ between two runs, explain a change.
+SETTINGS = ("backend", "window_bytes", "tcp_rmem_max", "tcp_wmem_max",
+            "congestion_control", "page_checksum", "file_bytes", "tool")
+
+
+@dataclass(frozen=True)
+class Key:
+    """What a measurement is matched on, within a run and between runs."""
+    path: str
+    rtt_ms: float | None          # configured RTT; None on a real (not emulated) path
+    client: str
+    streams: int
+    concurrency: int
+
+    def label(self) -> str:
+        rtt = "real" if self.rtt_ms is None else f"{self.rtt_ms:g} ms"
+        return (f"{self.path} {rtt} {self.client} streams={self.streams} "
+                f"conc={self.concurrency}")
+
+
+def key_order(k: Key) -> tuple:
+    from .style import sort_key
+    return (k.path, k.rtt_ms if k.rtt_ms is not None else -1.0, sort_key(k.client),
+            k.streams, k.concurrency)
+
+
+@dataclass
+class Point:
+    key: Key
+    tool: str
+    samples_bps: list[float] = field(default_factory=list)   # one per ok repeat
+    failed: int = 0                                           # repeats with a failure
+    errors: list[str] = field(default_factory=list)
+    window_bytes: int | None = None
+    rate_bps: float | None = None           # configured path rate (None: unlimited)
+    capacity_bps: float | None = None       # validated iperf3 goodput of the step
+    rtt_ms_measured: float | None = None
+    loss_configured: float | None = None
+    cpu_s: list[float] = field(default_factory=list)         # per process, user+sys
+    cpu_sys_s: float = 0.0                                    # sum over processes
+    cpu_ratio: list[float] = field(default_factory=list)     # per process, cpu / wall
+    bytes_ok: int = 0
+    steps: set[int] = field(default_factory=set)
+    settings: dict[str, set] = field(default_factory=lambda: defaultdict(set))
+
+    @property
+    def n(self) -> int:
+        return len(self.samples_bps)
+
+    @property
+    def mean_bps(self) -> float:
+        return statistics.fmean(self.samples_bps) if self.samples_bps else math.nan
+
+    @property
+    def min_bps(self) -> float:
+        return min(self.samples_bps) if self.samples_bps else math.nan
+
+    @property
+    def max_bps(self) -> float:
+        return max(self.samples_bps) if self.samples_bps else math.nan
+
+    @property
+    def std_bps(self) -> float:
+        return statistics.stdev(self.samples_bps) if self.n > 1 else 0.0
+
+    @property
+    def x_rtt_ms(self) -> float:
+        """RTT used as a chart axis: configured, or measured on a real path."""
+        if self.key.rtt_ms is not None:
+            return self.key.rtt_ms
+        return self.rtt_ms_measured or 0.0
+
+    def window_bound_bps(self) -> float | None:
+        """concurrency x streams x window / RTT (measured RTT when known), bits/s."""
+        rtt = self.rtt_ms_measured or self.key.rtt_ms
+        if not self.window_bytes or not rtt or rtt <= 0:
+            return None
+        return (self.key.concurrency * self.key.streams * self.window_bytes * 8
+                / (rtt / 1e3))
+
+    def path_bound_bps(self) -> float | None:
+        """What the path carries: the smaller of the validated capacity and the rate."""
+        vals = [v for v in (self.capacity_bps, self.rate_bps) if v]
+        return min(vals) if vals else None
+
+    def cpu_s_per_gb(self) -> float | None:
+        if not self.bytes_ok or not self.cpu_s:
+            return None
+        return sum(self.cpu_s) / (self.bytes_ok / 1e9)
+
+
+@dataclass
+class Run:
+    dir: Path
+    meta: dict[str, str]
+    env: dict[str, Any]
+    transfers: list[dict]
+    validations: list[dict]
+    engine: list[dict]
+    points: list[Point]
+
+    @property
+    def run_id(self) -> str:
+        return self.meta.get("run_id", self.dir.name)
+
+    def paths(self) -> list[str]:
+        return sorted({p.key.path for p in self.points})
+
+    def engine_stats_for(self, steps: set[int]) -> list[dict]:
+        out = []
+        for row in self.engine:
+            if row["step"] in steps:
+                try:
+                    out.append(json.loads(row["stats"]))
+                except (TypeError, ValueError):
+                    continue
+        return out
+
+    def validations_for(self, steps: set[int]) -> list[dict]:
+        return [v for v in self.validations if v["step"] in steps]
+
+
+def _key(row: dict) -> Key:
+    rtt = row.get("rtt_ms_configured")
+    return Key(row["path"], None if rtt is None else float(rtt), row["client"],
+               int(row["streams"]), int(row["concurrency"]))
+
+
+def _group_value(rows: list[dict]) -> float | None:
+    """Aggregate throughput of one repeat (N concurrent rows), None if it failed."""
+    if not all(r["ok"] for r in rows):
+        return None
+    for r in rows:
+        if r.get("aggregate_bps") is not None:
+            return float(r["aggregate_bps"])
+    vals = [r["throughput_bps"] for r in rows if r.get("throughput_bps") is not None]
+    return float(sum(vals)) if vals else None
+
+
+def _add_process(p: Point, r: dict) -> None:
+    for name in SETTINGS:
+        if r.get(name) is not None:
+            p.settings[name].add(r[name])
+    if r.get("window_bytes"):
+        p.window_bytes = int(r["window_bytes"])
+    if r.get("rate_bps_configured"):
+        p.rate_bps = float(r["rate_bps_configured"])
+    p.loss_configured = r.get("loss_configured")
+    p.steps.add(int(r["step"]))
+    if not r["ok"]:
+        if r.get("error"):
+            p.errors.append(str(r["error"]))
+        return
+    p.bytes_ok += int(r.get("bytes") or 0)
+    cpu = (r.get("cpu_user_s") or 0.0) + (r.get("cpu_sys_s") or 0.0)
+    if r.get("cpu_user_s") is not None or r.get("cpu_sys_s") is not None:
+        p.cpu_s.append(cpu)
+        p.cpu_sys_s += r.get("cpu_sys_s") or 0.0
+        if r.get("duration_s"):
+            p.cpu_ratio.append(cpu / float(r["duration_s"]))
+
+
+def _attach_validations(p: Point, validations: list[dict]) -> None:
+    vals = [v for v in validations if v["step"] in p.steps]
+    before = [v for v in vals if v["phase"] == "before"] or vals
+    caps = [v["iperf_bps"] for v in before if v.get("iperf_bps")]
+    if caps:
+        p.capacity_bps = statistics.fmean(caps)
+    rtts = [v["rtt_ms_measured"] for v in before if v.get("rtt_ms_measured") is not None]
+    if rtts:
+        p.rtt_ms_measured = statistics.fmean(rtts)
+
+
+def build_points(transfers: list[dict], validations: list[dict]) -> list[Point]:
+    groups: dict[Key, dict[tuple[int, int], list[dict]]] = defaultdict(lambda: defaultdict(list))
+    for r in transfers:
+        groups[_key(r)][(int(r["step"]), int(r["repeat"]))].append(r)
+    points = []
+    for key, reps in groups.items():
+        first = next(iter(reps.values()))[0]
+        p = Point(key, str(first["tool"]))
+        for rows in reps.values():
+            for r in rows:
+                _add_process(p, r)
+            value = _group_value(rows)
+            if value is None:
+                p.failed += 1
+            else:
+                p.samples_bps.append(value)
+        _attach_validations(p, validations)
+        if p.rtt_ms_measured is None:
+            meas = [r["rtt_ms_measured"] for rows in reps.values() for r in rows
+                    if r.get("rtt_ms_measured") is not None]
+            p.rtt_ms_measured = statistics.fmean(meas) if meas else None
+        points.append(p)
+    return sorted(points, key=lambda q: key_order(q.key))
+
+
+def load_run(run_dir: Path) -> Run:
+    """Read everything a report needs; raises rig.errors.InputError for a bad directory."""
+    run_dir = Path(run_dir)
+    store = Store.open(run_dir)
+    try:
+        transfers = store.transfers()
+        validations = store.validations()
+        engine = store.rows("engine_stats")
+        meta, env = store.meta(), store.environment()
+    except (sqlite3.DatabaseError, ValueError) as e:
+        raise InputError(f"unreadable results database ({e})", file=str(store.path)) from e
+    finally:
+        store.close()
+    return Run(store.path.parent, meta, env, transfers, validations, engine,
+               build_points(transfers, validations))
+
+
+SeriesId = tuple[str, str, int, int]        # path, client, streams, concurrency
+
+
+def series_id(k: Key) -> SeriesId:
+    return (k.path, k.client, k.streams, k.concurrency)
+
+
+def series_labels(points: list[Point], *, with_concurrency: bool = True
+                  ) -> dict[SeriesId, str]:
+    """Short, unambiguous row/line labels: the client configuration name, with streams,
+    concurrency or path added only when the run varies them for that client."""
+    paths = {p.key.path for p in points}
+    streams: dict[str, set[int]] = defaultdict(set)
+    concs: dict[str, set[int]] = defaultdict(set)
+    for p in points:
+        streams[p.key.client].add(p.key.streams)
+        concs[p.key.client].add(p.key.concurrency)
+    out = {}
+    for p in points:
+        k = p.key
+        label = k.client
+        if len(streams[k.client]) > 1:
+            label += f" ({k.streams} stream{'s' if k.streams != 1 else ''})"
+        if with_concurrency and len(concs[k.client]) > 1:
+            label += f" x{k.concurrency}"
+        if len(paths) > 1:
+            label = f"{k.path}: {label}"
+        out[series_id(k)] = label
+    return out

@@ -1,0 +1,96 @@
+"""The one place where client configurations get their display name, colour, marker
+and line style, so that "xrdcp-S4" looks the same in every chart of every run.
+
+Known configuration names have fixed styles; any other name gets a colour from its tool's
+family and a shade and marker chosen by a stable hash of the name (zlib.crc32, never
+Python's salted hash()), so it too is stable across charts, runs and machines.
+
+Pure data: must not import matplotlib, realization, services or process supervision.
+"""
+from __future__ import annotations
+
+import re
+import zlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Style:
+    color: str
+    marker: str
+    linestyle: str = "-"
+
+
+# Colour families per tool: the first shade is the tool's plain configuration.
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "xrdcp": ("#1f5fa8", "#4a90d9", "#0b3563", "#7fb3e8", "#2c7fb8"),
+    "davix-get": ("#2e8b3a", "#5cbf5c", "#155d27", "#98d98e", "#41ab5d"),
+    "curl": ("#e6750a", "#f5a142", "#a84f00", "#fdc77f", "#d95f0e"),
+    "fdt": ("#7b3fa0", "#a679c7", "#4d1f6b", "#cbb1e0", "#8c6bb1"),
+    "iperf3": ("#555555", "#888888", "#222222", "#aaaaaa", "#666666"),
+    "other": ("#b8860b", "#c0392b", "#17becf", "#e377c2", "#8c564b"),
+}
+MARKERS: tuple[str, ...] = ("o", "s", "^", "D", "v", "P", "X", "<", ">", "h")
+
+# Fixed styles for the configurations the shipped scenarios use.
+KNOWN: dict[str, Style] = {
+    "xrdcp": Style("#1f5fa8", "o"),
+    "xrdcp-S4": Style("#4a90d9", "s"),
+    "xrdcp-S8": Style("#0b3563", "D"),
+    "xrdcp-S16": Style("#2c7fb8", "P"),
+    "xrdcp-tls": Style("#7fb3e8", "v", "--"),
+    "davix-get": Style("#2e8b3a", "^"),
+    "curl": Style("#e6750a", "v"),
+    "fdt": Style("#7b3fa0", "D"),
+    "fdt-2": Style("#a679c7", "<"),
+    "fdt-8": Style("#7b3fa0", "D"),
+    "fdt-15": Style("#4d1f6b", ">"),
+    "iperf3": Style("#555555", "x"),
+}
+
+# Reference lines (what the network allows), shared by every chart.
+PATH_RATE = Style("#000000", "", "-")
+CAPACITY = Style("#444444", "x", "--")
+WINDOW_LINESTYLE = ":"
+BASELINE_LINESTYLE = "--"
+REGRESSION_COLOR = "#c0392b"
+IMPROVED_COLOR = "#2e8b3a"
+NEUTRAL_COLOR = "#7f7f7f"
+
+
+def family(name: str, tool: str | None = None) -> str:
+    """Tool family of a configuration: from its tool when known, else from its name."""
+    for cand in (tool or "", name):
+        low = cand.lower()
+        for fam in FAMILIES:
+            if fam != "other" and (low == fam or low.startswith(fam)):
+                return fam
+        if low.startswith("davix"):
+            return "davix-get"
+    return "other"
+
+
+def style_for(name: str, tool: str | None = None) -> Style:
+    """Stable style of a client configuration (or any series) name."""
+    if name in KNOWN:
+        return KNOWN[name]
+    shades = FAMILIES[family(name, tool)]
+    h = zlib.crc32(name.encode())
+    return Style(shades[h % len(shades)], MARKERS[(h >> 8) % len(MARKERS)])
+
+
+_STREAM_SUFFIX = re.compile(r"[-_ ]?(?:S|s|P|p)?\d+$")
+
+
+def base_name(name: str) -> str:
+    """'xrdcp-S4' -> 'xrdcp', 'fdt-8' -> 'fdt': used to join configurations that differ
+    only by their stream count into one line of a streams chart."""
+    stripped = _STREAM_SUFFIX.sub("", name)
+    return stripped or name
+
+
+def sort_key(name: str) -> tuple[int, str, int]:
+    """Order clients by family, then name, with numeric suffixes in numeric order."""
+    fams = list(FAMILIES)
+    m = re.search(r"(\d+)$", name)
+    return (fams.index(family(name)), base_name(name), int(m.group(1)) if m else 0)
