@@ -1,0 +1,226 @@
+"""Sans-IO scheduling core of the userspace link-emulation engine.
+
+Decides, for each packet id handed over by the kernel, whether it is dropped (random or
+Gilbert-Elliott loss, full queue), when it is released (delay + jitter, order-preserving
+unless the profile allows reordering) and whether it is duplicated; keeps the live
+statistics (incl. a release-lateness histogram). Time is always passed in (`now`, in
+seconds of any monotonic clock), so tests drive it with a fake clock.
+
+Must not import asyncio, sockets or anything that does I/O; only rig.emul.profile.
+
+Order-preserving jitter (netem's behaviour when packets may not overtake each other):
+a packet's deadline is max(own jittered deadline, previous deadline). At packet rates
+well above 1/jitter this ratchets the mean applied delay up towards delay + jitter; the
+applied delay is measured (`applied_delay_mean_s`) and reported, never hidden.
+"""
+from __future__ import annotations
+
+import bisect
+import heapq
+import random
+from collections import deque
+from dataclasses import dataclass, field
+
+from ..profile import Direction
+
+HOLD, DROP_LOSS, DROP_QUEUE, HOLD_DUP = 0, 1, 2, 3
+
+# Release lateness histogram edges (s): bins are (<-50us), [-50us,0), [0,50us), ... (>=10ms).
+LATENESS_EDGES_S = (-50e-6, 0.0, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3)
+LATENESS_LABELS = ("<-50us", "-50..0us", "0..50us", "50..100us", "100..200us",
+                   "200..500us", "0.5..1ms", "1..2ms", "2..5ms", "5..10ms", ">=10ms")
+
+
+@dataclass
+class DirectionStats:
+    """Counters of one direction; JSON-able through as_dict()."""
+    seen: int = 0
+    released: int = 0
+    dropped_loss: int = 0
+    dropped_queue: int = 0
+    duplicated: int = 0
+    applied_delay_sum_s: float = 0.0
+    late_sum_s: float = 0.0
+    late_max_s: float = 0.0
+    late_hist: list[int] = field(default_factory=lambda: [0] * len(LATENESS_LABELS))
+
+    def as_dict(self, held: int) -> dict:
+        accepted = self.seen - self.dropped_loss - self.dropped_queue
+        return {
+            "seen": self.seen, "released": self.released, "held": held,
+            "dropped_loss": self.dropped_loss, "dropped_queue": self.dropped_queue,
+            "duplicated": self.duplicated,
+            "loss_ratio": (self.dropped_loss / self.seen) if self.seen else 0.0,
+            "applied_delay_mean_s": (self.applied_delay_sum_s / accepted) if accepted else 0.0,
+            "late_mean_s": (self.late_sum_s / self.released) if self.released else 0.0,
+            "late_max_s": self.late_max_s,
+            "late_hist": dict(zip(LATENESS_LABELS, self.late_hist)),
+        }
+
+
+class DirectionQueue:
+    """The packets of one direction (one NFQUEUE) held until their release time."""
+
+    def __init__(self, d: Direction, *, limit: int, rng: random.Random | None = None) -> None:
+        self.rng = rng or random.Random()
+        self.stats = DirectionStats()
+        self._fifo: deque[tuple[float, int, bool]] = deque()
+        self._heap: list[tuple[float, int, bool]] = []
+        self._last_deadline = float("-inf")
+        self._ge_bad = False
+        self.configure(d, limit=limit)
+
+    def configure(self, d: Direction, *, limit: int) -> None:
+        """Take a new profile; packets already held keep their release times."""
+        if limit < 1:
+            raise ValueError("queue limit must be >= 1")
+        self.d = d
+        self.limit = limit
+        self._delay = d.delay_s
+        self._jitter = d.jitter_s
+        self._normal = d.jitter_dist == "normal"
+        self._loss = d.loss
+        self._ge = d.gemodel
+        self._dup = d.duplicate
+        reorder = bool(d.reorder and d.jitter_s > 0)
+        if reorder != getattr(self, "reorder", reorder):
+            self._migrate(reorder)
+        self.reorder = reorder
+
+    def _migrate(self, reorder: bool) -> None:
+        # Switching discipline with packets held: keep them, in deadline order.
+        items = sorted(list(self._fifo) + self._heap)
+        self._fifo.clear()
+        self._heap = []
+        if reorder:
+            self._heap = items
+        else:
+            self._fifo.extend(items)
+            self._last_deadline = items[-1][0] if items else self._last_deadline
+
+    @property
+    def held(self) -> int:
+        return len(self._heap) if self.reorder else len(self._fifo)
+
+    def _lost(self) -> bool:
+        ge = self._ge
+        if ge is None:
+            return self._loss > 0.0 and self.rng.random() < self._loss
+        # netem's loss_gilb_ell: transition first, then lose with the state's probability.
+        r = self.rng.random
+        if not self._ge_bad:
+            if r() < ge.p:
+                self._ge_bad = True
+            return r() < ge.loss_good
+        if r() < ge.r:
+            self._ge_bad = False
+        return r() < ge.loss_bad
+
+    def _jittered(self) -> float:
+        j = self._jitter
+        if j <= 0.0:
+            return self._delay
+        x = self.rng.gauss(0.0, j) if self._normal else self.rng.uniform(-j, j)
+        return max(0.0, self._delay + x)
+
+    def arrive(self, pkt_id: int, now: float) -> int:
+        """Register a packet; returns HOLD, HOLD_DUP (held, send twice), DROP_LOSS or
+        DROP_QUEUE."""
+        st = self.stats
+        st.seen += 1
+        if self._lost():
+            st.dropped_loss += 1
+            return DROP_LOSS
+        if self.held >= self.limit:
+            st.dropped_queue += 1
+            return DROP_QUEUE
+        deadline = now + self._jittered()
+        dup = self._dup > 0.0 and self.rng.random() < self._dup
+        if self.reorder:
+            heapq.heappush(self._heap, (deadline, pkt_id, dup))
+        else:
+            if deadline < self._last_deadline:
+                deadline = self._last_deadline
+            self._last_deadline = deadline
+            self._fifo.append((deadline, pkt_id, dup))
+        st.applied_delay_sum_s += deadline - now
+        return HOLD_DUP if dup else HOLD
+
+    def next_deadline(self) -> float | None:
+        if self.reorder:
+            return self._heap[0][0] if self._heap else None
+        return self._fifo[0][0] if self._fifo else None
+
+    def release(self, upto: float, early_s: float = 0.0, *,
+                now: float | None = None) -> tuple[list[int], list[int]]:
+        """Pop every packet due by upto + early_s; lateness is measured against `now`
+        (default: upto), the actual release time.
+
+        Returns (ids in release order, ids to duplicate). Without reordering the ids are
+        a prefix of the kernel queue in id order, so one batch verdict on ids[-1] covers
+        them all.
+        """
+        limit = upto + early_s
+        if now is None:
+            now = upto
+        ids: list[int] = []
+        dups: list[int] = []
+        lates: list[float] = []
+        if self.reorder:
+            h = self._heap
+            while h and h[0][0] <= limit:
+                deadline, pid, dup = heapq.heappop(h)
+                ids.append(pid)
+                lates.append(now - deadline)
+                if dup:
+                    dups.append(pid)
+        else:
+            q = self._fifo
+            while q and q[0][0] <= limit:
+                deadline, pid, dup = q.popleft()
+                ids.append(pid)
+                lates.append(now - deadline)
+                if dup:
+                    dups.append(pid)
+        if ids:
+            self._account(lates, len(dups))
+        return ids, dups
+
+    def _account(self, lates: list[float], ndup: int) -> None:
+        st = self.stats
+        st.released += len(lates)
+        st.duplicated += ndup
+        st.late_sum_s += sum(lates)
+        mx = max(lates)
+        if mx > st.late_max_s:
+            st.late_max_s = mx
+        hist = st.late_hist
+        edges = LATENESS_EDGES_S
+        for x in lates:
+            hist[bisect.bisect_right(edges, x)] += 1
+
+    def drain(self) -> list[int]:
+        """Forget every held packet (engine shutdown); returns their ids."""
+        ids = [p for _, p, _ in self._fifo] + [p for _, p, _ in self._heap]
+        self._fifo.clear()
+        self._heap = []
+        return ids
+
+
+class WakeCompensator:
+    """Learns how late timer wake-ups are, so timers are armed that much earlier.
+
+    `observe(latency)` takes the delay between the time a timer was armed for and the
+    wake-up; the compensation is its exponentially weighted mean, clamped to [0, cap_s]
+    so a single multi-millisecond VM hiccup cannot make later releases early.
+    """
+
+    def __init__(self, *, alpha: float = 0.05, cap_s: float = 2e-3,
+                 initial_s: float = 50e-6) -> None:
+        self.alpha = alpha
+        self.cap_s = cap_s
+        self.value_s = initial_s
+
+    def observe(self, latency_s: float) -> None:
+        x = min(max(latency_s, 0.0), self.cap_s)
+        self.value_s += self.alpha * (x - self.value_s)

@@ -1,0 +1,214 @@
+"""Raw NETLINK_NETFILTER binding to one NFQUEUE: metadata-only copy, GSO, batch verdicts.
+
+Message layouts follow include/uapi/linux/netfilter/nfnetlink_queue.h. The kernel keeps
+the payload; we only read packet ids (and lengths/timestamps) and send verdicts, so no
+byte of the data stream is copied into userspace (copy mode META) unless duplication
+needs it (copy mode PACKET).
+
+Pure functions build and parse messages (unit-testable without root); `NfQueue` owns the
+socket. Must not import asyncio or anything else from rig.
+"""
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import struct
+
+NETLINK_NETFILTER = 12
+SOL_NETLINK = 270
+NETLINK_NO_ENOBUFS = 5
+SO_RCVBUFFORCE = 33
+
+NLMSG_ERROR = 2
+NLM_F_REQUEST, NLM_F_ACK = 0x1, 0x4
+
+NFNL_SUBSYS_QUEUE = 3
+NFQNL_MSG_PACKET, NFQNL_MSG_VERDICT, NFQNL_MSG_CONFIG, NFQNL_MSG_VERDICT_BATCH = 0, 1, 2, 3
+NFQNL_CFG_CMD_BIND, NFQNL_CFG_CMD_UNBIND = 1, 2
+NFQA_CFG_CMD, NFQA_CFG_PARAMS, NFQA_CFG_QUEUE_MAXLEN, NFQA_CFG_MASK, NFQA_CFG_FLAGS = 1, 2, 3, 4, 5
+NFQA_CFG_F_FAIL_OPEN, NFQA_CFG_F_GSO = 0x1, 0x4
+NFQNL_COPY_NONE, NFQNL_COPY_META, NFQNL_COPY_PACKET = 0, 1, 2
+NFQA_PACKET_HDR, NFQA_VERDICT_HDR, NFQA_TIMESTAMP, NFQA_PAYLOAD, NFQA_CAP_LEN = 1, 2, 4, 10, 13
+NF_DROP, NF_ACCEPT = 0, 1
+
+_MSG_PACKET = (NFNL_SUBSYS_QUEUE << 8) | NFQNL_MSG_PACKET
+_NLH = struct.Struct("=IHHII")          # len, type, flags, seq, pid
+_NFGEN = struct.Struct("!BBH")          # family, version, res_id (big endian)
+_ATTR = struct.Struct("=HH")
+
+
+class NfqError(OSError):
+    pass
+
+
+def _attr(atype: int, payload: bytes) -> bytes:
+    n = 4 + len(payload)
+    return _ATTR.pack(n, atype) + payload + b"\0" * ((4 - n % 4) % 4)
+
+
+def _msg(mtype: int, flags: int, queue: int, attrs: bytes, *, seq: int = 0,
+         family: int = socket.AF_UNSPEC) -> bytes:
+    body = _NFGEN.pack(family, 0, queue) + attrs
+    return _NLH.pack(16 + len(body), (NFNL_SUBSYS_QUEUE << 8) | mtype, flags, seq, 0) + body
+
+
+def config_bind(queue: int, *, seq: int = 1) -> bytes:
+    cmd = struct.pack("!BBH", NFQNL_CFG_CMD_BIND, 0, socket.AF_INET)
+    return _msg(NFQNL_MSG_CONFIG, NLM_F_REQUEST | NLM_F_ACK, queue,
+                _attr(NFQA_CFG_CMD, cmd), seq=seq)
+
+
+def config_params(queue: int, *, copy_mode: int, copy_range: int, maxlen: int, gso: bool,
+                  seq: int = 2) -> bytes:
+    """Copy mode, queue length and the GSO flag (others left unchanged by the mask)."""
+    attrs = (_attr(NFQA_CFG_PARAMS, struct.pack("!IB", copy_range, copy_mode))
+             + _attr(NFQA_CFG_QUEUE_MAXLEN, struct.pack("!I", maxlen))
+             + _attr(NFQA_CFG_MASK, struct.pack("!I", NFQA_CFG_F_GSO | NFQA_CFG_F_FAIL_OPEN))
+             # never fail open: a full queue drops, it never lets packets skip the delay
+             + _attr(NFQA_CFG_FLAGS, struct.pack("!I", NFQA_CFG_F_GSO if gso else 0)))
+    return _msg(NFQNL_MSG_CONFIG, NLM_F_REQUEST | NLM_F_ACK, queue, attrs, seq=seq)
+
+
+def verdict(queue: int, pkt_id: int, accept: bool, *, batch: bool = False) -> bytes:
+    """One verdict; with batch=True it applies to every queued id <= pkt_id."""
+    hdr = struct.pack("!II", NF_ACCEPT if accept else NF_DROP, pkt_id)
+    return _msg(NFQNL_MSG_VERDICT_BATCH if batch else NFQNL_MSG_VERDICT, NLM_F_REQUEST,
+                queue, _attr(NFQA_VERDICT_HDR, hdr))
+
+
+def parse_packets(buf: memoryview | bytes, n: int, out: list) -> int:
+    """Parse n bytes of netlink messages; append (id, length, tstamp_s|None, payload|None)
+    for each queued packet to `out`. Returns the first netlink error code seen (0: none)."""
+    off = 0
+    err = 0
+    unpack_nlh = _NLH.unpack_from
+    unpack_attr = _ATTR.unpack_from
+    while off + 16 <= n:
+        mlen, mtype, _, _, _ = unpack_nlh(buf, off)
+        if mlen < 16:
+            break
+        end = off + mlen
+        if mtype == _MSG_PACKET:
+            a = off + 20
+            pid, length, ts, payload = -1, 0, None, None
+            while a + 4 <= end:
+                alen, atype = unpack_attr(buf, a)
+                if alen < 4:
+                    break
+                atype &= 0x7FFF
+                if atype == NFQA_PACKET_HDR:
+                    pid = struct.unpack_from("!I", buf, a + 4)[0]
+                elif atype == NFQA_CAP_LEN:
+                    length = struct.unpack_from("!I", buf, a + 4)[0]
+                elif atype == NFQA_TIMESTAMP:
+                    sec, usec = struct.unpack_from("!QQ", buf, a + 4)
+                    ts = sec + usec * 1e-6
+                elif atype == NFQA_PAYLOAD:
+                    payload = bytes(buf[a + 4:a + alen])
+                    length = length or len(payload)
+                a += (alen + 3) & ~3
+            if pid >= 0:
+                out.append((pid, length, ts, payload))
+        elif mtype == NLMSG_ERROR and mlen >= 20:
+            code = struct.unpack_from("=i", buf, off + 16)[0]
+            if code and not err:
+                err = -code
+        off += (mlen + 3) & ~3
+    return err
+
+
+class NfQueue:
+    """One bound NFQUEUE on a non-blocking netlink socket."""
+
+    def __init__(self, queue: int, *, rcvbuf: int = 256 << 20, maxlen: int = 1_000_000,
+                 gso: bool = True, copy_packet: bool = False) -> None:
+        self.queue = queue
+        self.maxlen = maxlen
+        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
+        try:
+            for opt in (SO_RCVBUFFORCE, socket.SO_RCVBUF):
+                try:
+                    self.sock.setsockopt(socket.SOL_SOCKET, opt, rcvbuf)
+                    break
+                except PermissionError:
+                    continue
+            self.sock.setsockopt(SOL_NETLINK, NETLINK_NO_ENOBUFS, 1)
+            self.sock.bind((0, 0))
+            self._request(config_bind(queue))
+            self.set_mode(gso=gso, copy_packet=copy_packet)
+        except BaseException:
+            self.sock.close()
+            raise
+        self.sock.setblocking(False)
+        self.errors = 0
+        self.last_error = ""
+        self.buf = bytearray(1 << 20)
+        self.view = memoryview(self.buf)
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def _request(self, msg: bytes) -> None:
+        """Send a config message and wait (blocking, bounded) for its ack."""
+        self.sock.settimeout(2.0)
+        try:
+            self.sock.send(msg)
+            while True:
+                data = self.sock.recv(65536)
+                err = parse_packets(data, len(data), [])
+                mtype = _NLH.unpack_from(data, 0)[1] if len(data) >= 16 else 0
+                if mtype == NLMSG_ERROR:
+                    if err:
+                        raise NfqError(err, f"nfqueue {self.queue}: {os.strerror(err)}")
+                    return
+        except socket.timeout as e:
+            raise NfqError(errno.ETIMEDOUT, f"nfqueue {self.queue}: no answer") from e
+        finally:
+            self.sock.setblocking(False)
+
+    def set_mode(self, *, gso: bool, copy_packet: bool) -> None:
+        """GSO on: offloaded packets arrive whole (64 KB); off: segmented first."""
+        blocking = self.sock.getblocking()
+        try:
+            self._request(config_params(
+                self.queue, copy_mode=NFQNL_COPY_PACKET if copy_packet else NFQNL_COPY_META,
+                copy_range=0xFFFF if copy_packet else 0, maxlen=self.maxlen, gso=gso))
+        finally:
+            self.sock.setblocking(blocking)
+        self.gso, self.copy_packet = gso, copy_packet
+
+    def read(self, out: list, *, max_bytes: int = 8 << 20) -> int:
+        """Drain what is readable now into `out`; returns bytes read (0: nothing)."""
+        total = 0
+        recv_into = self.sock.recv_into
+        view = self.view
+        while total < max_bytes:
+            try:
+                n = recv_into(view)
+            except BlockingIOError:
+                break
+            except OSError as e:
+                if e.errno == errno.ENOBUFS:   # should not happen with NO_ENOBUFS
+                    continue
+                raise
+            if n <= 0:
+                break
+            err = parse_packets(view, n, out)
+            if err:      # e.g. a verdict the kernel refused: count, keep serving
+                self.errors += 1
+                self.last_error = os.strerror(err)
+            total += n
+        return total
+
+    def send(self, data: bytes) -> None:
+        """Send concatenated verdict messages; a full socket buffer is retried briefly."""
+        while True:
+            try:
+                self.sock.send(data)
+                return
+            except BlockingIOError:
+                continue
+
+    def close(self) -> None:
+        self.sock.close()

@@ -1,0 +1,85 @@
+"""A CLOCK_MONOTONIC timerfd armed at absolute deadlines, through ctypes (no C to build).
+
+asyncio's own timers sleep in epoll_wait, whose timeout has millisecond granularity
+(rounded up), which alone adds ~0.5 ms to every emulated delay. A timerfd is an hrtimer:
+registered as a reader it wakes the loop at the exact nanosecond requested (plus the
+timer slack, which `tighten_timer_slack` lowers to 1 ns for this process).
+
+Must not import anything from rig.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+
+CLOCK_MONOTONIC = 1
+TFD_NONBLOCK = 0o4000
+TFD_CLOEXEC = 0o2000000
+TFD_TIMER_ABSTIME = 1
+PR_SET_TIMERSLACK = 29
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+
+class _Itimerspec(ctypes.Structure):
+    _fields_ = [("it_interval", _Timespec), ("it_value", _Timespec)]
+
+
+_libc.timerfd_create.argtypes = [ctypes.c_int, ctypes.c_int]
+_libc.timerfd_settime.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(_Itimerspec),
+                                  ctypes.c_void_p]
+
+
+def tighten_timer_slack(ns: int = 1) -> None:
+    """Ask the kernel not to coalesce this process's timers (default slack is 50 us)."""
+    _libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(ns), 0, 0, 0)
+
+
+class DeadlineTimer:
+    """One-shot absolute timer on time.monotonic()'s clock; readable when it fires."""
+
+    def __init__(self) -> None:
+        fd = _libc.timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)
+        if fd < 0:
+            e = ctypes.get_errno()
+            raise OSError(e, f"timerfd_create: {os.strerror(e)}")
+        self.fd = fd
+        self.armed_at: float | None = None
+        self._spec = _Itimerspec()
+        self._ref = ctypes.byref(self._spec)
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def arm(self, when: float) -> None:
+        """Fire at monotonic time `when` (a time already past fires at once)."""
+        when = max(when, 1e-9)      # 0 would disarm
+        sec = int(when)
+        v = self._spec.it_value
+        v.tv_sec = sec
+        v.tv_nsec = int((when - sec) * 1e9)
+        if _libc.timerfd_settime(self.fd, TFD_TIMER_ABSTIME, self._ref, None) < 0:
+            e = ctypes.get_errno()
+            raise OSError(e, f"timerfd_settime: {os.strerror(e)}")
+        self.armed_at = when
+
+    def disarm(self) -> None:
+        v = self._spec.it_value
+        v.tv_sec = v.tv_nsec = 0
+        _libc.timerfd_settime(self.fd, 0, self._ref, None)
+        self.armed_at = None
+
+    def consume(self) -> bool:
+        """Clear the readable state; False when the timer had not actually expired (an
+        event collected before the timer was re-armed)."""
+        try:
+            return len(os.read(self.fd, 8)) == 8
+        except BlockingIOError:
+            return False
+
+    def close(self) -> None:
+        os.close(self.fd)
