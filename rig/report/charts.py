@@ -134,7 +134,7 @@ def finish(ax: Axes, fig: Figure, title: str, subtitle: str, flagged: bool) -> N
     if flagged:
         handles.append(Line2D([], [], marker="o", markersize=11, markerfacecolor="none",
                               markeredgecolor=style.REGRESSION_COLOR, linestyle=""))
-        lbls.append("step flagged by validation")
+        lbls.append("emulator-limited (step flagged)")
     fig.legend(handles, lbls, loc="outside right upper", fontsize=8, frameon=False,
                title=subtitle or None, title_fontsize=8, alignment="left")
     fig.suptitle(title, fontsize=12, fontweight="bold")
@@ -213,9 +213,11 @@ def throughput_vs_concurrency(run: Run, out_dir: Path, verdicts: dict) -> list[P
     fig, axes = new_figure(len(rtts), height=5.0)
     labels = series_labels(run.points, with_concurrency=False)
     top = y_top(run.points)
+    flagged = False
     for ax, rtt in zip(axes, rtts):
         pts = [p for p in run.points if p.x_rtt_ms == rtt]
-        for name, sp in sorted(per_series(pts, labels).items()):
+        for name, sp in sorted(per_series(pts, labels).items(),
+                               key=lambda kv: style.sort_key(kv[1][0].key.client)):
             sp.sort(key=lambda p: p.key.concurrency)
             errorbar(ax, sp, [p.key.concurrency for p in sp], name,
                      style.style_for(name, sp[0].tool))
@@ -225,14 +227,14 @@ def throughput_vs_concurrency(run: Run, out_dir: Path, verdicts: dict) -> list[P
             if rtt > 0:
                 _bound_line(ax, concs, streams * w * 8 / (rtt / 1e3),
                             "window bound (N x streams x window / RTT)" if i == 0 else None)
-        mark_flagged(ax, pts, [p.key.concurrency for p in pts], verdicts)
+        flagged |= mark_flagged(ax, pts, [p.key.concurrency for p in pts], verdicts)
         ax.set_title(f"RTT {rtt:g} ms", fontsize=10)
         ax.set_xticks(concs)
         ax.set_xlabel("concurrent transfers")
         ax.set_ylim(0, top)
     axes[0].set_ylabel("aggregate throughput (Gbit/s)")
     finish(axes[-1], fig, f"Aggregate throughput vs concurrent transfers - run {run.run_id}",
-           "mean of repeats, bars: min-max", False)
+           "mean of repeats, bars: min-max", flagged)
     return save(fig, out_dir, "throughput_vs_concurrency")
 
 
@@ -266,6 +268,7 @@ def throughput_vs_streams(run: Run, out_dir: Path, verdicts: dict) -> list[Path]
     fig, axes = new_figure(len(rtts), height=5.0)
     top = y_top(pts_all)
     streams = sorted({p.key.streams for p in pts_all})
+    flagged = False
     for ax, rtt in zip(axes, rtts):
         pts = [p for p in pts_all if p.x_rtt_ms == rtt]
         lines: dict[str, list[Point]] = defaultdict(list)
@@ -280,7 +283,7 @@ def throughput_vs_streams(run: Run, out_dir: Path, verdicts: dict) -> list[Path]
             if rtt > 0:
                 _bound_line(ax, [0] + streams, w * 8 / (rtt / 1e3),
                             "window bound (streams x window / RTT)" if i == 0 else None)
-        mark_flagged(ax, pts, [p.key.streams for p in pts], verdicts)
+        flagged |= mark_flagged(ax, pts, [p.key.streams for p in pts], verdicts)
         ax.set_title(f"RTT {rtt:g} ms", fontsize=10)
         ax.set_xticks(streams)
         ax.set_xlim(0, max(streams) * 1.05 + 0.5)
@@ -288,7 +291,7 @@ def throughput_vs_streams(run: Run, out_dir: Path, verdicts: dict) -> list[Path]
         ax.set_ylim(0, top)
     axes[0].set_ylabel("throughput (Gbit/s)")
     finish(axes[-1], fig, f"Throughput vs streams - run {run.run_id}",
-           "mean of repeats, bars: min-max\nlowest concurrency per client", False)
+           "mean of repeats, bars: min-max\nlowest concurrency per client", flagged)
     return save(fig, out_dir, "throughput_vs_streams")
 
 
@@ -303,14 +306,16 @@ def cpu_per_gb(run: Run, out_dir: Path) -> list[Path]:
         total = sum(sum(p.cpu_s) for p in sp) / gb
         sys_s = sum(p.cpu_sys_s for p in sp) / gb
         st = style.style_for(name, sp[0].tool)
-        ax.bar(i, total - sys_s, color=st.color, label="user" if i == 0 else None)
+        ax.bar(i, total - sys_s, color=st.color)
         ax.bar(i, sys_s, bottom=total - sys_s, color=st.color, alpha=0.45, hatch="//",
-               edgecolor="white", label="system" if i == 0 else None)
+               edgecolor="white")
         per_rtt = [p.cpu_s_per_gb() for p in sp if p.cpu_s_per_gb()]
         ax.scatter([i] * len(per_rtt), per_rtt, color="black", s=10, zorder=4,
                    label="per RTT point" if i == 0 else None)
         ax.annotate(f"{total:.2g} s/GB\n1 core: {8 / total:.3g} Gbit/s", (i, total),
                     xytext=(0, 4), textcoords="offset points", ha="center", fontsize=7)
+    ax.bar([], [], color="#888888", label="user")
+    ax.bar([], [], color="#888888", alpha=0.45, hatch="//", edgecolor="white", label="system")
     rates = sorted({p.rate_bps for p in run.points if p.rate_bps})
     if rates:
         ax.axhline(8e9 / rates[-1], color=style.PATH_RATE.color, linewidth=1.2,

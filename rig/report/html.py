@@ -75,7 +75,7 @@ def page(title: str, body: list[str]) -> str:
             f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
 
 
-def _when(meta: dict) -> str:
+def when(meta: dict) -> str:
     try:
         return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(float(meta["created"])))
     except (KeyError, ValueError):
@@ -91,7 +91,7 @@ def _header(run: Run, verdicts: dict) -> list[str]:
     glance = ", ".join(f'<span class="k-{esc(k)}">{n} {esc(k)}</span>'
                        for k, n in kinds.most_common())
     return [f"<h1>rig report: run {esc(run.run_id)}</h1>",
-            f'<p class="meta">created {esc(_when(run.meta))} &middot; rig '
+            f'<p class="meta">created {esc(when(run.meta))} &middot; rig '
             f'{esc(run.meta.get("rig_version", "?"))} &middot; backend '
             f'{esc(", ".join(backends))} &middot; kernel {esc(env.get("kernel", "?"))}</p>',
             f"<p>{len(run.points)} measurement points from {len(run.transfers)} transfers "

@@ -69,13 +69,14 @@ def rtt_table(points: list[Point], stat: Callable[[Point], float]) -> tuple[list
     return header, body
 
 
-def markdown(header: Iterable[str], rows: Iterable[Iterable[Any]]) -> str:
+def markdown(header: Iterable[str], rows: Iterable[Iterable[Any]], left: int = 1) -> str:
+    """A Markdown table; the first `left` columns are text (left-aligned)."""
     header = list(header)
 
     def esc(v: Any) -> str:
         return str(v).replace("|", "\\|").replace("\n", " ")
     lines = ["| " + " | ".join(esc(h) for h in header) + " |",
-             "|" + "|".join("---" if i == 0 else "---:" for i in range(len(header))) + "|"]
+             "|" + "|".join("---" if i < left else "---:" for i in range(len(header))) + "|"]
     lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 

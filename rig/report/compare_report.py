@@ -1,0 +1,147 @@
+"""Files of a comparison between two runs: compare.csv, compare.md, compare.html and,
+when matplotlib is importable, the overlay charts (compare_charts).
+
+Pure Python except for the lazy import of compare_charts; must not import rig.netns,
+rig.proc, rig.services or rig.emul.
+"""
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from . import html as H
+from .model import Run
+from .tables import markdown
+
+if TYPE_CHECKING:
+    from ..compare import CompareResult, Pair
+
+PAIR_HEADER = ["path", "RTT (ms)", "client", "streams", "conc", "baseline Gbit/s",
+               "candidate Gbit/s", "change", "95 % interval", "status",
+               "bottleneck (base -> cand)"]
+CSV_COLUMNS = ["path", "rtt_ms", "client", "streams", "concurrency", "status", "change_pct",
+               "interval_low_pct", "interval_high_pct", "base_mean_gbps", "cand_mean_gbps",
+               "base_n", "cand_n", "base_failed", "cand_failed", "base_verdict",
+               "cand_verdict", "settings_changed"]
+
+
+def _pct(v: float | None) -> str:
+    return "" if v is None or math.isnan(v) else f"{v * 100:.2f}"
+
+
+def _gb(samples: tuple[float, ...]) -> str:
+    return f"{statistics.fmean(samples) / 1e9:.4g}" if samples else "failed"
+
+
+def _rtt(p: "Pair") -> str:
+    return "real" if p.key.rtt_ms is None else f"{p.key.rtt_ms:g}"
+
+
+def pair_row(p: "Pair") -> list[str]:
+    k = p.key
+    change = "" if math.isnan(p.change) else f"{p.change:+.1%}"
+    return [k.path, _rtt(p), k.client, str(k.streams), str(k.concurrency), _gb(p.base),
+            _gb(p.cand), change, p.interval_text(), p.status,
+            f"{p.base_verdict} -> {p.cand_verdict}"]
+
+
+def write_csv(result: "CompareResult", path: Path) -> Path:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(CSV_COLUMNS)
+        for p in result.pairs:
+            k = p.key
+            w.writerow([k.path, _rtt(p) if k.rtt_ms is not None else "", k.client,
+                        k.streams, k.concurrency, p.status, _pct(p.change), _pct(p.low),
+                        _pct(p.high), _gb(p.base) if p.base else "",
+                        _gb(p.cand) if p.cand else "", len(p.base), len(p.cand),
+                        p.base_failed, p.cand_failed, p.base_verdict, p.cand_verdict,
+                        "; ".join(f"{n}: {b} -> {c}" for n, (b, c) in p.settings.items())])
+    return path
+
+
+def _run_line(run: Run) -> str:
+    return f"{run.dir} (run {run.run_id}, {H.when(run.meta)})"
+
+
+def _method(result: "CompareResult") -> str:
+    single = sum(1 for p in result.pairs if p.low is None and p.base and p.cand)
+    text = (f"Matched on path, RTT, client configuration, streams and concurrency. "
+            f"A regression is a drop of more than {result.threshold:.0%} whose 95 % "
+            f"bootstrap interval over the repeats lies below zero, or a point that failed "
+            f"in every candidate repeat.")
+    if single:
+        text += (f" {single} pair(s) have a single repeat on one side: their noise is "
+                 f"unknown and the threshold alone decided.")
+    return text
+
+
+def markdown_text(result: "CompareResult", base: Run, cand: Run) -> str:
+    lines = ["# rig compare", "", f"- baseline: {_run_line(base)}",
+             f"- candidate: {_run_line(cand)}", "", f"**{result.summary()}**", "",
+             _method(result), ""]
+    regs = result.regressions
+    if regs:
+        lines += ["## Regressions", "", markdown(PAIR_HEADER, [pair_row(p) for p in regs], left=3)]
+    lines += ["## Environment differences", ""]
+    lines += [f"- {d}" for d in result.env_diffs] or ["- none"]
+    if result.scenario_diff:
+        lines += ["", "```diff", *result.scenario_diff, "```"]
+    lines += ["", "## All matched measurements", "",
+              markdown(PAIR_HEADER, [pair_row(p) for p in result.pairs], left=3)]
+    for title, keys in (("Only in baseline", result.only_baseline),
+                        ("Only in candidate", result.only_candidate)):
+        if keys:
+            lines += [f"## {title}", ""] + [f"- {k.label()}" for k in keys] + [""]
+    if result.notes:
+        lines += ["## Notes", ""] + [f"- {n}" for n in result.notes]
+    return "\n".join(lines) + "\n"
+
+
+def html_text(result: "CompareResult", base: Run, cand: Run, images: list[Path]) -> str:
+    status_cls = {"regression": "flag", "failed": "flag", "improvement": "good"}
+    body = ["<h1>rig compare</h1>",
+            f'<p class="meta">baseline: {H.esc(_run_line(base))}<br>'
+            f"candidate: {H.esc(_run_line(cand))}</p>",
+            f'<p class="{"note" if result.regressions else ""}"><b>'
+            f"{H.esc(result.summary())}</b></p>", f"<p>{H.esc(_method(result))}</p>"]
+    if result.regressions:
+        body += ["<h2>Regressions</h2>", H.table(PAIR_HEADER, [pair_row(p) for p in
+                                                                result.regressions])]
+    body.append("<h2>Charts</h2>")
+    body += [H.image(p, p.stem.replace("_", " ")) for p in images if p.suffix == ".png"]
+    body += [f'<p class="note">{H.esc(n)}</p>' for n in result.notes]
+    body += ["<h2>Environment differences</h2>", "<ul>" + "".join(
+        f"<li>{H.esc(d)}</li>" for d in result.env_diffs) + "</ul>"
+        if result.env_diffs else "<p>none</p>"]
+    if result.scenario_diff:
+        body.append(f"<pre>{H.esc(chr(10).join(result.scenario_diff))}</pre>")
+    body += ["<h2>All matched measurements</h2>",
+             H.table(PAIR_HEADER, [pair_row(p) for p in result.pairs],
+                     [status_cls.get(p.status, "") for p in result.pairs])]
+    for title, keys in (("Only in baseline", result.only_baseline),
+                        ("Only in candidate", result.only_candidate)):
+        if keys:
+            body += [f"<h2>{title}</h2>", "<ul>" + "".join(
+                f"<li>{H.esc(k.label())}</li>" for k in keys) + "</ul>"]
+    return H.page("rig compare", body)
+
+
+def write_all(result: "CompareResult", base: Run, cand: Run) -> list[Path]:
+    out = result.out_dir
+    images: list[Path] = []
+    try:
+        from . import compare_charts
+    except ImportError as e:
+        result.notes.append(f"charts not drawn: matplotlib is not available ({e})")
+    else:
+        images = compare_charts.draw_all(result, base, cand)
+    files = images + [write_csv(result, out / "compare.csv")]
+    md = out / "compare.md"
+    md.write_text(markdown_text(result, base, cand), encoding="utf-8")
+    page = out / "compare.html"
+    page.write_text(html_text(result, base, cand, images), encoding="utf-8")
+    return files + [md, page]
