@@ -50,6 +50,11 @@ def nfqueue_rule_argv(site: LinkSite, action: str, in_if: str, out_if: str,
             "-j", "NFQUEUE", "--queue-num", str(queue)]
 
 
+def is_passthrough(d: Direction) -> bool:
+    """Nothing for the engine to do in this direction (rate is the kernel's TBF)."""
+    return (d.delay_s == 0 and d.jitter_s == 0 and d.mean_loss == 0 and d.duplicate == 0)
+
+
 def control_path(site: LinkSite) -> Path:
     p = site.workdir / f"{site.prefix}-{site.path}-engine.sock"
     if len(str(p)) > _SUN_PATH_MAX:      # unix socket paths are limited to 108 bytes
@@ -78,27 +83,39 @@ def rate_argv(site: LinkSite, profile: LinkProfile) -> list[list[str]]:
 # --- the backend -------------------------------------------------------------------------
 
 class UserspaceBackend:
-    """Backend protocol implementation; one engine process per LinkSite."""
+    """Backend protocol implementation; one engine process per LinkSite.
+
+    bypass_passthrough: a direction with no delay, jitter, loss or duplication gets no
+    NFQUEUE rule (its packets never visit the engine, as netem with nothing to do costs
+    nothing); update() adds or removes the rule when the profile changes.
+    """
 
     name = "userspace"
 
     def __init__(self, *, python: str = sys.executable, seed: int | None = None,
-                 ready_timeout: float = READY_TIMEOUT) -> None:
+                 ready_timeout: float = READY_TIMEOUT, bypass_passthrough: bool = True) -> None:
         self.python = python
         self.seed = seed
         self.ready_timeout = ready_timeout
+        self.bypass_passthrough = bypass_passthrough
         self._engines: dict[tuple[str, int], proc.Service] = {}
         self._rated: dict[tuple[str, int], set[str]] = {}
+        self._rules: dict[tuple[str, int], set[tuple[str, str, int]]] = {}
 
     @staticmethod
     def _key(site: LinkSite) -> tuple[str, int]:
         return (site.router_ns, site.queue_base)
 
+    def _wanted_rules(self, site: LinkSite, profile: LinkProfile) -> set[tuple[str, str, int]]:
+        return {(i, o, q) for _, i, o, q, d in legs(site, profile)
+                if not (self.bypass_passthrough and is_passthrough(d))}
+
     def plan(self, site: LinkSite, profile: LinkProfile) -> list[list[str]]:
         return ([proc.ns_argv(site.router_ns, engine_argv(site, python=self.python,
                                                           seed=self.seed))]
                 + rate_argv(site, profile)
-                + [nfqueue_rule_argv(site, "-I", i, o, q) for _, i, o, q, _ in legs(site, profile)])
+                + [nfqueue_rule_argv(site, "-I", i, o, q)
+                   for i, o, q in sorted(self._wanted_rules(site, profile), key=lambda r: r[2])])
 
     def apply(self, site: LinkSite, profile: LinkProfile) -> None:
         key = self._key(site)
@@ -115,9 +132,7 @@ class UserspaceBackend:
             proc.wait_until(lambda: self._responds(site), timeout=self.ready_timeout,
                             what=f"emulation engine in {site.router_ns}", service=svc)
             self._set_rates(site, profile)
-            for _, i, o, q, _ in legs(site, profile):
-                proc.run(nfqueue_rule_argv(site, "-I", i, o, q), timeout=CMD_TIMEOUT,
-                         check=True)
+            self._set_rules(site, profile)
         except BaseException:
             self.remove(site)
             raise
@@ -140,6 +155,16 @@ class UserspaceBackend:
                 proc.run(qdisc_del_argv(site.router_ns, out_if), timeout=CMD_TIMEOUT)
                 rated.discard(out_if)
 
+    def _set_rules(self, site: LinkSite, profile: LinkProfile) -> None:
+        have = self._rules.setdefault(self._key(site), set())
+        want = self._wanted_rules(site, profile)
+        for rule in sorted(want - have):
+            proc.run(nfqueue_rule_argv(site, "-I", *rule), timeout=CMD_TIMEOUT, check=True)
+            have.add(rule)
+        for rule in sorted(have - want):
+            proc.run(nfqueue_rule_argv(site, "-D", *rule), timeout=CMD_TIMEOUT, check=True)
+            have.discard(rule)
+
     def update(self, site: LinkSite, profile: LinkProfile) -> None:
         if self._key(site) not in self._engines:
             raise RigError(f"{site.router_ns}: userspace emulation not applied")
@@ -149,6 +174,7 @@ class UserspaceBackend:
         except control.ControlError as e:
             raise StepAborted(f"{site.router_ns}: cannot reconfigure the engine: {e}") from e
         self._set_rates(site, profile)
+        self._set_rules(site, profile)
 
     def check(self, site: LinkSite) -> None:
         svc = self._engines.get(self._key(site))
@@ -161,14 +187,15 @@ class UserspaceBackend:
             control.ping(control_path(site), timeout=CONTROL_TIMEOUT)
         except control.ControlError as e:
             raise StepAborted(f"{site.router_ns}: emulation engine not responding: {e}") from e
-        for direction, i, o, q, _ in legs(site, LinkProfile()):
-            res = proc.run(nfqueue_rule_argv(site, "-C", i, o, q), timeout=CMD_TIMEOUT)
-            if not res.ok:
-                raise StepAborted(f"{site.router_ns}: {direction} NFQUEUE rule missing")
+        for rule in sorted(self._rules.get(self._key(site), ())):
+            if not proc.run(nfqueue_rule_argv(site, "-C", *rule), timeout=CMD_TIMEOUT).ok:
+                raise StepAborted(f"{site.router_ns}: NFQUEUE rule {rule} missing")
 
     def stats(self, site: LinkSite) -> dict:
-        svc = self._engines.get(self._key(site))
-        base = {"backend": self.name, "alive": bool(svc and svc.alive())}
+        key = self._key(site)
+        svc = self._engines.get(key)
+        base = {"backend": self.name, "alive": bool(svc and svc.alive()),
+                "queued": sorted(q for _, _, q in self._rules.get(key, ()))}
         if not base["alive"]:
             return base
         try:
@@ -178,8 +205,9 @@ class UserspaceBackend:
 
     def remove(self, site: LinkSite) -> None:
         key = self._key(site)
-        for _, i, o, q, _ in legs(site, LinkProfile()):
-            proc.run(nfqueue_rule_argv(site, "-D", i, o, q), timeout=CMD_TIMEOUT)
+        # Rules first (while the engine still serves what it holds), then the engine.
+        for rule in sorted(self._rules.pop(key, set())):
+            proc.run(nfqueue_rule_argv(site, "-D", *rule), timeout=CMD_TIMEOUT)
         svc = self._engines.pop(key, None)
         if svc is not None:
             svc.stop()

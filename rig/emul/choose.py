@@ -1,0 +1,39 @@
+"""Pick an emulation backend by name: "netem", "userspace" or "auto" (netem where the
+kernel has it, else the userspace engine where NFQUEUE works).
+
+Must not import services, orchestration or reports.
+"""
+from __future__ import annotations
+
+from ..errors import InputError, RigError
+from .base import Backend
+from .netem import NetemBackend, kernel_has_netem
+from .userspace import UserspaceBackend, kernel_has_nfqueue
+
+BACKENDS = ("auto", "netem", "userspace")
+
+
+def auto_backend_name() -> str:
+    """Probe the kernel (a throwaway namespace each; ~50 ms)."""
+    if kernel_has_netem():
+        return "netem"
+    if kernel_has_nfqueue():
+        return "userspace"
+    raise RigError("no link emulation possible here: the kernel has neither sch_netem "
+                   "nor the iptables NFQUEUE target")
+
+
+def make_backend(name: str, **userspace_options) -> Backend:
+    """A backend instance; `userspace_options` go to UserspaceBackend (python, seed,
+    ready_timeout, bypass_passthrough)."""
+    if name not in BACKENDS:
+        raise InputError(f"unknown emulation backend (use one of {', '.join(BACKENDS)})",
+                         key="backend", value=name)
+    if name == "auto":
+        name = auto_backend_name()
+    if name == "netem":
+        if userspace_options:
+            raise InputError("options given are for the userspace backend only",
+                             key="backend", value=name)
+        return NetemBackend()
+    return UserspaceBackend(**userspace_options)
