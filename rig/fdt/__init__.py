@@ -1,0 +1,1 @@
+"""FDT-style multi-stream copy tool (server, client, sans-IO protocol, rig adapter)."""

@@ -1,0 +1,211 @@
+"""Command line of the FDT-style copy tool (console script ``rig-fdt``).
+
+    rig-fdt serve --root DIR [--bind ADDR] [--port PORT] [--bufsize SIZE]
+    rig-fdt get [--streams N] [--port PORT] [options] ADDR NAME DEST
+    rig-fdt get --mem SIZE [--streams N] [options] ADDR          # like FDT -nettest
+    rig-fdt put [--streams N] [--port PORT] [options] ADDR SRC NAME
+    rig-fdt put --mem SIZE [options] ADDR
+
+``get``/``put`` print one JSON object as the last stdout line (bytes, seconds,
+throughput_bps in bit/s, streams, per_stream_bytes, cpu_user_s, cpu_sys_s, ...), also on
+failure (with "error" and "exit"); a progress line goes to stderr only when it is a
+terminal.  ``serve`` prints one JSON line {"listening": ADDR, "port": PORT} when ready.
+Exit status: 0 ok, 1 transfer failed, 2 bad usage, 3 integrity error, 4 stalled or past
+the deadline, 130 interrupted.  SIGTERM and SIGINT take the same shutdown path.
+
+``main()`` maps exceptions to exit codes; ``program()`` holds the logic.  May import
+rig.units (pure); nothing else from rig outside rig.fdt.
+"""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import enum
+import json
+import signal
+import sys
+from typing import Sequence, TextIO
+
+from ..units import parse_duration, parse_size
+from . import client
+from .protocol import IntegrityError, ProtocolError
+from .server import Server
+from .transport import DEFAULT_BLOCK, DeadlineError, Options, Progress, StallError, \
+    TransferError
+
+DEFAULT_PORT = 54321      # FDT's default port
+
+
+class ExitStatus(enum.IntEnum):
+    OK = 0
+    ERROR = 1
+    BAD_INPUT = 2
+    INTEGRITY = 3
+    TIMEOUT = 4
+    INTERRUPTED = 130
+
+
+def _size(text: str) -> int:
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: {e}") from None
+
+
+def _seconds(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: {e}") from None
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--port", type=int, default=DEFAULT_PORT)
+    p.add_argument("--bufsize", type=_size, default=None,
+                   help="SO_SNDBUF/SO_RCVBUF of every socket (default: autotuning)")
+    p.add_argument("--connect-timeout", type=_seconds, default=10.0)
+    p.add_argument("--stall-timeout", type=_seconds, default=30.0,
+                   help="fail when no byte moved on any stream for this long")
+
+
+def _transfer(p: argparse.ArgumentParser) -> None:
+    _common(p)
+    p.add_argument("-P", "--streams", type=int, default=4)
+    p.add_argument("--block", type=_size, default=DEFAULT_BLOCK,
+                   help=f"block size (default {DEFAULT_BLOCK >> 20}MiB)")
+    p.add_argument("--checksum", action="store_true",
+                   help="verify a whole-file adler32 at the end")
+    p.add_argument("--mem", type=_size, default=None, metavar="SIZE",
+                   help="memory-to-memory: move SIZE bytes, no file at either end")
+    p.add_argument("--timeout", type=_seconds, default=3600.0,
+                   help="deadline for the whole transfer")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="rig-fdt", description="FDT-style multi-stream copy")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    s = sub.add_parser("serve", help="serve files below --root")
+    s.add_argument("--root", required=True)
+    s.add_argument("--bind", default="0.0.0.0")
+    _common(s)
+    g = sub.add_parser("get", help="fetch NAME from the server into DEST")
+    _transfer(g)
+    g.add_argument("addr")
+    g.add_argument("name", nargs="?")
+    g.add_argument("dest", nargs="?")
+    u = sub.add_parser("put", help="upload SRC to the server as NAME")
+    _transfer(u)
+    u.add_argument("addr")
+    u.add_argument("src", nargs="?")
+    u.add_argument("name", nargs="?")
+    return ap
+
+
+def _options(a: argparse.Namespace) -> Options:
+    return Options(block=getattr(a, "block", DEFAULT_BLOCK), bufsize=a.bufsize,
+                   checksum=getattr(a, "checksum", False), connect_s=a.connect_timeout,
+                   stall_s=a.stall_timeout, timeout_s=getattr(a, "timeout", 3600.0))
+
+
+def _progress_hook(err: TextIO):
+    if not err.isatty():
+        return None
+
+    def hook(p: Progress, elapsed: float) -> None:
+        rate = p.total * 8 / elapsed / 1e9 if elapsed > 0 else 0.0
+        err.write(f"\r{p.total / 2**20:10.1f} MiB  {rate:7.3f} Gbit/s  {elapsed:6.1f} s ")
+        err.flush()
+    return hook
+
+
+async def _serve(a: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    def log(msg: str) -> None:
+        print(f"rig-fdt serve: {msg}", file=err, flush=True)
+    server = Server(a.root, _options(a), log)
+    host, port = server.listen(a.bind, a.port)
+    print(json.dumps({"listening": host, "port": port}), file=out, flush=True)
+    try:
+        await server.serve_forever()
+    except asyncio.CancelledError:
+        log("shutting down")
+    return ExitStatus.OK
+
+
+async def _transfer_cmd(a: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    opts, hook = _options(a), _progress_hook(err)
+    if a.cmd == "get":
+        stats = await client.get(a.addr, a.port, a.name or "", a.dest, streams=a.streams,
+                                 opts=opts, mem_size=a.mem, hook=hook)
+    else:
+        stats = await client.put(a.addr, a.port, a.src, a.name or "", streams=a.streams,
+                                 opts=opts, mem_size=a.mem, hook=hook)
+    if hook:
+        err.write("\n")
+    print(json.dumps(stats.as_json()), file=out, flush=True)
+    return ExitStatus.OK
+
+
+def _check(a: argparse.Namespace, ap: argparse.ArgumentParser) -> None:
+    if a.cmd == "serve":
+        return
+    if not 1 <= a.streams <= 256:
+        ap.error("--streams must be 1..256")
+    if a.block <= 0:
+        ap.error("--block must be positive")
+    if a.mem is None:
+        first, second = (a.name, a.dest) if a.cmd == "get" else (a.src, a.name)
+        if not first or not second:
+            ap.error(f"{a.cmd} needs " + ("NAME DEST" if a.cmd == "get" else "SRC NAME")
+                     + " (or --mem SIZE)")
+    if a.cmd == "get" and a.mem is not None and a.dest:
+        ap.error("--mem discards the data: give no DEST")
+
+
+async def program(a: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Run one command with SIGTERM wired to the same path as Ctrl-C."""
+    loop = asyncio.get_running_loop()
+    task = asyncio.current_task()
+    assert task is not None
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        if a.cmd == "serve":
+            return await _serve(a, out, err)
+        return await _transfer_cmd(a, out, err)
+    finally:
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+
+
+def _status(e: BaseException) -> ExitStatus:
+    if isinstance(e, IntegrityError):
+        return ExitStatus.INTEGRITY
+    if isinstance(e, (StallError, DeadlineError)):
+        return ExitStatus.TIMEOUT
+    if isinstance(e, asyncio.CancelledError):
+        return ExitStatus.INTERRUPTED
+    return ExitStatus.ERROR
+
+
+def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
+         err: TextIO | None = None) -> int:
+    out, err = out or sys.stdout, err or sys.stderr
+    ap = build_parser()
+    a = ap.parse_args(argv)
+    _check(a, ap)
+    try:
+        return int(asyncio.run(program(a, out, err)))
+    except (TransferError, ProtocolError, OSError, asyncio.CancelledError,
+            KeyboardInterrupt) as e:
+        status = _status(e) if not isinstance(e, KeyboardInterrupt) \
+            else ExitStatus.INTERRUPTED
+        msg = str(e) or type(e).__name__
+        if isinstance(e, OSError) and e.strerror:
+            msg = f"{e.filename + ': ' if e.filename else ''}{e.strerror}"
+        if isinstance(e, asyncio.CancelledError):
+            msg = "interrupted"
+        print(f"rig-fdt {a.cmd}: error: {msg}", file=err, flush=True)
+        if a.cmd != "serve":
+            print(json.dumps({"tool": "rig-fdt", "op": a.cmd, "error": msg,
+                              "exit": int(status)}), file=out, flush=True)
+        return int(status)

@@ -1,0 +1,255 @@
+"""The FDT-style client: fetch (get) or upload (put) one file over N data streams.
+
+``get`` writes blocks by offset into DEST (a temporary name beside it, renamed after the
+data verified; ``/dev/null`` and other non-regular destinations are written in place),
+or discards them in memory-to-memory mode.  ``put`` sends a local file (zero copy) or a
+memory pattern.  Both return a ``Stats`` whose ``as_json`` is the tool's result line.
+Every socket and task is closed on every path; the whole transfer obeys a deadline.
+
+Must not print (the CLI does) and must not import rig modules outside rig.fdt.
+"""
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import stat
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .protocol import (BlockScheduler, DataHello, Done, Failure, Hello, IntegrityError,
+                       ProtocolError, Ready, Reassembly, Verdict)
+from .transport import (Control, DeadlineError, FileSource, MemSource, Options, Progress, TransferError,
+                        abort_receivers, attach_receivers, close_all, connect, cpu_times,
+                        file_adler32, mem_adler32, run_all, send_stream)
+
+
+@dataclass
+class Stats:
+    op: str
+    streams: int
+    bytes: int = 0
+    seconds: float = 0.0
+    per_stream: list[int] = field(default_factory=list)
+    cpu_user_s: float = 0.0
+    cpu_sys_s: float = 0.0
+    peer_cpu_user_s: float | None = None
+    peer_cpu_sys_s: float | None = None
+    block: int = 0
+    bufsize: int | None = None
+    checksum: str | None = None
+    mem: bool = False
+
+    def as_json(self) -> dict:
+        bps = self.bytes * 8 / self.seconds if self.seconds > 0 else 0.0
+        return {"tool": "rig-fdt", "op": self.op, "bytes": self.bytes,
+                "seconds": round(self.seconds, 6), "throughput_bps": round(bps, 1),
+                "streams": self.streams, "per_stream_bytes": self.per_stream,
+                "cpu_user_s": round(self.cpu_user_s, 4),
+                "cpu_sys_s": round(self.cpu_sys_s, 4),
+                "server_cpu_user_s": _r(self.peer_cpu_user_s),
+                "server_cpu_sys_s": _r(self.peer_cpu_sys_s),
+                "block_bytes": self.block, "bufsize": self.bufsize,
+                "checksum_adler32": self.checksum, "mem": self.mem}
+
+
+def _r(x: float | None) -> float | None:
+    return None if x is None else round(x, 4)
+
+
+ProgressHook = Callable[[Progress, float], None]
+
+
+class _Dest:
+    """Where a get lands: a temp file renamed on success, a device in place, or nothing."""
+
+    def __init__(self, dest: str | None, size: int) -> None:
+        self.final = Path(dest) if dest else None
+        self.tmp: Path | None = None
+        self.fd: int | None = None
+        if self.final is None:
+            return
+        try:
+            mode = os.stat(self.final).st_mode
+        except FileNotFoundError:
+            mode = stat.S_IFREG
+        if stat.S_ISREG(mode):
+            self.tmp = self.final.with_name(f".{self.final.name}.rig-fdt-part")
+            self.fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            os.ftruncate(self.fd, size)
+        else:
+            self.fd = os.open(self.final, os.O_WRONLY)
+
+    def commit(self) -> None:
+        if self.tmp is not None and self.final is not None:
+            os.replace(self.tmp, self.final)
+            self.tmp = None
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+        if self.tmp is not None:
+            self.tmp.unlink(missing_ok=True)
+
+
+async def _open_session(addr: str, port: int, hello: Hello,
+                        opts: Options) -> tuple[Control, Ready, list]:
+    """Control connection + Ready + N attached data sockets; closes all on failure."""
+    ctrl_sock = await connect(addr, port, opts.bufsize, opts.connect_s)
+    ctrl = Control(ctrl_sock)
+    socks: list = []
+    try:
+        await ctrl.send(hello, magic=True)
+        ready = await asyncio.wait_for(ctrl.recv(), opts.connect_s)
+        if isinstance(ready, Failure):
+            raise TransferError(f"server refused: {ready.message}")
+        if not isinstance(ready, Ready):
+            raise ProtocolError(f"expected ready, got {ready.type}")
+        token = bytes.fromhex(ready.token)
+        socks = list(await asyncio.gather(*(
+            connect(addr, port, opts.bufsize, opts.connect_s) for _ in range(hello.streams)),
+            return_exceptions=True))
+        for s in socks:
+            if isinstance(s, BaseException):
+                raise s
+        loop = asyncio.get_running_loop()
+        for i, s in enumerate(socks):
+            await loop.sock_sendall(s, DataHello(token, i, hello.streams).pack())
+        return ctrl, ready, socks
+    except BaseException:
+        close_all([s for s in socks if not isinstance(s, BaseException)])
+        ctrl_sock.close()
+        raise
+
+
+async def _ticker(progress: Progress, hook: ProgressHook | None, t0: float) -> None:
+    if hook is None:
+        return
+    while True:
+        await asyncio.sleep(0.5)
+        hook(progress, time.monotonic() - t0)
+
+
+def _peer_failure(msg: object, expected: str) -> Exception:
+    if isinstance(msg, Failure):
+        return TransferError(f"server: {msg.message}")
+    return ProtocolError(f"expected {expected}, got {getattr(msg, 'type', msg)}")
+
+
+async def get(addr: str, port: int, name: str, dest: str | None, *, streams: int,
+              opts: Options, mem_size: int | None = None,
+              hook: ProgressHook | None = None) -> Stats:
+    """Fetch `name` (or mem_size bytes of memory pattern) into `dest` (None: discard)."""
+    async with _deadline(opts.timeout_s, "get"):
+        return await _get(addr, port, name, dest, streams=streams, opts=opts,
+                          mem_size=mem_size, hook=hook)
+
+
+async def put(addr: str, port: int, src: str | None, name: str, *, streams: int,
+              opts: Options, mem_size: int | None = None,
+              hook: ProgressHook | None = None) -> Stats:
+    """Upload local `src` (or mem_size bytes of memory pattern) as `name` on the server."""
+    async with _deadline(opts.timeout_s, "put"):
+        return await _put(addr, port, src, name, streams=streams, opts=opts,
+                          mem_size=mem_size, hook=hook)
+
+
+@contextlib.asynccontextmanager
+async def _deadline(seconds: float, what: str):
+    """The whole transfer's deadline, reported as a TransferError."""
+    try:
+        async with asyncio.timeout(seconds):
+            yield
+    except TimeoutError:
+        raise DeadlineError(f"{what}: not finished within the {seconds:g}s deadline") \
+            from None
+
+
+async def _get(addr: str, port: int, name: str, dest: str | None, *, streams: int,
+               opts: Options, mem_size: int | None,
+               hook: ProgressHook | None) -> Stats:
+    hello = Hello("get", "" if mem_size is not None else name, streams, opts.block,
+                  opts.checksum, mem_size, mem_size is not None, opts.bufsize)
+    cpu0, t0 = cpu_times(), time.monotonic()
+    ctrl, ready, socks = await _open_session(addr, port, hello, opts)
+    out = None
+    receivers = []
+    try:
+        out = _Dest(dest, ready.size)
+        reasm = Reassembly(ready.size, ready.file_id, streams)
+        progress = Progress(streams)
+        receivers = await attach_receivers(socks, reasm, out.fd, opts.block, progress,
+                                           opts.checksum)
+        socks = []                                  # the transports own them now
+        *_, done = await run_all([r.done for r in receivers] + [ctrl.recv()],
+                                 progress=progress, stall_s=opts.stall_s, what="get",
+                                 background=(_ticker(progress, hook, t0),))
+        if not isinstance(done, Done):
+            raise _peer_failure(done, "done")
+        seconds = time.monotonic() - t0
+        try:
+            reasm.verify(done)
+        except IntegrityError as e:
+            await ctrl.send(Verdict(False, str(e)))
+            raise
+        out.commit()
+        await ctrl.send(Verdict(True))
+        cpu1 = cpu_times()
+        return Stats("get", streams, reasm.received, seconds, reasm.per_stream,
+                     cpu1[0] - cpu0[0], cpu1[1] - cpu0[1], done.cpu_user_s, done.cpu_sys_s,
+                     opts.block, opts.bufsize,
+                     None if done.adler32 is None else f"{done.adler32:08x}",
+                     mem_size is not None)
+    finally:
+        abort_receivers(receivers)
+        close_all(socks)
+        ctrl.sock.close()
+        if out is not None:
+            out.close()
+
+
+async def _put(addr: str, port: int, src: str | None, name: str, *, streams: int,
+               opts: Options, mem_size: int | None,
+               hook: ProgressHook | None) -> Stats:
+    fd = None if src is None else os.open(src, os.O_RDONLY)
+    try:
+        size = mem_size if fd is None else os.fstat(fd).st_size
+        assert size is not None, "src or mem_size"
+        hello = Hello("put", name if fd is not None else "", streams, opts.block,
+                      opts.checksum, size, fd is None, opts.bufsize)
+        cpu0, t0 = cpu_times(), time.monotonic()
+        ctrl, _, socks = await _open_session(addr, port, hello, opts)
+        try:
+            source = FileSource(fd) if fd is not None else MemSource(opts.block)
+            progress = Progress(streams)
+            sched = BlockScheduler(size, opts.block)
+            loop = asyncio.get_running_loop()
+            adler = None
+            if opts.checksum:
+                adler = loop.run_in_executor(None, file_adler32, fd, size) if fd is not None \
+                    else loop.run_in_executor(None, mem_adler32, source, size, opts.block)
+            aws = [send_stream(s, i, source, sched, 1, progress) for i, s in enumerate(socks)]
+            await run_all(aws, progress=progress, stall_s=opts.stall_s, what="put",
+                          background=(_ticker(progress, hook, t0),))
+            value = await adler if adler is not None else None
+            await ctrl.send(Done(size, progress.per_stream, value))
+            verdict = await asyncio.wait_for(ctrl.recv(), opts.stall_s)
+            seconds = time.monotonic() - t0
+            if not isinstance(verdict, Verdict):
+                raise _peer_failure(verdict, "verdict")
+            if not verdict.ok:
+                raise IntegrityError(f"server rejected the upload: {verdict.message}")
+            cpu1 = cpu_times()
+            return Stats("put", streams, size, seconds, progress.per_stream,
+                         cpu1[0] - cpu0[0], cpu1[1] - cpu0[1], verdict.cpu_user_s,
+                         verdict.cpu_sys_s, opts.block, opts.bufsize,
+                         None if value is None else f"{value:08x}", fd is None)
+        finally:
+            close_all(socks)
+            ctrl.sock.close()
+    finally:
+        if fd is not None:
+            os.close(fd)

@@ -1,0 +1,341 @@
+"""Sans-IO core of the FDT-style multi-stream copy: framing, scheduling, reassembly.
+
+One TCP port carries two kinds of connection, told apart by their first four bytes:
+
+* control (``FDTC``): length-prefixed JSON messages -- ``Hello`` (client asks for an
+  operation), ``Ready`` / ``Failure`` (server answers), ``Done`` (sender's totals and
+  checksum after its last block), ``Verdict`` (receiver's judgement).
+* data (``FDTD``): a ``DataHello`` (session token, stream index) and then blocks, each a
+  fixed 32-byte ``BlockHeader`` (file id, offset, length, flags) followed by ``length``
+  payload bytes.  A header with the END flag closes the stream's sequence of blocks.
+
+The sender hands out blocks from a shared ``BlockScheduler`` to whichever stream is
+ready, so blocks arrive in any order; the receiver's ``Reassembly`` accepts them by
+offset, rejects overlaps and out-of-range blocks, and at the end checks that the file is
+covered exactly and that the whole-file adler32 (combined from per-block checksums, so
+no second pass over the data) matches the sender's.
+
+Plain classes on bytes only: this module must not import asyncio, socket or anything
+else that does I/O, nor anything from rig outside rig.fdt.
+"""
+from __future__ import annotations
+
+import bisect
+import json
+import re
+import struct
+import zlib
+from dataclasses import asdict, dataclass, field
+from typing import ClassVar
+
+VERSION = 1
+CONTROL_MAGIC = b"FDTC"
+DATA_MAGIC = b"FDTD"
+BLOCK_MAGIC = b"FDTB"
+MAX_CONTROL_FRAME = 1 << 20
+MAX_BLOCK = 1 << 30
+FLAG_END = 0x1
+TOKEN_BYTES = 16
+
+_HEADER = struct.Struct("!4sIQIIQ")        # magic, file id, offset, length, flags, reserved
+_DATA_HELLO = struct.Struct("!4s16sHH")    # magic, token, stream index, stream count
+_FRAME = struct.Struct("!I")
+HEADER_SIZE = _HEADER.size
+DATA_HELLO_SIZE = _DATA_HELLO.size
+_ADLER_BASE = 65521
+_OPS = ("get", "put")
+_NAME_OK = re.compile(r"[^\x00]+")
+
+
+class ProtocolError(Exception):
+    """The peer sent something this protocol does not allow (bad magic, bad frame)."""
+
+
+class IntegrityError(ProtocolError):
+    """The received data is not the sent file: missing, overlapping or corrupted."""
+
+
+# --------------------------------------------------------------------------- blocks
+
+@dataclass(frozen=True)
+class BlockHeader:
+    file_id: int
+    offset: int
+    length: int
+    flags: int = 0
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.file_id < 2**32 or not 0 <= self.offset < 2**63:
+            raise ProtocolError(f"block header out of range: {self}")
+        if not 0 <= self.length <= MAX_BLOCK:
+            raise ProtocolError(f"block length {self.length} exceeds {MAX_BLOCK}")
+
+    @property
+    def is_end(self) -> bool:
+        return bool(self.flags & FLAG_END)
+
+    def pack(self) -> bytes:
+        return _HEADER.pack(BLOCK_MAGIC, self.file_id, self.offset, self.length,
+                            self.flags, 0)
+
+    @classmethod
+    def unpack(cls, data: bytes | bytearray | memoryview) -> "BlockHeader":
+        if len(data) != HEADER_SIZE:
+            raise ProtocolError(f"block header must be {HEADER_SIZE} bytes, got {len(data)}")
+        magic, file_id, offset, length, flags, _ = _HEADER.unpack(data)
+        if magic != BLOCK_MAGIC:
+            raise ProtocolError(f"bad block magic {bytes(magic)!r} (stream out of sync)")
+        return cls(file_id, offset, length, flags)
+
+    @classmethod
+    def end(cls, file_id: int) -> "BlockHeader":
+        return cls(file_id, 0, 0, FLAG_END)
+
+
+@dataclass(frozen=True)
+class DataHello:
+    token: bytes
+    index: int
+    count: int
+
+    def __post_init__(self) -> None:
+        if len(self.token) != TOKEN_BYTES:
+            raise ProtocolError("session token must be 16 bytes")
+        if not 0 <= self.index < self.count <= 0xFFFF:
+            raise ProtocolError(f"stream index {self.index} not in 0..{self.count - 1}")
+
+    def pack(self) -> bytes:
+        return _DATA_HELLO.pack(DATA_MAGIC, self.token, self.index, self.count)
+
+    @classmethod
+    def unpack(cls, data: bytes) -> "DataHello":
+        if len(data) != DATA_HELLO_SIZE:
+            raise ProtocolError(f"data hello must be {DATA_HELLO_SIZE} bytes")
+        magic, token, index, count = _DATA_HELLO.unpack(data)
+        if magic != DATA_MAGIC:
+            raise ProtocolError(f"bad data magic {magic!r}")
+        return cls(token, index, count)
+
+
+# ------------------------------------------------------------------------ control
+
+@dataclass(frozen=True)
+class Hello:
+    """Client -> server: what to transfer and how."""
+    op: str                      # "get": server sends; "put": client sends
+    name: str                    # path below the server root ("" in memory mode)
+    streams: int
+    block: int
+    checksum: bool = False
+    size: int | None = None      # put: bytes the client will send; get+mem: bytes wanted
+    mem: bool = False            # memory-to-memory: no file at either end
+    bufsize: int | None = None   # SO_SNDBUF/SO_RCVBUF the server applies to data sockets
+    version: int = VERSION
+    type: ClassVar[str] = "hello"
+
+    def __post_init__(self) -> None:
+        if self.version != VERSION:
+            raise ProtocolError(f"protocol version {self.version} (this side speaks {VERSION})")
+        if self.op not in _OPS:
+            raise ProtocolError(f"op must be one of {_OPS}, got {self.op!r}")
+        if not 1 <= self.streams <= 256:
+            raise ProtocolError(f"streams must be 1..256, got {self.streams}")
+        if not 1 <= self.block <= MAX_BLOCK:
+            raise ProtocolError(f"block must be 1..{MAX_BLOCK} bytes, got {self.block}")
+        if not self.mem and not _NAME_OK.fullmatch(self.name):
+            raise ProtocolError("file name must be non-empty and contain no NUL")
+        if (self.op == "put" or self.mem) and (self.size is None or self.size < 0):
+            raise ProtocolError("size is required for put and memory mode")
+        if self.bufsize is not None and self.bufsize <= 0:
+            raise ProtocolError("bufsize must be positive")
+
+
+@dataclass(frozen=True)
+class Ready:
+    """Server -> client: session accepted; open the data streams with this token."""
+    token: str                   # hex of TOKEN_BYTES
+    size: int
+    file_id: int = 1
+    type: ClassVar[str] = "ready"
+
+    def __post_init__(self) -> None:
+        if len(bytes.fromhex(self.token)) != TOKEN_BYTES or self.size < 0:
+            raise ProtocolError("bad ready message")
+
+
+@dataclass(frozen=True)
+class Failure:
+    """Either side -> peer: the session is over, with this reason."""
+    message: str
+    type: ClassVar[str] = "failure"
+
+
+@dataclass(frozen=True)
+class Done:
+    """Sender -> receiver after the last block: totals to verify against."""
+    bytes: int
+    per_stream: list[int] = field(default_factory=list)
+    adler32: int | None = None
+    cpu_user_s: float | None = None
+    cpu_sys_s: float | None = None
+    type: ClassVar[str] = "done"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Receiver -> sender: whether the data arrived whole."""
+    ok: bool
+    message: str = ""
+    cpu_user_s: float | None = None
+    cpu_sys_s: float | None = None
+    type: ClassVar[str] = "verdict"
+
+
+Message = Hello | Ready | Failure | Done | Verdict
+_TYPES: dict[str, type] = {c.type: c for c in (Hello, Ready, Failure, Done, Verdict)}
+
+
+def encode(msg: Message) -> bytes:
+    """One control frame: 4-byte big-endian length, then UTF-8 JSON with a 'type'."""
+    body = json.dumps({"type": msg.type, **asdict(msg)}, separators=(",", ":")).encode()
+    return _FRAME.pack(len(body)) + body
+
+
+def decode_body(body: bytes) -> Message:
+    try:
+        obj = json.loads(body)
+        cls = _TYPES[obj.pop("type")]
+        return cls(**obj)
+    except ProtocolError:
+        raise
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        raise ProtocolError(f"malformed control message: {e}") from None
+
+
+class FrameDecoder:
+    """Feed control-connection bytes, get whole messages out (any split is fine)."""
+
+    def __init__(self) -> None:
+        self._buf = bytearray()
+
+    def feed(self, data: bytes) -> list[Message]:
+        self._buf += data
+        out: list[Message] = []
+        while len(self._buf) >= _FRAME.size:
+            (n,) = _FRAME.unpack_from(self._buf)
+            if n > MAX_CONTROL_FRAME:
+                raise ProtocolError(f"control frame of {n} bytes is too large")
+            if len(self._buf) < _FRAME.size + n:
+                break
+            body = bytes(self._buf[_FRAME.size:_FRAME.size + n])
+            del self._buf[:_FRAME.size + n]
+            out.append(decode_body(body))
+        return out
+
+
+# --------------------------------------------------------------- sender / receiver
+
+class BlockScheduler:
+    """Hands out (offset, length) blocks of a file to whichever stream asks first."""
+
+    def __init__(self, size: int, block: int) -> None:
+        if size < 0 or block <= 0:
+            raise ValueError("size must be >= 0 and block > 0")
+        self.size, self.block = size, block
+        self._next = 0
+
+    def next_block(self) -> tuple[int, int] | None:
+        if self._next >= self.size:
+            return None
+        offset = self._next
+        length = min(self.block, self.size - offset)
+        self._next += length
+        return offset, length
+
+    @property
+    def handed_out(self) -> int:
+        return self._next
+
+
+def adler32_combine(adler1: int, adler2: int, len2: int) -> int:
+    """adler32 of A+B from adler32(A), adler32(B) and len(B) (zlib's adler32_combine)."""
+    a1, b1 = adler1 & 0xFFFF, adler1 >> 16
+    a2, b2 = adler2 & 0xFFFF, adler2 >> 16
+    a = (a1 + a2 - 1) % _ADLER_BASE
+    b = (b1 + b2 + len2 * (a1 - 1)) % _ADLER_BASE
+    return (b << 16) | a
+
+
+class Reassembly:
+    """Receiver-side bookkeeping of blocks accepted by offset, for one file."""
+
+    def __init__(self, size: int, file_id: int = 1, streams: int = 1) -> None:
+        self.size, self.file_id = size, file_id
+        self.per_stream = [0] * streams
+        self.ended = [False] * streams
+        self._starts: list[int] = []
+        self._blocks: dict[int, tuple[int, int | None]] = {}   # offset -> (length, adler)
+        self.received = 0
+
+    def accept(self, stream: int, header: BlockHeader) -> None:
+        """Validate a header before its payload is read: in range, no overlap."""
+        if self.ended[stream]:
+            raise ProtocolError(f"stream {stream}: block after END")
+        if header.is_end:
+            self.ended[stream] = True
+            return
+        if header.file_id != self.file_id:
+            raise ProtocolError(f"stream {stream}: unknown file id {header.file_id}")
+        end = header.offset + header.length
+        if header.length == 0 or end > self.size:
+            raise IntegrityError(f"stream {stream}: block {header.offset}+{header.length}"
+                                 f" outside file of {self.size} bytes")
+        i = bisect.bisect_left(self._starts, header.offset)
+        nxt = self._starts[i] if i < len(self._starts) else None
+        prev = self._starts[i - 1] if i else None
+        if (nxt is not None and nxt < end) or \
+                (prev is not None and prev + self._blocks[prev][0] > header.offset):
+            raise IntegrityError(f"stream {stream}: block at {header.offset} overlaps")
+        self._starts.insert(i, header.offset)
+        self._blocks[header.offset] = (header.length, None)
+
+    def landed(self, stream: int, header: BlockHeader, adler: int | None = None) -> None:
+        """The payload of an accepted block is in place (written, checksummed)."""
+        self._blocks[header.offset] = (header.length, adler)
+        self.per_stream[stream] += header.length
+        self.received += header.length
+
+    @property
+    def all_ended(self) -> bool:
+        return all(self.ended)
+
+    def adler32(self) -> int:
+        """Whole-file adler32 from the per-block values, in offset order."""
+        total = 1
+        for off in self._starts:
+            length, adler = self._blocks[off]
+            if adler is None:
+                raise IntegrityError(f"no checksum for block at {off}")
+            total = adler32_combine(total, adler, length)
+        return total
+
+    def verify(self, done: Done) -> None:
+        """Raise IntegrityError unless the file arrived whole and matches `done`."""
+        if not self.all_ended:
+            missing = [i for i, e in enumerate(self.ended) if not e]
+            raise IntegrityError(f"streams {missing} did not finish")
+        if self.received != self.size or done.bytes != self.size:
+            raise IntegrityError(f"truncated: received {self.received} of {self.size} bytes"
+                                 f" (sender reports {done.bytes})")
+        if done.per_stream and done.per_stream != self.per_stream:
+            raise IntegrityError(f"per-stream bytes differ: sent {done.per_stream},"
+                                 f" received {self.per_stream}")
+        if done.adler32 is not None:
+            got = self.adler32()
+            if got != done.adler32:
+                raise IntegrityError(f"adler32 mismatch: sent {done.adler32:08x},"
+                                     f" received {got:08x}")
+
+
+def adler32(data: bytes | bytearray | memoryview, value: int = 1) -> int:
+    return zlib.adler32(data, value)

@@ -1,0 +1,257 @@
+"""The FDT-style server: one listening port for control and data connections.
+
+A control connection asks for a session (``Hello``); the server answers ``Ready`` with a
+token, waits for the client's data streams to attach with that token, then sends the
+file (get) or receives it (put, written to a temporary name and renamed only after the
+data verified).  Every session's sockets, files and tasks are closed on every path;
+stalled or vanished clients are dropped after the stall timeout.
+
+Uses transport and protocol; must not import rig modules outside rig.fdt and must not
+print except through the ``log`` callable it is given.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from .protocol import (DATA_HELLO_SIZE, DATA_MAGIC, CONTROL_MAGIC, BlockScheduler, DataHello,
+                       Done, Failure, Hello, IntegrityError, ProtocolError, Ready,
+                       Reassembly, Verdict)
+from .transport import (Control, FileSource, MemSource, Options, Progress, TransferError,
+                        abort_receivers, attach_receivers, close_all, cpu_times,
+                        file_adler32, mem_adler32, recv_exact, reraise_as_transfer,
+                        run_all, send_stream, set_bufsize)
+
+
+@dataclass
+class Session:
+    hello: Hello
+    token: bytes
+    socks: list[socket.socket | None] = field(default_factory=list)
+    attached: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def attach(self, index: int, sock: socket.socket) -> bool:
+        if index >= len(self.socks) or self.socks[index] is not None or self.attached.is_set():
+            return False
+        self.socks[index] = sock
+        if all(s is not None for s in self.socks):
+            self.attached.set()
+        return True
+
+
+class Server:
+    """Serves files below `root` (get) and accepts uploads into it (put)."""
+
+    def __init__(self, root: str | Path, opts: Options,
+                 log: Callable[[str], None] = lambda s: None) -> None:
+        self.root = Path(root).resolve()
+        self.opts, self.log = opts, log
+        self.sessions: dict[bytes, Session] = {}
+        self.tasks: set[asyncio.Task] = set()
+        self.lsock: socket.socket | None = None
+
+    def listen(self, bind: str, port: int) -> tuple[str, int]:
+        family = socket.AF_INET6 if ":" in bind else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            set_bufsize(sock, self.opts.bufsize)    # inherited by accepted sockets
+            sock.bind((bind, port))
+            sock.listen(256)
+            sock.setblocking(False)
+        except BaseException:
+            sock.close()
+            raise
+        self.lsock = sock
+        return sock.getsockname()[:2]
+
+    async def serve_forever(self) -> None:
+        assert self.lsock is not None, "listen() first"
+        loop = asyncio.get_running_loop()
+        try:
+            while True:
+                conn, peer = await loop.sock_accept(self.lsock)
+                conn.setblocking(False)
+                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self._spawn(self._handle(conn, peer))
+        finally:
+            await self.close()
+
+    async def close(self) -> None:
+        if self.lsock is not None:
+            self.lsock.close()
+            self.lsock = None
+        tasks = list(self.tasks)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _handle(self, conn: socket.socket, peer: tuple) -> None:
+        keep = False
+        try:
+            magic = await asyncio.wait_for(recv_exact(conn, 4), self.opts.connect_s)
+            if magic == CONTROL_MAGIC:
+                await self._control(conn, peer)
+            elif magic == DATA_MAGIC:
+                rest = await asyncio.wait_for(recv_exact(conn, DATA_HELLO_SIZE - 4),
+                                              self.opts.connect_s)
+                dh = DataHello.unpack(magic + rest)
+                s = self.sessions.get(dh.token)
+                keep = s is not None and s.attach(dh.index, conn)
+                if not keep:
+                    self.log(f"{peer[0]}: data stream for unknown session or slot")
+            else:
+                self.log(f"{peer[0]}: not an FDT connection (magic {magic!r})")
+        except (TransferError, ProtocolError, OSError, asyncio.TimeoutError) as e:
+            self.log(f"{peer[0]}: {type(e).__name__}: {e}")
+        finally:
+            if not keep:
+                conn.close()
+
+    def _resolve(self, name: str) -> Path:
+        path = (self.root / name.lstrip("/")).resolve()
+        if path != self.root and self.root not in path.parents:
+            raise ProtocolError(f"{name!r} is outside the served directory")
+        return path
+
+    async def _control(self, conn: socket.socket, peer: tuple) -> None:
+        ctrl = Control(conn)
+        hello = await asyncio.wait_for(ctrl.recv(), self.opts.connect_s)
+        if not isinstance(hello, Hello):
+            raise ProtocolError(f"expected hello, got {hello.type}")
+        token = os.urandom(16)
+        session = Session(hello, token, [None] * hello.streams)
+        self.sessions[token] = session
+        what = f"{peer[0]} {hello.op} {hello.name or '<mem>'} x{hello.streams}"
+        try:
+            await self._run_session(ctrl, session)
+            self.log(f"{what}: ok")
+        except BaseException as e:
+            err = reraise_as_transfer(e, what)
+            if isinstance(err, (TransferError, ProtocolError, OSError)):
+                self.log(f"{what}: {err}")
+                await _try_send(ctrl, Failure(str(err)))
+                return
+            raise
+        finally:
+            self.sessions.pop(token, None)
+            close_all(session.socks)
+
+    async def _run_session(self, ctrl: Control, s: Session) -> None:
+        h = s.hello
+        if h.op == "get":
+            fd = None if h.mem else _open_read(self._resolve(h.name))
+            try:
+                size = h.size if h.mem else os.fstat(fd).st_size
+                await ctrl.send(Ready(s.token.hex(), size))
+                await self._await_streams(s)
+                await self._send(ctrl, s, fd, size)
+            finally:
+                if fd is not None:
+                    os.close(fd)
+        else:
+            await self._receive_upload(ctrl, s)
+
+    async def _await_streams(self, s: Session) -> None:
+        try:
+            await asyncio.wait_for(s.attached.wait(), self.opts.connect_s)
+        except asyncio.TimeoutError:
+            got = sum(x is not None for x in s.socks)
+            raise TransferError(f"only {got} of {len(s.socks)} data streams attached"
+                                f" within {self.opts.connect_s:g}s") from None
+        if s.hello.bufsize:
+            for sock in s.socks:
+                set_bufsize(sock, s.hello.bufsize)
+
+    async def _send(self, ctrl: Control, s: Session, fd: int | None, size: int) -> None:
+        h = s.hello
+        loop = asyncio.get_running_loop()
+        source = MemSource(h.block) if fd is None else FileSource(fd)
+        progress = Progress(h.streams)
+        cpu0 = cpu_times()
+        adler = None
+        if h.checksum:
+            adler = loop.run_in_executor(None, file_adler32, fd, size) if fd is not None \
+                else loop.run_in_executor(None, mem_adler32, source, size, h.block)
+        sched = BlockScheduler(size, h.block)
+        socks = [x for x in s.socks if x is not None]
+        aws = [send_stream(sock, i, source, sched, 1, progress) for i, sock in enumerate(socks)]
+        try:
+            await run_all(aws, progress=progress, stall_s=self.opts.stall_s, what="send")
+        finally:
+            if adler is not None and not adler.done():
+                adler.cancel()
+        cpu1 = cpu_times()
+        await ctrl.send(Done(size, progress.per_stream, await adler if adler else None,
+                             cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]))
+        verdict = await asyncio.wait_for(ctrl.recv(), self.opts.stall_s)
+        if isinstance(verdict, Verdict) and not verdict.ok:
+            raise IntegrityError(f"client rejected the data: {verdict.message}")
+
+    async def _receive_upload(self, ctrl: Control, s: Session) -> None:
+        h = s.hello
+        assert h.size is not None
+        final = None if h.mem else self._resolve(h.name)
+        tmp = None if final is None else final.with_name(f".{final.name}.rig-fdt-part")
+        fd = None if tmp is None else os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        ok = False
+        receivers = []
+        try:
+            await ctrl.send(Ready(s.token.hex(), h.size))
+            await self._await_streams(s)
+            cpu0 = cpu_times()
+            reasm = Reassembly(h.size, 1, h.streams)
+            progress = Progress(h.streams)
+            socks = [x for x in s.socks if x is not None]
+            s.socks = [None] * len(socks)          # the transports own them now
+            receivers = await attach_receivers(socks, reasm, fd, h.block, progress,
+                                               h.checksum)
+            *_, done = await run_all([r.done for r in receivers] + [ctrl.recv()],
+                                     progress=progress, stall_s=self.opts.stall_s,
+                                     what="receive")
+            if not isinstance(done, Done):
+                raise ProtocolError(f"expected done, got {done.type}")
+            reasm.verify(done)
+            if tmp is not None and final is not None:
+                os.replace(tmp, final)
+            ok = True
+            cpu1 = cpu_times()
+            await ctrl.send(Verdict(True, "", cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]))
+        except IntegrityError as e:
+            await _try_send(ctrl, Verdict(False, str(e)))
+            raise
+        finally:
+            abort_receivers(receivers)
+            if fd is not None:
+                os.close(fd)
+            if not ok and tmp is not None:
+                tmp.unlink(missing_ok=True)
+
+
+def _open_read(path: Path) -> int:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError as e:
+        raise TransferError(f"{path.name}: {e.strerror}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise TransferError(f"{path.name}: not a regular file")
+    return fd
+
+
+async def _try_send(ctrl: Control, msg) -> None:
+    """Best effort: tell the peer why the session ended, never block long on it."""
+    try:
+        await asyncio.wait_for(ctrl.send(msg), 2.0)
+    except (OSError, asyncio.TimeoutError, TransferError):
+        pass
