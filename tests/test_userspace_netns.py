@@ -1,0 +1,134 @@
+"""The userspace backend on a real client—router—server path (root, namespaces).
+
+Tolerances are the loose ones of a loaded 2-core machine (RTT within 15 %, loss within
+30 %); the benchmark (bench/emulation.py) measures the real targets.
+"""
+from __future__ import annotations
+
+import os
+import re
+import signal
+from pathlib import Path
+
+import pytest
+
+from rig import netns, proc
+from rig.emul.profile import Direction, LinkProfile
+from rig.emul.userspace import UserspaceBackend, control_path, kernel_has_nfqueue
+from rig.errors import StepAborted
+
+pytestmark = [
+    pytest.mark.netns,
+    pytest.mark.skipif(os.geteuid() != 0, reason="needs root"),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _nfqueue_available():
+    if not kernel_has_nfqueue():
+        pytest.skip("kernel has no NFQUEUE target")
+
+
+@pytest.fixture
+def path(tmp_path: Path):
+    prefix = netns.new_prefix()
+    with netns.path_net(prefix, "p0", 0, workdir=tmp_path) as net:
+        yield net
+    assert not [n for n in netns.list_namespaces() if n.startswith(prefix)]
+
+
+@pytest.fixture
+def backend(path):
+    be = UserspaceBackend()
+    yield be
+    pid = be.engine_pid(path.site)
+    be.remove(path.site)
+    assert be.engine_pid(path.site) is None
+    if pid:
+        assert not Path(f"/proc/{pid}").exists() or _zombie(pid)
+    assert not control_path(path.site).exists()
+    rules = proc.run(["iptables", "-S", "FORWARD"], netns=path.router_ns, timeout=10)
+    assert "NFQUEUE" not in rules.stdout and path.site.prefix not in rules.stdout
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+    except OSError:
+        return True
+
+
+def ping(net, count: int, interval: float, *, wait_s: int = 2) -> dict:
+    res = proc.run(["ping", "-n", "-q", "-c", str(count), "-i", str(interval),
+                    "-W", str(wait_s), net.server_addr], netns=net.client_ns,
+                   timeout=count * interval + wait_s + 20)
+    out = res.stdout
+    m = re.search(r"(\d+) packets transmitted, (\d+) received(?:, \+(\d+) duplicates)?", out)
+    assert m, out
+    d = {"sent": int(m[1]), "received": int(m[2]), "dups": int(m[3] or 0)}
+    r = re.search(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms", out)
+    if r:
+        d.update(min_ms=float(r[1]), avg_ms=float(r[2]), max_ms=float(r[3]))
+    return d
+
+
+def test_rtt_is_the_configured_one(path, backend):
+    backend.apply(path.site, LinkProfile.symmetric(0.040))
+    backend.check(path.site)
+    p = ping(path, 60, 0.02)
+    assert p["received"] == 60
+    assert p["avg_ms"] == pytest.approx(40.0, rel=0.15)
+    assert p["min_ms"] >= 40.0 * 0.97                # never (much) faster than configured
+    st = backend.stats(path.site)
+    assert st["forward"]["released"] >= 60 and st["reverse"]["released"] >= 60
+
+
+def test_reconfigure_between_steps(path, backend):
+    backend.apply(path.site, LinkProfile.symmetric(0.040))
+    backend.update(path.site, LinkProfile.symmetric(0.010))
+    p = ping(path, 40, 0.02)
+    assert p["avg_ms"] == pytest.approx(10.0, rel=0.15)
+    backend.update(path.site, LinkProfile.symmetric(0.0))   # passthrough: rules removed
+    backend.check(path.site)
+    assert ping(path, 20, 0.01)["avg_ms"] < 2.0
+    backend.update(path.site, LinkProfile.symmetric(0.030))
+    backend.check(path.site)
+    assert ping(path, 30, 0.02)["avg_ms"] == pytest.approx(30.0, rel=0.15)
+
+
+def test_random_loss_rate(path, backend):
+    prof = LinkProfile(forward=Direction(delay_s=0.002, loss=0.05),
+                       reverse=Direction(delay_s=0.002))
+    backend.apply(path.site, prof)
+    p = ping(path, 2000, 0.002)
+    loss = 1 - p["received"] / p["sent"]
+    assert loss == pytest.approx(0.05, rel=0.3)
+    fwd = backend.stats(path.site)["forward"]
+    assert fwd["dropped_loss"] == p["sent"] - p["received"]
+    assert fwd["gso"] is False                        # loss acts per wire segment
+
+
+def test_duplication(path, backend):
+    prof = LinkProfile(forward=Direction(delay_s=0.002),
+                       reverse=Direction(delay_s=0.002, duplicate=0.3))
+    backend.apply(path.site, prof)
+    p = ping(path, 300, 0.005)
+    assert p["received"] == 300
+    assert p["dups"] / 300 == pytest.approx(0.3, rel=0.3)
+
+
+def test_dead_engine_stops_the_step_and_the_path(path, backend):
+    backend.apply(path.site, LinkProfile.symmetric(0.040))
+    backend.check(path.site)
+    os.kill(backend.engine_pid(path.site), signal.SIGKILL)
+    with pytest.raises(StepAborted, match="died|not responding"):
+        backend.check(path.site)
+    p = ping(path, 20, 0.01, wait_s=1)
+    assert p["received"] == 0                         # fail-closed: nothing passes undelayed
+
+
+def test_sigterm_is_a_clean_exit(path, backend):
+    backend.apply(path.site, LinkProfile.symmetric(0.020))
+    svc = backend._engines[(path.site.router_ns, path.site.queue_base)]
+    assert svc.stop() == 0
+    assert "engine: stopped" in svc.log_tail()
