@@ -1,0 +1,181 @@
+"""`rig compare` on synthetic runs where the answer is known."""
+from __future__ import annotations
+
+import csv
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixtures_results import make_run
+from rig.compare import bootstrap_change, classify, compare
+from rig.errors import InputError
+from rig.results import Store
+
+
+def _drop(client: str, rtts: set[float], factor: float):
+    return lambda c, rtt, s, n: factor if c == client and rtt in rtts else 1.0
+
+
+def _flagged(result) -> set[tuple[str, float]]:
+    return {(p.key.client, p.key.rtt_ms) for p in result.regressions}
+
+
+def test_twenty_percent_drop_with_small_noise_is_flagged(tmp_path: Path) -> None:
+    base = make_run(tmp_path / "a", seed=1, noise=0.01)
+    cand = make_run(tmp_path / "b", seed=2, noise=0.01,
+                    factor=_drop("xrdcp-S4", {60.0, 120.0}, 0.8))
+    r = compare(base, cand, tmp_path / "out")
+    assert r.exit_code == 1
+    assert _flagged(r) == {("xrdcp-S4", 60.0), ("xrdcp-S4", 120.0)}
+    p = next(p for p in r.regressions if p.key.rtt_ms == 60.0)
+    assert p.change == pytest.approx(-0.2, abs=0.03)
+    assert p.high is not None and p.high < 0
+    assert "REGRESSION: 2 of 16" in (tmp_path / "out" / "compare.md").read_text()
+
+
+def test_five_percent_drop_inside_the_noise_is_not_flagged(tmp_path: Path) -> None:
+    base = make_run(tmp_path / "a", seed=3, noise=0.06, repeats=4)
+    cand = make_run(tmp_path / "b", seed=4, noise=0.06, repeats=4,
+                    factor=lambda c, rtt, s, n: 0.95)
+    r = compare(base, cand, tmp_path / "out")
+    assert r.exit_code == 0 and r.regressions == []
+    # even with a threshold below the drop, the noise keeps most points from being called
+    strict = compare(base, cand, tmp_path / "out2", threshold=0.03)
+    assert len(strict.regressions) < len(strict.pairs) / 2
+    assert any(p.status == "noise" for p in strict.pairs)
+
+
+def test_large_drop_inside_large_noise_is_not_a_regression(tmp_path: Path) -> None:
+    base = make_run(tmp_path / "a", seed=5, noise=0.25, repeats=3, rtts=(60,))
+    cand = make_run(tmp_path / "b", seed=6, noise=0.25, repeats=3, rtts=(60,),
+                    factor=_drop("curl", {60.0}, 0.85))
+    r = compare(base, cand, tmp_path / "out")
+    curl = next(p for p in r.pairs if p.key.client == "curl")
+    assert curl.low is not None and curl.low < 0 < curl.high
+    assert not curl.regressed
+
+
+def test_identical_runs_do_not_regress(tmp_path: Path) -> None:
+    base = make_run(tmp_path / "a", seed=1)
+    r = compare(base, base, tmp_path / "out")
+    assert r.exit_code == 0
+    assert {p.status for p in r.pairs} == {"unchanged"}
+    assert all(p.change == pytest.approx(0.0) for p in r.pairs)
+
+
+def test_improvement_is_reported_and_exit_zero(tmp_path: Path) -> None:
+    base = make_run(tmp_path / "a", seed=1)
+    cand = make_run(tmp_path / "b", seed=2, factor=_drop("curl", {20.0}, 1.3))
+    r = compare(base, cand, tmp_path / "out")
+    assert r.exit_code == 0
+    assert [p.key.client for p in r.pairs if p.status == "improvement"] == ["curl"]
+
+
+def test_failed_candidate_is_a_regression(tmp_path: Path) -> None:
+    base = make_run(tmp_path / "a", seed=1)
+    cand = make_run(tmp_path / "b", seed=2, failing=[("davix-get", 60.0)])
+    r = compare(base, cand, tmp_path / "out")
+    assert _flagged(r) == {("davix-get", 60.0)}
+    assert r.regressions[0].status == "failed"
+
+
+def test_single_repeat_uses_threshold_alone_and_says_so(tmp_path: Path) -> None:
+    base = make_run(tmp_path / "a", seed=1, repeats=1)
+    cand = make_run(tmp_path / "b", seed=2, repeats=1, factor=_drop("curl", {60.0}, 0.7))
+    r = compare(base, cand, tmp_path / "out")
+    assert _flagged(r) == {("curl", 60.0)}
+    assert r.regressions[0].low is None
+    assert "threshold alone decided" in (tmp_path / "out" / "compare.md").read_text()
+
+
+def test_smaller_window_flags_exactly_the_window_limited_points(tmp_path: Path) -> None:
+    """The issue's acceptance case: a real change (window size) between two runs."""
+    base = make_run(tmp_path / "a", seed=1, window_bytes=4 * 2**20)
+    cand = make_run(tmp_path / "b", seed=2, window_bytes=2 * 2**20)
+    r = compare(base, cand, tmp_path / "out")
+    # at 0 ms the path limits both runs; at >= 20 ms 1-stream clients halve; xrdcp-S4
+    # at 20 ms goes from the 5 Gbit/s path to 4 x 2 MiB / 20 ms = 3.3 Gbit/s
+    expected = {(c, rtt) for c in ("xrdcp", "xrdcp-S4", "davix-get", "curl")
+                for rtt in (20.0, 60.0, 120.0)}
+    assert _flagged(r) == expected
+    assert any("window_bytes: 4194304 -> 2097152" in d for d in r.env_diffs)
+    assert any(d.startswith("tuning.tcp_rmem_max") for d in r.env_diffs)
+
+
+def test_environment_differences_are_listed(tmp_path: Path) -> None:
+    base = make_run(tmp_path / "a")
+    cand = make_run(tmp_path / "b", env={"kernel": "6.12.0", "backend": "netem",
+                                        "scenario_text": "name: other\n"})
+    r = compare(base, cand, tmp_path / "out")
+    assert "kernel: 6.1.0-synthetic -> 6.12.0" in r.env_diffs
+    assert "backend: userspace -> netem" in r.env_diffs
+    md = (tmp_path / "out" / "compare.md").read_text()
+    assert "+name: other" in md and "scenario text differs" in md
+
+
+def test_outputs_written(tmp_path: Path) -> None:
+    base = make_run(tmp_path / "a", seed=1)
+    cand = make_run(tmp_path / "b", seed=2, factor=_drop("curl", {60.0}, 0.7))
+    r = compare(base, cand)                     # default: CANDIDATE/compare
+    names = {f.name for f in r.files}
+    assert {"compare.md", "compare.html", "compare.csv", "compare_change.png",
+            "compare_change.svg", "compare_throughput.png"} <= names
+    assert all(f.parent == cand / "compare" for f in r.files)
+    with open(cand / "compare" / "compare.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 16
+    assert [r["client"] for r in rows if r["status"] == "regression"] == ["curl"]
+
+
+def test_unmatched_measurements_are_listed(tmp_path: Path) -> None:
+    base = make_run(tmp_path / "a", rtts=(0, 20, 60))
+    cand = make_run(tmp_path / "b", rtts=(20, 60, 120))
+    r = compare(base, cand, tmp_path / "out")
+    assert len(r.pairs) == 8
+    assert {k.rtt_ms for k in r.only_baseline} == {0.0}
+    assert {k.rtt_ms for k in r.only_candidate} == {120.0}
+
+
+def test_unusable_input_raises_input_error(tmp_path: Path) -> None:
+    good = make_run(tmp_path / "a")
+    with pytest.raises(InputError):
+        compare(tmp_path / "missing", good, tmp_path / "o")
+    with pytest.raises(InputError):
+        compare(good, tmp_path, tmp_path / "o")                # no results.sqlite
+    Store.create(tmp_path / "empty" / "results.sqlite", "empty").close()
+    with pytest.raises(InputError):
+        compare(good, tmp_path / "empty", tmp_path / "o")      # no transfers
+    other = make_run(tmp_path / "c", rtts=(5,))
+    with pytest.raises(InputError, match="no measurement in common"):
+        compare(good, other, tmp_path / "o")
+    with pytest.raises(InputError):
+        compare(good, good, tmp_path / "o", threshold=1.5)
+    assert InputError("x").exit_status == 2
+
+
+def test_bootstrap_interval_and_classification() -> None:
+    assert bootstrap_change([1.0], [1.0, 2.0], 1) is None
+    lo, hi = bootstrap_change([100, 101, 99, 100], [80, 81, 79, 80], 1)
+    assert lo <= -0.2 <= hi and hi < 0
+    lo, hi = bootstrap_change([100, 130, 70], [95, 125, 65], 1)
+    assert lo < 0 < hi
+    assert classify(-0.2, (-0.25, -0.15), 0.1) == "regression"
+    assert classify(-0.2, (-0.4, 0.05), 0.1) == "noise"
+    assert classify(-0.05, (-0.06, -0.04), 0.1) == "unchanged"
+    assert classify(-0.2, None, 0.1) == "regression"
+    assert classify(0.3, (0.2, 0.4), 0.1) == "improvement"
+
+
+def test_compare_works_without_matplotlib(tmp_path: Path) -> None:
+    base = make_run(tmp_path / "a", seed=1)
+    cand = make_run(tmp_path / "b", seed=2, factor=_drop("curl", {60.0}, 0.7))
+    script = ("import sys; sys.modules['matplotlib'] = None\n"
+              "from rig.compare import compare\n"
+              f"r = compare({str(base)!r}, {str(cand)!r}, {str(tmp_path / 'o')!r})\n"
+              "print(r.exit_code, sorted(f.name for f in r.files))\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("1 ") and ".png" not in done.stdout
+    assert "matplotlib is not available" in (tmp_path / "o" / "compare.md").read_text()

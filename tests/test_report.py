@@ -1,0 +1,245 @@
+"""Reports drawn from stored fixture databases alone: files, numbers, Caltech-shaped
+tables, bottleneck verdicts, styles, and the report without matplotlib."""
+from __future__ import annotations
+
+import ast
+import csv
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fixtures_results import Client, DEFAULT_CLIENTS, make_run
+from rig.errors import InputError
+from rig.report import load_run, render, verdicts
+from rig.report import style
+from rig.report.verdict import engine_issues
+from rig.results import Store
+
+REPO = Path(__file__).resolve().parents[1]
+MIB4 = 4 * 2**20
+
+
+def _summary(d: Path) -> list[dict]:
+    with open(d / "summary.csv") as f:
+        return list(csv.DictReader(f))
+
+
+def test_render_writes_charts_tables_and_html(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "r", concurrency=(1, 2, 4))
+    names = {f.name for f in render(run)}
+    for stem in ("throughput_vs_rtt", "throughput_vs_concurrency", "throughput_vs_streams",
+                 "cpu_per_gb"):
+        assert {f"{stem}.png", f"{stem}.svg"} <= names
+        assert (run / f"{stem}.png").read_bytes()[:4] == b"\x89PNG"
+        assert (run / f"{stem}.png").stat().st_size > 10_000
+    assert {"summary.csv", "rtt_table_mean.csv", "rtt_table_mean.md", "rtt_table_max.csv",
+            "rtt_table_max.md", "validations.csv", "report.html"} <= names
+
+
+def test_render_into_other_dir_leaves_run_dir_alone(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "r")
+    files = render(run, tmp_path / "out")
+    assert all(f.parent == tmp_path / "out" for f in files)
+    # SQLite's read-only WAL open may leave -wal/-shm sidecars (rig.results' business)
+    left = {p.name for p in run.iterdir() if not p.name.endswith(("-wal", "-shm"))}
+    assert left == {"results.sqlite"}
+
+
+def test_summary_numbers_come_from_the_database(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "r", noise=0.05, repeats=4)
+    render(run)
+    st = Store.open(run)
+    rows = [r for r in st.transfers() if r["client"] == "curl" and r["rtt_ms_configured"] == 60]
+    st.close()
+    gbps = [r["aggregate_bps"] / 1e9 for r in rows]
+    line = next(r for r in _summary(run) if r["client"] == "curl" and r["rtt_ms"] == "60")
+    assert int(line["n"]) == 4
+    assert float(line["mean_gbps"]) == pytest.approx(statistics.fmean(gbps), rel=1e-3)
+    assert float(line["min_gbps"]) == pytest.approx(min(gbps), rel=1e-3)
+    assert float(line["max_gbps"]) == pytest.approx(max(gbps), rel=1e-3)
+    assert float(line["std_gbps"]) == pytest.approx(statistics.stdev(gbps), rel=1e-3)
+    assert list(_summary(run)[0])[:7] == ["client", "rtt_ms", "n", "mean_gbps", "min_gbps",
+                                          "max_gbps", "std_gbps"]
+
+
+def test_concurrency_rows_count_once_per_repeat(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "r", concurrency=(4,), repeats=2, rtts=(60,))
+    pts = load_run(run).points
+    assert all(p.n == 2 for p in pts)
+    p = next(p for p in pts if p.key.client == "xrdcp")
+    assert p.mean_bps == pytest.approx(4 * MIB4 * 8 / 0.06005, rel=0.05)
+
+
+def test_caltech_table_has_a_row_per_client_and_a_column_per_rtt(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "r", noise=0.0)
+    render(run)
+    with open(run / "rtt_table_mean.csv") as f:
+        table = list(csv.reader(f))
+    assert table[0] == ["client \\ RTT (ms)", "0", "20", "60", "120"]
+    assert [r[0] for r in table[1:]] == [c.name for c in DEFAULT_CLIENTS]
+    curl = next(r for r in table if r[0] == "curl")
+    assert float(curl[3]) == pytest.approx(MIB4 / 0.06005 / 1e6, rel=0.01)   # MB/s
+    md = (run / "rtt_table_max.md").read_text()
+    assert "| curl |" in md and "Highest" in md
+
+
+def _verdict_of(run_dir: Path, client: str, rtt: float) -> str:
+    run = load_run(run_dir)
+    v = verdicts(run)
+    return next(v[p.key] for p in run.points
+                if p.key.client == client and p.key.rtt_ms == rtt).kind
+
+
+def test_verdicts_window_path_cpu_and_emulator(tmp_path: Path) -> None:
+    clients = DEFAULT_CLIENTS + (Client("fdt-8", "fdt", 8, cpu_ceiling_bps=2e9),)
+    run = make_run(tmp_path / "r", clients=clients, flagged_steps=[3])
+    assert _verdict_of(run, "curl", 60) == "window-limited"
+    assert _verdict_of(run, "xrdcp", 20) == "window-limited"
+    assert _verdict_of(run, "davix-get", 0) == "path-limited"
+    assert _verdict_of(run, "xrdcp-S4", 20) == "path-limited"
+    assert _verdict_of(run, "fdt-8", 20) == "client-CPU-bound"
+    assert _verdict_of(run, "curl", 120) == "emulator-limited"
+
+
+def test_verdict_unexplained_and_failed(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "r", factor=lambda c, rtt, s, n: 0.5 if c == "curl" else 1.0,
+                   failing=[("davix-get", 20.0)])
+    assert _verdict_of(run, "curl", 60) == "unexplained"
+    assert _verdict_of(run, "davix-get", 20) == "failed"
+    assert _verdict_of(run, "xrdcp", 60) == "window-limited"
+    line = next(r for r in _summary(render(run)[0].parent)
+                if r["client"] == "curl" and r["rtt_ms"] == "60")
+    assert "50% of window bound" in line["detail"]
+
+
+def test_engine_stats_make_a_step_emulator_limited(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "r", engine_stats={"packets": 10_000, "queue_overflow": 12})
+    assert _verdict_of(run, "curl", 60) == "emulator-limited"
+
+
+def test_engine_issues_reads_drops_and_lateness() -> None:
+    assert engine_issues({"packets": 1000, "dropped": 5, "late": 0}, 60, 0.005) == []
+    assert engine_issues({"packets": 1000, "dropped": 50}, 60, 0.005)
+    assert engine_issues({"released": 1000, "late": 50}, 60, 0.0)
+    assert engine_issues({"released": 1000, "late": 2}, 60, 0.0) == []
+    assert engine_issues({"lateness_ms_max": 3.0}, 60, 0.0)
+    assert engine_issues({"lateness_ms_max": 0.5}, 60, 0.0) == []
+    assert engine_issues({"dir": {"rx": {"queue_full_drops": 1}}}, 20, 0.0)
+
+
+def test_charts_not_drawn_when_nothing_varies_say_why(tmp_path: Path) -> None:
+    clients = (Client("curl", "curl", 1), Client("davix-get", "davix-get", 1))
+    run = make_run(tmp_path / "r", clients=clients)
+    names = {f.name for f in render(run)}
+    assert "throughput_vs_rtt.png" in names
+    assert "throughput_vs_concurrency.png" not in names
+    assert "throughput_vs_streams.png" not in names
+    assert "one concurrency" in (run / "report.html").read_text()
+
+
+def test_streams_sweep_draws_streams_chart(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "r", clients=(Client("xrdcp-S", "xrdcp"),),
+                   streams_sweep=(1, 2, 4, 8, 16))
+    assert "throughput_vs_streams.png" in {f.name for f in render(run)}
+    table = (run / "rtt_table_mean.md").read_text()
+    assert "xrdcp-S (16 streams)" in table
+
+
+def test_report_html_is_self_contained(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "r", flagged_steps=[1])
+    files = render(run)
+    page = (run / "report.html").read_text()
+    assert page.count('src="data:image/png;base64,') == sum(f.suffix == ".png" for f in files)
+    assert "http://" not in page and "https://" not in page
+    assert "FLAGGED" in page and "emulator-limited" in page
+    assert "name: synthetic" in page            # scenario text
+    assert "6.1.0-synthetic" in page            # kernel
+
+
+def test_render_rejects_a_directory_without_results(tmp_path: Path) -> None:
+    with pytest.raises(InputError):
+        render(tmp_path)
+    (tmp_path / "results.sqlite").write_text("not a database")
+    with pytest.raises(InputError):
+        render(tmp_path)
+
+
+def test_styles_are_stable_and_distinct() -> None:
+    names = [c.name for c in DEFAULT_CLIENTS] + ["fdt-8", "iperf3"]
+    styles = [style.style_for(n) for n in names]
+    assert len({(s.color, s.marker) for s in styles}) == len(names)
+    assert style.style_for("xrdcp-S7", "xrdcp") == style.style_for("xrdcp-S7", "xrdcp")
+    assert style.style_for("xrdcp-S7", "xrdcp").color in style.FAMILIES["xrdcp"]
+    script = "from rig.report.style import style_for; print(style_for('my-client-x'))"
+    outs = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                           env={"PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert len(outs) == 1 and "Style(" in outs.pop()
+
+
+def test_report_works_without_matplotlib(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "r")
+    script = ("import sys; sys.modules['matplotlib'] = None\n"
+              "from rig.report import render\n"
+              f"files = render({str(run)!r})\n"
+              "print(sorted(f.name for f in files))\n"
+              "assert 'matplotlib' not in [m for m in sys.modules if sys.modules[m]]\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert ".png" not in done.stdout and "summary.csv" in done.stdout
+    assert "matplotlib is not available" in (run / "report.html").read_text()
+
+
+FORBIDDEN = ("rig.netns", "rig.proc", "rig.services", "rig.emul", "rig.orchestrate",
+             "rig.cli")
+
+
+def _imports(path: Path) -> set[str]:
+    """Absolute module names a file imports (relative imports resolved under rig)."""
+    tree = ast.parse(path.read_text())
+    pkg = ".".join(path.relative_to(REPO).with_suffix("").parts[:-1])
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = pkg.split(".")[: len(pkg.split(".")) - node.level + 1]
+                base = ".".join(parts + ([base] if base else []))
+            out |= {base} | {f"{base}.{a.name}" for a in node.names}
+    return out
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "rig" / "report").glob("*.py"))
+                         + [REPO / "rig" / "compare.py"], ids=lambda p: p.name)
+def test_reports_never_import_realization_or_services(path: Path) -> None:
+    bad = {m for m in _imports(path) if m.startswith(FORBIDDEN)}
+    assert bad == set()
+
+
+def test_import_checker_sees_relative_imports() -> None:
+    mods = _imports(REPO / "rig" / "report" / "model.py")
+    assert "rig.results.Store" in mods and "rig.errors.InputError" in mods
+
+
+def test_pure_report_modules_do_not_import_matplotlib() -> None:
+    for name in ("model.py", "verdict.py", "tables.py", "style.py", "html.py",
+                 "__init__.py", "compare_report.py"):
+        mods = _imports(REPO / "rig" / "report" / name)
+        top_level = {m for m in mods if m.startswith("matplotlib")}
+        assert not top_level, name
+    assert not any(m.startswith("matplotlib") for m in _imports(REPO / "rig" / "compare.py"))
+
+
+def test_validation_csv_lists_every_check(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "r", flagged_steps=[2])
+    render(run)
+    with open(run / "validations.csv") as f:
+        rows = list(csv.DictReader(f))
+    assert len(rows) == 8
+    assert [r["flagged"] for r in rows if r["step"] == "2"] == ["FLAGGED", "FLAGGED"]
+    assert json.dumps(rows)  # plain strings only
