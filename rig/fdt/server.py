@@ -114,6 +114,8 @@ class Server:
                 self.log(f"{peer[0]}: not an FDT connection (magic {magic!r})")
         except (TransferError, ProtocolError, OSError, asyncio.TimeoutError) as e:
             self.log(f"{peer[0]}: {type(e).__name__}: {e}")
+        except Exception as e:            # noqa: BLE001 -- a bug: say so, keep serving
+            self.log(f"{peer[0]}: internal error: {e!r}")
         finally:
             if not keep:
                 conn.close()
@@ -188,9 +190,10 @@ class Server:
         aws = [send_stream(sock, i, source, sched, 1, progress) for i, sock in enumerate(socks)]
         try:
             await run_all(aws, progress=progress, stall_s=self.opts.stall_s, what="send")
-        finally:
-            if adler is not None and not adler.done():
+        except BaseException:
+            if adler is not None:
                 adler.cancel()
+            raise
         cpu1 = cpu_times()
         await ctrl.send(Done(size, progress.per_stream, await adler if adler else None,
                              cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]))

@@ -106,7 +106,8 @@ async def connect(addr: str, port: int, bufsize: int | None,
             from None
     except OSError as e:
         sock.close()
-        raise TransferError(f"connect to {addr}:{port}: {e.strerror or e}") from None
+        why = os.strerror(e.errno) if e.errno else str(e)
+        raise TransferError(f"connect to {addr}:{port}: {why}") from None
     except BaseException:
         sock.close()
         raise
