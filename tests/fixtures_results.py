@@ -33,6 +33,13 @@ DEFAULT_CLIENTS = (
 FILE_BYTES = 256 * 2**20
 SCENARIO_TEXT = "name: synthetic\npaths:\n  - name: wan\n    rtt: [0ms, 20ms, 60ms, 120ms]\n"
 
+# Shaped like the userspace engine's stats(): one object per direction.
+ENGINE_OK = {"backend": "userspace", "alive": True,
+             "forward": {"seen": 1000, "released": 1000, "dropped_loss": 0,
+                         "dropped_queue": 0, "late_mean_s": 2e-5, "late_max_s": 1e-4,
+                         "late_hist": {"0..50us": 1000}},
+             "kernel_queues": [{"queue": 1, "queue_dropped": 0, "user_dropped": 0}]}
+
 Factor = Callable[[str, float, int, int], float]
 
 
@@ -96,8 +103,7 @@ def make_run(run_dir: Path, *, run_id: str = "syn", rtts: Iterable[float] = (0, 
                     min(capacity_bps, rate_bps or capacity_bps))
         store.add_engine_stats({"run_id": run_id, "step": step, "path": "wan",
                                 "backend": "userspace", "taken_at": 1.7e9 + step,
-                                "stats": engine_stats or {"packets": 1000, "dropped": 0,
-                                                          "late": 0}})
+                                "stats": engine_stats or ENGINE_OK})
         for c in clients:
             for streams in (tuple(streams_sweep) or (c.streams,)):
                 for conc in concurrency:

@@ -117,18 +117,30 @@ def test_verdict_unexplained_and_failed(tmp_path: Path) -> None:
 
 
 def test_engine_stats_make_a_step_emulator_limited(tmp_path: Path) -> None:
-    run = make_run(tmp_path / "r", engine_stats={"packets": 10_000, "queue_overflow": 12})
+    run = make_run(tmp_path / "r", engine_stats={"forward": {"seen": 10_000,
+                                                             "dropped_queue": 12}})
     assert _verdict_of(run, "curl", 60) == "emulator-limited"
 
 
-def test_engine_issues_reads_drops_and_lateness() -> None:
-    assert engine_issues({"packets": 1000, "dropped": 5, "late": 0}, 60, 0.005) == []
-    assert engine_issues({"packets": 1000, "dropped": 50}, 60, 0.005)
-    assert engine_issues({"released": 1000, "late": 50}, 60, 0.0)
-    assert engine_issues({"released": 1000, "late": 2}, 60, 0.0) == []
-    assert engine_issues({"lateness_ms_max": 3.0}, 60, 0.0)
-    assert engine_issues({"lateness_ms_max": 0.5}, 60, 0.0) == []
-    assert engine_issues({"dir": {"rx": {"queue_full_drops": 1}}}, 20, 0.0)
+def test_engine_issues_reads_userspace_engine_and_netem_stats() -> None:
+    lane = {"seen": 10_000, "released": 10_000, "dropped_loss": 50, "dropped_queue": 0,
+            "late_mean_s": 30e-6, "late_max_s": 4e-3,
+            "late_hist": {"0..50us": 9990, "2..5ms": 10}}
+    ok = {"backend": "userspace", "alive": True, "forward": lane, "reverse": lane,
+          "kernel_queues": [{"queue": 1, "queue_dropped": 0, "user_dropped": 0}]}
+    assert engine_issues(ok, 60, 0.005) == []
+    assert engine_issues({**ok, "forward": {**lane, "dropped_queue": 3}}, 60, 0.005)
+    assert engine_issues({**ok, "forward": {**lane, "dropped_loss": 300}}, 60, 0.005)
+    assert engine_issues({**ok, "forward": {**lane, "late_mean_s": 2e-3}}, 60, 0.0)
+    late = {**lane, "late_hist": {"0..50us": 9000, "1..2ms": 1000}}
+    assert engine_issues({**ok, "reverse": late}, 60, 0.005)
+    assert engine_issues({**ok, "kernel_queues": [{"queue": 1, "queue_dropped": 7}]}, 60, 0)
+    assert engine_issues({"backend": "userspace", "alive": False}, 60, 0)
+    netem = {"backend": "netem", "forward": {"netem": {"packets": 1000, "drops": 0},
+                                            "tbf": {"packets": 1000, "drops": 40}}}
+    assert engine_issues(netem, 60, 0.0) == []
+    netem["forward"]["netem"]["drops"] = 40
+    assert engine_issues(netem, 60, 0.0)
 
 
 def test_charts_not_drawn_when_nothing_varies_say_why(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 from .model import Point, Run
 
@@ -30,10 +30,11 @@ LATE_FRACTION = 0.01
 KINDS = ("window-limited", "path-limited", "client-CPU-bound", "emulator-limited",
          "unexplained", "failed")
 
-_OVERFLOW = re.compile(r"overflow|queue_?full|tail_?drop|(drop\w*_(queue|full))|"
-                       r"((queue|full)\w*_drop)")
-_TOTAL = re.compile(r"^(packets|pkts|seen|received|released|forwarded|enqueued)(_total)?$")
-
+_OVERFLOW = re.compile(r"overflow|queue_?full|tail_?drop|drop\w*_(queue|full)|"
+                       r"(queue|full|user)_drop")
+_TOTAL = ("seen", "packets", "pkts", "received", "released", "forwarded", "enqueued")
+_RATE_LIMITERS = ("tbf", "htb")     # their drops are the path's bottleneck queue, by design
+_LATE_BINS = ("1..2ms", "2..5ms", "5..10ms", ">=10ms")
 
 @dataclass(frozen=True)
 class Verdict:
@@ -50,54 +51,66 @@ def _gbit(bps: float) -> str:
     return f"{bps / 1e9:.3g} Gbit/s"
 
 
-def _flatten(d: Any, prefix: str = "") -> Iterator[tuple[str, float]]:
-    if isinstance(d, dict):
-        for k, v in d.items():
-            yield from _flatten(v, f"{prefix}{k}." if isinstance(v, dict) else f"{prefix}{k}")
-    elif isinstance(d, (int, float)) and not isinstance(d, bool):
-        yield prefix, float(d)
+def engine_issues(stats: Any, rtt_ms: float | None, loss: float | None,
+                  where: str = "") -> list[str]:
+    """Signs in a backend's stats() JSON that the emulator itself limited the path.
 
-
-def engine_issues(stats: dict, rtt_ms: float | None, loss: float | None) -> list[str]:
-    """Read a backend's stats() JSON for signs that the emulator itself limited the path.
-
-    Key names differ between backends, so this matches on words: overflow/queue-full
-    drops (never expected), drops beyond the configured loss, and late releases
-    (a lateness in ms beyond the RTT target, or > 1 % of packets late).
+    Walks the JSON; in each object, judged against that object's own packet count:
+    queue-overflow drops (the userspace engine's dropped_queue, the kernel NFQUEUE's
+    queue_dropped/user_dropped), drops beyond the configured loss (netem's drops,
+    dropped_loss), a mean release lateness beyond the RTT target max(0.2 ms, 2 % RTT),
+    more than 1 % of releases >= 1 ms late, and an engine that was not alive or
+    answered with an error. TBF/HTB drops are the path's own bottleneck queue: ignored.
     """
-    flat = dict(_flatten(stats))
-    leaf = {k: (k.rsplit(".", 1)[-1].lower(), v) for k, v in flat.items()}
-    totals = [v for _, (name, v) in leaf.items() if _TOTAL.match(name)]
-    total = max(totals) if totals else None
-    issues = []
-    for k, (name, v) in leaf.items():
-        if v <= 0:
-            continue
-        if _OVERFLOW.search(name):
-            issues.append(f"engine {k}={v:g}")
-        elif "late" in name:
-            issues.extend(_late_issue(k, name, v, rtt_ms, total))
-        elif name.startswith("drop") and total:
-            allowed = (loss or 0.0) * 1.1 + 0.001
-            if v / total > allowed:
-                issues.append(f"engine {k}={v:g} is {v / total:.2%} of packets "
-                              f"(configured loss {(loss or 0):.2%})")
+    if isinstance(stats, list):
+        return [i for n, v in enumerate(stats)
+                for i in engine_issues(v, rtt_ms, loss, f"{where}[{n}]")]
+    if not isinstance(stats, dict):
+        return []
+    issues = _object_issues(stats, rtt_ms, loss, where)
+    for k, v in stats.items():
+        if isinstance(v, (dict, list)) and str(k) not in _RATE_LIMITERS and k != "late_hist":
+            issues += engine_issues(v, rtt_ms, loss, f"{where}.{k}" if where else str(k))
     return issues
 
 
-def _late_issue(k: str, name: str, v: float, rtt_ms: float | None,
-                total: float | None) -> list[str]:
-    if name.endswith("_ms") or "_ms_" in name:
-        limit = max(0.2, 0.02 * (rtt_ms or 0.0))
-        return [f"engine {k}={v:g} ms (> {limit:g} ms)"] if v > limit else []
-    if name.endswith("_us") or "_us_" in name:
-        limit = max(200.0, 20.0 * (rtt_ms or 0.0))
-        return [f"engine {k}={v:g} us (> {limit:g} us)"] if v > limit else []
-    if any(t in name for t in ("frac", "ratio", "pct", "share")):
-        return [f"engine {k}={v:g}"] if v > LATE_FRACTION else []
-    if total and v / total > LATE_FRACTION:
-        return [f"engine {k}={v:g} ({v / total:.1%} of packets late)"]
-    return []
+def _num_items(d: dict) -> dict[str, float]:
+    return {str(k).lower(): float(v) for k, v in d.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+def _object_issues(d: dict, rtt_ms: float | None, loss: float | None,
+                   where: str) -> list[str]:
+    at = f" ({where})" if where else ""
+    issues = []
+    if d.get("alive") is False:
+        issues.append(f"engine not alive{at}")
+    if isinstance(d.get("error"), str):
+        issues.append(f"engine error{at}: {d['error'][:120]}")
+    nums = _num_items(d)
+    total = max((nums[k] for k in _TOTAL if k in nums), default=0.0)
+    target_ms = max(0.2, 0.02 * (rtt_ms or 0.0))
+    for name, v in nums.items():
+        if v <= 0:
+            continue
+        if _OVERFLOW.search(name):
+            issues.append(f"engine {name}={v:g}{at}")
+        elif name.startswith("drop") and total:
+            if v / total > (loss or 0.0) * 1.1 + 0.001:
+                issues.append(f"engine {name}={v:g} is {v / total:.2%} of packets "
+                              f"(configured loss {(loss or 0):.2%}){at}")
+        elif name in ("late_mean_s", "late_mean_ms"):
+            ms = v * 1e3 if name.endswith("_s") else v
+            if ms > target_ms:
+                issues.append(f"engine mean release lateness {ms:.3g} ms > "
+                              f"{target_ms:.3g} ms{at}")
+    hist = d.get("late_hist")
+    if isinstance(hist, dict) and nums.get("released"):
+        late = sum(float(hist.get(b, 0)) for b in _LATE_BINS)
+        if late / nums["released"] > LATE_FRACTION:
+            issues.append(f"engine {late / nums['released']:.1%} of packets released "
+                          f">= 1 ms late{at}")
+    return issues
 
 
 def emulator_reasons(point: Point, run: Run) -> list[str]:
