@@ -209,3 +209,9 @@ def test_sender_claiming_more_than_arrived_is_truncation() -> None:
     r.accept(0, p.BlockHeader.end(1))
     with pytest.raises(p.IntegrityError, match="sender reports 200"):
         r.verify(p.Done(200))
+
+
+@pytest.mark.parametrize("length, count", [(1, 0), (1, 1), (7, 5), (4096, 33), (65521, 3)])
+def test_adler32_repeat_matches_zlib(length: int, count: int) -> None:
+    piece = _random(length, count)
+    assert p.adler32_repeat(zlib.adler32(piece), length, count) == zlib.adler32(piece * count)

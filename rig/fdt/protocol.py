@@ -266,6 +266,18 @@ def adler32_combine(adler1: int, adler2: int, len2: int) -> int:
     return (b << 16) | a
 
 
+def adler32_repeat(adler: int, length: int, count: int) -> int:
+    """adler32 of `count` copies of a piece whose adler32 is `adler`, in O(log count)."""
+    total, piece, piece_len = 1, adler, length
+    while count:
+        if count & 1:
+            total = adler32_combine(total, piece, piece_len)
+        piece = adler32_combine(piece, piece, piece_len)
+        piece_len *= 2
+        count >>= 1
+    return total
+
+
 class Reassembly:
     """Receiver-side bookkeeping of blocks accepted by offset, for one file."""
 

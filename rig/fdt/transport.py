@@ -22,7 +22,8 @@ import zlib
 from dataclasses import dataclass, field
 
 from .protocol import (CONTROL_MAGIC, HEADER_SIZE, BlockHeader, BlockScheduler,
-                       FrameDecoder, Message, ProtocolError, Reassembly, encode)
+                       FrameDecoder, Message, ProtocolError, Reassembly, adler32_combine,
+                       adler32_repeat, encode)
 
 DEFAULT_BLOCK = 4 << 20
 _SENDFILE_MAX = 1 << 30
@@ -246,12 +247,8 @@ async def send_stream(sock: socket.socket, stream: int, source: FileSource | Mem
 
 def mem_adler32(source: MemSource, size: int, block: int) -> int:
     """Whole-stream adler32 of memory mode without touching size bytes."""
-    from .protocol import adler32_combine
     full, rest = divmod(size, block)
-    one = source.block_adler(block) if full else 1
-    total = 1
-    for _ in range(full):
-        total = adler32_combine(total, one, block)
+    total = adler32_repeat(source.block_adler(block), block, full) if full else 1
     if rest:
         total = adler32_combine(total, source.block_adler(rest), rest)
     return total
