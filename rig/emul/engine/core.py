@@ -146,6 +146,30 @@ class DirectionQueue:
         st.applied_delay_sum_s += deadline - now
         return HOLD_DUP if dup else HOLD
 
+    def arrive_many(self, pkts: list[tuple[int, float]]) -> list[tuple[int, int]]:
+        """arrive() for a batch of (id, arrival); returns (id, code) of every packet not
+        simply held (drops and duplicates). Plain delay takes a loop without calls."""
+        if (self.reorder or self._jitter > 0 or self._loss > 0 or self._ge is not None
+                or self._dup > 0 or len(self._fifo) + len(pkts) > self.limit):
+            arrive = self.arrive
+            return [(pid, c) for pid, t in pkts if (c := arrive(pid, t)) != HOLD]
+        delay = self._delay
+        last = self._last_deadline
+        append = self._fifo.append
+        applied = 0.0
+        for pid, t in pkts:
+            d = t + delay
+            if d < last:
+                d = last
+            last = d
+            applied += d - t
+            append((d, pid, False))
+        self._last_deadline = last
+        st = self.stats
+        st.seen += len(pkts)
+        st.applied_delay_sum_s += applied
+        return []
+
     def next_deadline(self) -> float | None:
         if self.reorder:
             return self._heap[0][0] if self._heap else None
@@ -210,17 +234,19 @@ class DirectionQueue:
 class WakeCompensator:
     """Learns how late timer wake-ups are, so timers are armed that much earlier.
 
-    `observe(latency)` takes the delay between the time a timer was armed for and the
-    wake-up; the compensation is its exponentially weighted mean, clamped to [0, cap_s]
-    so a single multi-millisecond VM hiccup cannot make later releases early.
+    Tracks the running median of the observed wake-up latency (a step towards each
+    sample), not its mean: VM timers now and then overshoot by milliseconds, and a mean
+    pulled up by those would make every ordinary release early.
     """
 
-    def __init__(self, *, alpha: float = 0.05, cap_s: float = 2e-3,
+    def __init__(self, *, step_s: float = 2e-6, cap_s: float = 1e-3,
                  initial_s: float = 50e-6) -> None:
-        self.alpha = alpha
+        self.step_s = step_s
         self.cap_s = cap_s
         self.value_s = initial_s
 
     def observe(self, latency_s: float) -> None:
-        x = min(max(latency_s, 0.0), self.cap_s)
-        self.value_s += self.alpha * (x - self.value_s)
+        if latency_s > self.value_s:
+            self.value_s = min(self.value_s + self.step_s, self.cap_s)
+        elif latency_s < self.value_s:
+            self.value_s = max(self.value_s - self.step_s, 0.0)

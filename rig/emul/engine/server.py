@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 
 from ..profile import Direction, LinkProfile
-from .core import HOLD, HOLD_DUP, DirectionQueue, WakeCompensator
+from .core import HOLD_DUP, DirectionQueue, WakeCompensator
 from .nfq import NfQueue, verdict
 
 # Packets due within this window after a wake-up leave with it (batching at high rates);
@@ -53,7 +53,8 @@ class Lane:
         self.name = name
         self.core = DirectionQueue(d, limit=queue_limit(d, profile), rng=rng)
         self.nfq = NfQueue(queue, gso=wants_gso(d), copy_packet=d.duplicate > 0)
-        self.stash: dict[int, bytes] = {}
+        self.stash: dict[int, bytes] = {}       # payloads of packets to duplicate
+        self.payloads: dict[int, bytes] = {}    # this batch's payloads (copy mode)
         self.tstamp_used = 0
 
     def configure(self, d: Direction, profile: LinkProfile) -> None:
@@ -75,7 +76,6 @@ class Engine:
         self.timer = None
         self.target: float | None = None      # head deadline the timer was armed for
         self.armed: float | None = None       # when it was armed to fire
-        self.wall_offset = time.time() - time.monotonic()
         self.raw: socket.socket | None = None
         self.started = time.monotonic()
         self.stopping: asyncio.Event | None = None
@@ -83,37 +83,44 @@ class Engine:
     # -- packet path ---------------------------------------------------------------
     def on_readable(self, lane: Lane) -> None:
         out: list = []
+        now = time.monotonic()
         try:
-            lane.nfq.read(out)
+            if lane.nfq.copy_packet:
+                self._read_full(lane, out, now)
+            else:
+                lane.tstamp_used += lane.nfq.read_meta(out, now, time.time() - now)
         except OSError as e:
             print(f"engine: {lane.name}: read failed: {e}", flush=True)
             self.stopping.set()
             return
         if not out:
             return
-        now = time.monotonic()
-        core = lane.core
-        arrive = core.arrive
-        drops: list[bytes] = []
         q = lane.nfq.queue
-        offset = self.wall_offset
-        for pid, length, ts, payload in out:
-            t = now
-            if ts is not None:
-                kt = ts - offset
-                if now - TSTAMP_SANITY_S < kt <= now:
-                    t = kt
-                    lane.tstamp_used += 1
-            v = arrive(pid, t)
-            if v == HOLD:
-                continue
-            if v == HOLD_DUP:
+        drops = []
+        for pid, code in lane.core.arrive_many(out):
+            if code == HOLD_DUP:
+                payload = lane.payloads.pop(pid, None)
                 if payload is not None:
                     lane.stash[pid] = payload
             else:
                 drops.append(verdict(q, pid, False))
+        lane.payloads.clear()
         self._release_lane(lane, now, b"".join(drops))
         self._rearm(now)
+
+    def _read_full(self, lane: Lane, out: list, now: float) -> None:
+        """Copy-mode PACKET (duplication): keep payloads until the core has decided."""
+        raw: list = []
+        lane.nfq.read(raw)
+        offset = time.time() - now
+        for pid, _, ts, payload in raw:
+            t = now
+            if ts is not None and now - TSTAMP_SANITY_S < ts - offset <= now:
+                t = ts - offset
+                lane.tstamp_used += 1
+            out.append((pid, t))
+            if payload is not None:
+                lane.payloads[pid] = payload
 
     def on_timer(self) -> None:
         if not self.timer.consume():

@@ -1,0 +1,165 @@
+"""The `rig` command line: a thin edge that maps exceptions to one-line errors and typed
+exit codes (0 ok, 1 could not proceed / regression, 2 bad input). `program()` holds the
+logic so tests can run the CLI in-process.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from .errors import ExitStatus, InputError, RigError
+
+
+def _need_root(what: str) -> None:
+    if os.geteuid() != 0:
+        raise RigError(f"{what} needs root (network namespaces, tc, iptables)")
+
+
+def cmd_doctor(a) -> int:
+    from . import hostinfo
+    info = hostinfo.summary()
+    info["emulation"] = hostinfo.emulation() if os.geteuid() == 0 else {"note": "run as root to probe"}
+    if a.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    e = info["emulation"]
+    print(f"kernel            {info['kernel']} ({info['machine']}, {info['cpus']} cpus)")
+    print(f"kernel netem      {'yes' if e.get('kernel_netem') else 'no'}")
+    print(f"userspace engine  {'usable (iptables NFQUEUE)' if e.get('userspace_nfqueue') else 'not usable'}")
+    print(f"backend auto      {e.get('auto')}")
+    for k, v in info["tools"].items():
+        print(f"{k:<17} {v or 'MISSING'}")
+    for k, v in info["sysctls"].items():
+        print(f"{k:<42} {v}")
+    return 0
+
+
+def cmd_plan(a) -> int:
+    from . import plan, scenario
+    sc = scenario.load(a.scenario)
+    print("\n".join(plan.plan_lines(sc)))
+    return 0
+
+
+def cmd_run(a) -> int:
+    from . import orchestrate, scenario
+    sc = scenario.load(a.scenario)   # invalid input fails here, before anything is made
+    _need_root("rig run")
+    out = orchestrate.run(sc, Path(a.out).resolve() if a.out else None)
+    _draw(out)
+    print(out)
+    return 0
+
+
+def _draw(out: Path) -> None:
+    try:
+        from . import report
+    except ImportError as e:   # measurement never depends on plotting
+        print(f"rig: report not drawn ({e}); run `rig report {out}` later", file=sys.stderr)
+        return
+    for p in report.render(out):
+        print(f"report: {p}", file=sys.stderr)
+
+
+def cmd_report(a) -> int:
+    from . import report
+    for p in report.render(Path(a.dir)):
+        print(p)
+    return 0
+
+
+def cmd_compare(a) -> int:
+    from . import compare
+    res = compare.compare(Path(a.baseline), Path(a.candidate),
+                          Path(a.out) if a.out else None, threshold=a.threshold)
+    summary = getattr(res, "summary", None)
+    if summary:
+        print(summary)
+    return int(res.exit_code)
+
+
+def cmd_net(a) -> int:
+    from . import netcmd
+    if a.net_cmd == "list":
+        print(json.dumps(netcmd.list_paths(), indent=1))
+        return 0
+    _need_root(f"rig net {a.net_cmd}")
+    if a.net_cmd == "up":
+        print(json.dumps(netcmd.up(a.name, rtt=a.rtt, jitter=a.jitter, loss=a.loss, rate=a.rate,
+                                   backend=a.backend)))
+    else:
+        netcmd.down(a.name)
+    return 0
+
+
+def cmd_clean(a) -> int:
+    from . import clean
+    _need_root("rig clean")
+    n = clean.clean(force=a.force, say=lambda m: print(m, file=sys.stderr))
+    print(f"removed {n} leftover resource(s)")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="rig", description="WAN-latency test rig for HEP data transfer")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    d = sub.add_parser("doctor", help="what this host can do")
+    d.add_argument("--json", action="store_true")
+    d.set_defaults(fn=cmd_doctor)
+    pl = sub.add_parser("plan", help="print every command a run would execute; run nothing")
+    pl.add_argument("scenario")
+    pl.set_defaults(fn=cmd_plan)
+    r = sub.add_parser("run", help="run a scenario; prints the output folder last")
+    r.add_argument("scenario")
+    r.add_argument("--out", help="output folder (default reports/<time>-<name>-<prefix>)")
+    r.set_defaults(fn=cmd_run)
+    rp = sub.add_parser("report", help="redraw charts and tables from DIR/results.sqlite")
+    rp.add_argument("dir")
+    rp.set_defaults(fn=cmd_report)
+    c = sub.add_parser("compare", help="regression check between two runs (exit 1: regression)")
+    c.add_argument("baseline")
+    c.add_argument("candidate")
+    c.add_argument("--out")
+    c.add_argument("--threshold", type=float, default=0.10, help="relative drop (default 0.10)")
+    c.set_defaults(fn=cmd_compare)
+    n = sub.add_parser("net", help="build a path by hand and leave it running")
+    nsub = n.add_subparsers(dest="net_cmd", required=True)
+    up = nsub.add_parser("up")
+    up.add_argument("--name", required=True)
+    up.add_argument("--rtt", default="0ms")
+    up.add_argument("--jitter", default="0ms")
+    up.add_argument("--loss", default="0%")
+    up.add_argument("--rate")
+    up.add_argument("--backend", default="auto", choices=["auto", "netem", "userspace", "none"])
+    down = nsub.add_parser("down")
+    down.add_argument("--name", required=True)
+    nsub.add_parser("list")
+    n.set_defaults(fn=cmd_net)
+    cl = sub.add_parser("clean", help="remove what a killed run left behind (rig's own only)")
+    cl.add_argument("--force", action="store_true", help="also remove resources of live runs")
+    cl.set_defaults(fn=cmd_clean)
+    return p
+
+
+def program(argv: list[str] | None = None) -> int:
+    a = parser().parse_args(argv)
+    return a.fn(a)
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        code = program(argv)
+    except InputError as e:
+        print(f"rig: {e}", file=sys.stderr)
+        code = ExitStatus.BAD_INPUT
+    except RigError as e:
+        print(f"rig: {e}", file=sys.stderr)
+        code = e.exit_status
+    except KeyboardInterrupt as e:
+        print(f"rig: interrupted ({e or 'Ctrl-C'}); everything the rig made was removed",
+              file=sys.stderr)
+        code = 130
+    sys.exit(int(code))

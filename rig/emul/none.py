@@ -1,0 +1,27 @@
+"""The `none` backend: a plain path (or a real one) with nothing emulated."""
+from __future__ import annotations
+
+from .base import LinkSite
+from .profile import LinkProfile
+
+
+class NoneBackend:
+    name = "none"
+
+    def plan(self, site: LinkSite, profile: LinkProfile) -> list[list[str]]:
+        return []
+
+    def apply(self, site: LinkSite, profile: LinkProfile) -> None:
+        return None
+
+    def update(self, site: LinkSite, profile: LinkProfile) -> None:
+        return None
+
+    def check(self, site: LinkSite) -> None:
+        return None
+
+    def stats(self, site: LinkSite) -> dict:
+        return {}
+
+    def remove(self, site: LinkSite) -> None:
+        return None

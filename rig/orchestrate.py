@@ -1,0 +1,363 @@
+"""Orchestration: build the topology, start servers, validate every sweep step, run the
+transfers, store each result as it lands, tear everything down whatever happens.
+
+Layers it drives: realization (rig.netns, rig.emul, rig.tuning), services (servers,
+clients), results. It never imports matplotlib; the report is drawn afterwards by the
+CLI through rig.report, which reads only the stored results.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from . import hostinfo, netns, proc, steps as S, transfer, tuning
+from .emul.base import Backend, LinkSite
+from .emul.none import NoneBackend
+from .errors import RigError, StepAborted
+from .results import Store
+from .scenario import PathSpec, Scenario
+from .services import data, servers
+from .services.clients import Job
+from .validate import validate_path
+
+IPERF_PORT = 5201
+Progress = Callable[[str], None]
+
+
+def make_backend(name: str) -> Backend:
+    if name == "none":
+        return NoneBackend()
+    from .emul.choose import make_backend as choose
+    return choose(name)
+
+
+@dataclass
+class Live:
+    """One realized path: namespaces (or the host), its backend, its servers."""
+    spec: PathSpec
+    index: int
+    client_ns: str | None
+    server_ns: str | None
+    server_addr: str
+    site: LinkSite | None
+    backend: Backend
+    servers: dict[str, servers.ServerPlan] = field(default_factory=dict)
+    applied: bool = False
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+class Run:
+    def __init__(self, sc: Scenario, out_dir: Path, *, progress: Progress = _stderr,
+                 prefix: str | None = None) -> None:
+        self.sc, self.out, self.say = sc, out_dir, progress
+        self.prefix = prefix or netns.new_prefix()
+        self.run_id = out_dir.name
+        self.workdir = netns.STATE_DIR / self.prefix
+        self.store: Store | None = None
+        self.lives: list[Live] = []
+        self.state: dict = {"prefix": self.prefix, "pid": os.getpid(), "kind": "run",
+                            "out": str(out_dir), "sysctls_restore": {}, "mounts": []}
+
+    # --- setup ---------------------------------------------------------------------
+    def _env_snapshot(self, stack: contextlib.ExitStack) -> None:
+        st = self.store
+        info = hostinfo.summary()
+        for k in ("kernel", "machine", "hostname", "cpus", "tools"):
+            st.set_env(k, info[k])
+        st.set_env("sysctls_before", info["sysctls"])
+        st.set_env("scenario_text", self.sc.text)
+        st.set_env("scenario_file", self.sc.source)
+        st.set_env("tuning", dataclasses.asdict(self.sc.tuning))
+        st.set_env("prefix", self.prefix)
+        stack.callback(lambda: st.set_env("sysctls_after", hostinfo.sysctls()))
+
+    def _global_tuning(self, stack: contextlib.ExitStack) -> None:
+        before = tuning.apply_global(self.sc.tuning)
+        self.state["sysctls_restore"] = before
+        netns.write_state(self.prefix, self.state)
+        stack.callback(tuning.restore_global, before)
+
+    def _build_path(self, stack: contextlib.ExitStack, i: int, p: PathSpec) -> Live:
+        if p.kind == "real":
+            live = Live(p, i, p.client_ns, p.server_ns, p.server_addr, None, NoneBackend())
+        else:
+            net = stack.enter_context(netns.path_net(
+                self.prefix, p.name, i, workdir=self.workdir / p.name,
+                mtu=self.sc.tuning.mtu, subnet=self.subnet))
+            for ns in (net.client_ns, net.server_ns):
+                tuning.apply_ns(self.sc.tuning, ns)
+            backend = make_backend(p.backend)
+            live = Live(p, i, net.client_ns, net.server_ns, net.server_addr, net.site, backend)
+            stack.callback(self._remove_backend, live)
+        self.say(f"path {p.name}: client {live.client_ns or 'host'} -> server "
+                 f"{live.server_addr} ({live.server_ns or 'host'}), backend {live.backend.name}")
+        return live
+
+    @staticmethod
+    def _remove_backend(live: Live) -> None:
+        if live.site is not None and live.applied:
+            live.backend.remove(live.site)
+
+    def _ports(self, live: Live, kind: str, k: int) -> dict[str, int]:
+        base = servers.BASE_PORTS[kind]
+        ports = {}
+        for proto, port in base.items():
+            port += 10 * k
+            if live.server_ns is None:  # the host: find a free port, never steal one
+                from .nsprobe import port_free
+                while not port_free(None, live.server_addr, port):
+                    port += 1
+            ports[proto] = port
+        return ports
+
+    def _start_servers(self, stack: contextlib.ExitStack, live: Live, datadir: Path) -> None:
+        for k, spec in enumerate(self.sc.servers):
+            plan = servers.ServerPlan(spec, live.server_ns, live.server_addr,
+                                      self._ports(live, spec.kind, k),
+                                      self.workdir / f"{live.spec.name}-{spec.name}", datadir)
+            rs = servers.start_server(plan)
+            stack.callback(rs.stop)
+            self._record_pid(rs.service)
+            live.servers[spec.name] = plan
+            self.say(f"server {spec.name} ({spec.kind}) ready on {plan.addr} ports "
+                     + ", ".join(f"{k}={v}" for k, v in plan.ports.items()))
+        iperf_port = self._ports(live, "iperf3", 0)["iperf3"]
+        live.servers["_iperf3"] = iperf_port  # type: ignore[assignment]
+        svc = servers.start_iperf3_server(live.server_ns, live.server_addr, iperf_port,
+                                          self.workdir / live.spec.name)
+        stack.callback(svc.stop)
+        self._record_pid(svc)
+        for extra in range(1, max(self.sc.sweep.concurrency)):
+            if any(c.tool == "iperf3" for c in self.sc.clients):
+                s2 = servers.start_iperf3_server(live.server_ns, live.server_addr,
+                                                 iperf_port + extra, self.workdir / live.spec.name)
+                stack.callback(s2.stop)
+                self._record_pid(s2)
+
+    def _keep_logs(self) -> None:
+        """Server and engine logs move to the output folder before the workdir goes."""
+        if not self.workdir.is_dir():
+            return
+        dest = self.out / "logs"
+        for f in self.workdir.rglob("*.log"):
+            if f.is_file() and f.stat().st_size:
+                dest.mkdir(exist_ok=True)
+                rel = "-".join(f.relative_to(self.workdir).parts)
+                shutil.copyfile(f, dest / rel)
+
+    def _record_pid(self, svc: proc.Service) -> None:
+        """So `rig clean` can kill it after a SIGKILL of this run (host-side servers)."""
+        self.state.setdefault("pids", []).append([svc.pid, svc.argv[0]])
+        netns.write_state(self.prefix, self.state)
+
+    # --- the sweep -----------------------------------------------------------------
+    def execute(self) -> Path:
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.store = Store.create(self.out / "results.sqlite", self.run_id)
+        (self.out / "scenario.yaml").write_text(self.sc.text)
+        netns.write_state(self.prefix, self.state)
+        with contextlib.ExitStack() as stack:
+            stack.callback(netns.drop_state, self.prefix)
+            stack.callback(shutil.rmtree, self.workdir, True)
+            stack.callback(self._keep_logs)
+            stack.callback(netns.release_subnet, self.prefix)
+            self._env_snapshot(stack)
+            self.subnet = netns.lease_subnet(self.prefix)
+            self._global_tuning(stack)
+            datadir = stack.enter_context(data.data_dir(self.prefix, self.workdir / "data",
+                                                        self.sc.files))
+            self.say(f"data: {len(self.sc.files)} file(s) on tmpfs {datadir}")
+            for i, p in enumerate(self.sc.paths):
+                live = self._build_path(stack, i, p)
+                self._start_servers(stack, live, datadir)
+                self.lives.append(live)
+            self.store.set_env("backends", {l.spec.name: l.backend.name for l in self.lives})
+            all_steps = S.expand(self.sc)
+            for step in all_steps:
+                self._step(step, len(all_steps))
+        return self.out
+
+    def _step(self, step: S.Step, total: int) -> None:
+        live = self.lives[step.path_index]
+        self.say(f"[step {step.index + 1}/{total}] {step.label()}: applying "
+                 f"{live.backend.name} emulation")
+        if live.site is not None and step.profile is not None:
+            if live.applied:
+                live.backend.update(live.site, step.profile)
+            else:
+                live.backend.apply(live.site, step.profile)
+                live.applied = True
+        common = self._common(step, live)
+        v = self._validate(step, live, "before", common)
+        common["rtt_ms_measured"] = v["rtt_ms_measured"]
+        gs = S.groups(self.sc)
+        try:
+            for gi, g in enumerate(gs):
+                self._group(step, live, g, common, f"{gi + 1}/{len(gs)}")
+        except StepAborted as e:
+            self.say(f"  step aborted: {e}")
+            self.store.add_validation(dict(self._vcommon(step, live), phase="aborted",
+                                           flagged=True, flag_reason=str(e),
+                                           started_at=time.time()))
+            self._recover(live, step)
+            return
+        self._engine_stats(step, live)
+        self._validate(step, live, "after", common)
+
+    def _recover(self, live: Live, step: S.Step) -> None:
+        """After the emulation died mid-step: rebuild it for the next step, or stop."""
+        if live.site is None:
+            return
+        live.backend.remove(live.site)
+        live.applied = False
+        try:
+            live.backend.apply(live.site, step.profile)
+            live.applied = True
+        except RigError as e:
+            raise RigError(f"emulation on path {live.spec.name} cannot be restored: {e}") from e
+
+    def _vcommon(self, step: S.Step, live: Live) -> dict:
+        return {"run_id": self.run_id, "step": step.index, "path": live.spec.name,
+                "backend": live.backend.name, "rtt_ms_configured": step.rtt_ms,
+                "loss_configured": live.spec.loss if step.profile else None,
+                "rate_bps_configured": live.spec.rate_bps}
+
+    def _validate(self, step: S.Step, live: Live, phase: str, common: dict) -> dict:
+        self._check(live)
+        v = validate_path(client_ns=live.client_ns, server_addr=live.server_addr,
+                          iperf_port=live.servers["_iperf3"], configured_rtt_ms=step.rtt_ms,
+                          v=self.sc.validation, rate_bps=live.spec.rate_bps)
+        self._check(live)
+        row = dict(self._vcommon(step, live), phase=phase, **v)
+        self.store.add_validation(row)
+        rtt = f"{v['rtt_ms_measured']:.3f} ms" if v["rtt_ms_measured"] is not None else "n/a"
+        cap = f"{v['iperf_bps'] / 1e9:.2f} Gbit/s" if v["iperf_bps"] else "n/a"
+        srtt = f"{v['iperf_srtt_ms']:.2f} ms" if v["iperf_srtt_ms"] else "n/a"
+        flag = f"  FLAGGED: {v['flag_reason']}" if v["flagged"] else "  ok"
+        self.say(f"  validate ({phase}): ping {rtt} (±{v['rtt_ms_stddev'] or 0:.3f}), "
+                 f"iperf3 -P{self.sc.validation.iperf_streams} {cap} srtt {srtt}{flag}")
+        return v
+
+    def _check(self, live: Live) -> None:
+        if live.site is not None and live.applied:
+            live.backend.check(live.site)
+
+    def _engine_stats(self, step: S.Step, live: Live) -> None:
+        if live.site is None or not live.applied:
+            return
+        try:
+            stats = live.backend.stats(live.site)
+        except RigError as e:
+            stats = {"error": str(e)}
+        self.store.add_engine_stats({"run_id": self.run_id, "step": step.index,
+                                     "path": live.spec.name, "backend": live.backend.name,
+                                     "taken_at": time.time(), "stats": json.dumps(stats)})
+
+    def _common(self, step: S.Step, live: Live) -> dict:
+        t = self.sc.tuning
+        return {"run_id": self.run_id, "step": step.index, "path": live.spec.name,
+                "backend": live.backend.name, "rtt_ms_configured": step.rtt_ms,
+                "jitter_ms_configured": live.spec.jitter_s * 1e3 if step.profile else None,
+                "loss_configured": live.spec.loss if step.profile else None,
+                "rate_bps_configured": live.spec.rate_bps,
+                "congestion_control": tuning.effective_cc(live.client_ns),
+                "tcp_rmem_max": tuning.effective_rmem_max(t, live.client_ns),
+                "tcp_wmem_max": tuning.effective_wmem_max(t, live.server_ns)}
+
+    def _jobs(self, live: Live, g: S.Group) -> list[Job]:
+        c = g.client
+        jobs = []
+        for i in range(g.concurrency):
+            if c.tool == "iperf3":
+                jobs.append(Job(c, g.streams, addr=live.server_addr,
+                                port=live.servers["_iperf3"] + i,
+                                timeout_s=c.duration_s + 30))
+                continue
+            plan = live.servers[c.server]
+            f = self.sc.file(c.file)
+            if c.tool == "fdt":
+                jobs.append(Job(c, g.streams, addr=plan.addr, port=plan.ports["fdt"],
+                                relpath=f.name, file_bytes=f.size,
+                                timeout_s=self.sc.transfer_timeout_s))
+            else:
+                jobs.append(Job(c, g.streams, url=plan.url(c.protocol, f.name), relpath=f.name,
+                                file_bytes=f.size, timeout_s=self.sc.transfer_timeout_s))
+        return jobs
+
+    def _group(self, step: S.Step, live: Live, g: S.Group, common: dict, pos: str) -> None:
+        self._check(live)
+        outcomes = transfer.run_group(self._jobs(live, g), live.client_ns)
+        try:
+            self._check(live)
+            alive_after = None
+        except StepAborted as e:
+            alive_after = e
+        rows = transfer.rows(outcomes, dict(
+            common, concurrency=g.concurrency, repeat=g.repeat,
+            server=g.client.server, window_bytes=common["tcp_rmem_max"]))
+        for r in rows:
+            if alive_after is not None:   # never store an undelayed measurement as good
+                r["ok"], r["error"] = False, f"emulation not in force: {alive_after}"
+            self.store.add_transfer(r)
+        ok = [r for r in rows if r["ok"]]
+        if ok:
+            agg = rows[0]["aggregate_bps"] or sum(r["throughput_bps"] for r in ok)
+            cpu = sum((r["cpu_user_s"] or 0) + (r["cpu_sys_s"] or 0) for r in ok)
+            lag = max(json.loads(r["extra"]).get("exit_lag_s", 0) or 0 for r in ok)
+            note = f", exit lag {lag:.1f}s" if lag > 1.0 else ""
+            self.say(f"  [{pos}] {g.client.name} streams={g.streams} x{g.concurrency} "
+                     f"rep={g.repeat + 1}: {agg / 1e9:.3f} Gbit/s, "
+                     f"{rows[0]['duration_s']:.2f}s, cpu {cpu:.2f}s{note}"
+                     + ("" if len(ok) == len(rows) else f" ({len(rows) - len(ok)} failed)"))
+        else:
+            self.say(f"  [{pos}] {g.client.name} streams={g.streams} x{g.concurrency} "
+                     f"rep={g.repeat + 1}: FAILED: {rows[0]['error']}")
+        if alive_after is not None:
+            raise alive_after
+
+
+@contextlib.contextmanager
+def signals_as_exceptions() -> Iterator[None]:
+    """SIGTERM (and SIGHUP) take the same path as Ctrl-C: KeyboardInterrupt unwinds
+    every context manager, which tears down what was built."""
+    import signal
+    old = {}
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt(f"signal {signum}")
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        old[s] = signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+
+
+def default_out_dir(sc: Scenario, prefix: str, base: Path | None = None) -> Path:
+    base = base or Path(os.environ.get("RIG_REPORTS", Path.cwd() / "reports"))
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    return base / f"{stamp}-{sc.name}-{prefix}"
+
+
+def run(sc: Scenario, out_dir: Path | None = None, *, progress: Progress = _stderr) -> Path:
+    prefix = netns.new_prefix()
+    out = out_dir or default_out_dir(sc, prefix)
+    r = Run(sc, out, progress=progress, prefix=prefix)
+    with signals_as_exceptions():
+        try:
+            return r.execute()
+        except BaseException:
+            proc.kill_all_live()
+            raise

@@ -1,0 +1,106 @@
+"""`rig plan`: every command a run of a scenario would execute, run nothing.
+
+Uses the same pure builders the run uses; names carry a placeholder prefix (`rig0000`)
+and addresses the first range, since the real ones are leased at run time.
+Must not import reports.
+"""
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+
+from . import netns, steps as S, tuning
+from .emul.netem import NetemBackend
+from .emul.userspace import UserspaceBackend
+from .scenario import Scenario
+from .services import data, servers
+from .services.clients import Job, adapter
+from .validate import iperf3_argv, ping_argv
+
+PREFIX = "rig0000"
+
+
+def _fmt(argv: list[str], env: dict | None = None) -> str:
+    pre = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
+    return (pre + " " if pre else "") + shlex.join(argv)
+
+
+def plan_lines(sc: Scenario) -> list[str]:
+    out: list[str] = [f"# scenario {sc.name} ({sc.source}); prefix {PREFIX} stands for the run's"]
+    wd = netns.STATE_DIR / PREFIX
+    out += [_fmt(a) for a in tuning.global_argv(sc.tuning)]
+    out.append(_fmt(data.mount_argv(PREFIX, wd / "data", sum(f.size for f in sc.files) + (16 << 20))))
+    out += [f"# write {f.name}: {f.size} random bytes" for f in sc.files]
+    names = {}
+    for i, p in enumerate(sc.paths):
+        out.append(f"# path {p.name} ({p.kind})")
+        if p.kind == "real":
+            names[p.name] = (p.client_ns, p.server_ns, p.server_addr, None)
+            continue
+        n = netns.PathNames(PREFIX, i, p.name, "198.18.0.0/24")
+        out += [_fmt(a) for a in netns.build_argv(n, mtu=sc.tuning.mtu)]
+        for ns in (n.client_ns, n.server_ns):
+            out += [_fmt(a) for a in tuning.ns_argv(sc.tuning, ns)]
+        names[p.name] = (n.client_ns, n.server_ns, n.server_addr, n.site(wd / p.name))
+        _servers(sc, out, p.name, n.server_ns, n.server_addr, wd)
+    for step in S.expand(sc):
+        client_ns, server_ns, addr, site = names[step.path.name]
+        out.append(f"# step {step.index + 1}: {step.label()}")
+        if site is not None and step.profile is not None:
+            out += _emulation(step, site)
+        v = sc.validation
+        out.append(_fmt(netns_wrap(client_ns, ping_argv(addr, v.ping_count, v.ping_interval_s))))
+        out.append(_fmt(netns_wrap(client_ns, iperf3_argv(addr, servers.BASE_PORTS["iperf3"]["iperf3"],
+                                                         v.iperf_streams, v.iperf_seconds))))
+        for g in S.groups(sc):
+            job = _job(sc, g, addr)
+            a = adapter(g.client.tool)
+            line = _fmt(netns_wrap(client_ns, a.argv(job)), a.env(job))
+            out.append(line + (f"   # x{g.concurrency} at once" if g.concurrency > 1 else "")
+                       + f"   # repeat {g.repeat + 1}")
+    out.append("# teardown: stop servers and engines, ip netns del every namespace above, "
+               "umount the tmpfs, restore host sysctls")
+    return out
+
+
+def netns_wrap(ns: str | None, argv: list[str]) -> list[str]:
+    return ["ip", "netns", "exec", ns, *argv] if ns else argv
+
+
+def _servers(sc: Scenario, out: list[str], path: str, ns: str, addr: str, wd: Path) -> None:
+    for k, spec in enumerate(sc.servers):
+        ports = {p: v + 10 * k for p, v in servers.BASE_PORTS[spec.kind].items()}
+        plan = servers.ServerPlan(spec, ns, addr, ports, wd / f"{path}-{spec.name}", wd / "data")
+        for name, text in servers.server_files(plan).items():
+            out.append(f"# {plan.workdir / name}:")
+            out += [f"#   {ln}" for ln in text.strip().splitlines()]
+        out.append(_fmt(netns_wrap(ns, servers.server_argv(plan))))
+    out.append(_fmt(netns_wrap(ns, servers.iperf3_server_argv(addr, servers.BASE_PORTS["iperf3"]["iperf3"]))))
+
+
+def _emulation(step: S.Step, site) -> list[str]:
+    be = step.path.backend
+    out = []
+    if be in ("auto", "netem"):
+        out.append("# backend netem" + (" (auto: where the kernel has sch_netem)" if be == "auto" else ""))
+        out += [_fmt(a) for a in NetemBackend().plan(site, step.profile)]
+    if be in ("auto", "userspace"):
+        out.append("# backend userspace" + (" (auto: where the kernel lacks sch_netem)" if be == "auto" else ""))
+        out += [_fmt(a) for a in UserspaceBackend().plan(site, step.profile)]
+    return out
+
+
+def _job(sc: Scenario, g: S.Group, addr: str) -> Job:
+    c = g.client
+    if c.tool == "iperf3":
+        return Job(c, g.streams, addr=addr, port=servers.BASE_PORTS["iperf3"]["iperf3"])
+    spec = sc.server(c.server)
+    k = sc.servers.index(spec)
+    ports = {p: v + 10 * k for p, v in servers.BASE_PORTS[spec.kind].items()}
+    f = sc.file(c.file)
+    plan = servers.ServerPlan(spec, None, addr, ports, Path("/"), Path("/"))
+    if c.tool == "fdt":
+        return Job(c, g.streams, addr=addr, port=ports["fdt"], relpath=f.name, file_bytes=f.size,
+                   timeout_s=sc.transfer_timeout_s)
+    return Job(c, g.streams, url=plan.url(c.protocol, f.name), relpath=f.name, file_bytes=f.size,
+               timeout_s=sc.transfer_timeout_s)

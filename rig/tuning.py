@@ -1,0 +1,95 @@
+"""TCP tuning of the rig's namespaces, and the few host-global sysctls a tuning needs.
+
+Per-namespace sysctls (tcp_rmem, tcp_wmem, congestion control) live and die with the
+rig's namespaces. Host-global ones (net.core.rmem_max/wmem_max) are recorded before,
+written, and restored afterwards; the originals are also kept in the run's state file so
+`rig clean` can restore them after a killed run. Command builders are pure.
+Must not import services, orchestration or reports.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import proc
+from .scenario import Tuning
+
+GLOBAL_KEYS = ("net.core.rmem_max", "net.core.wmem_max")
+NS_KEYS = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.ipv4.tcp_congestion_control")
+
+
+def _sysctl_w(ns: str | None, key: str, value: str) -> list[str]:
+    return proc.ns_argv(ns, ["sysctl", "-q", "-w", f"{key}={value}"])
+
+
+def ns_argv(t: Tuning, ns: str) -> list[list[str]]:
+    """Commands tuning one of the rig's namespaces (client or server side)."""
+    out = []
+    if t.tcp_rmem_max:
+        out.append(_sysctl_w(ns, "net.ipv4.tcp_rmem", f"4096 131072 {t.tcp_rmem_max}"))
+    if t.tcp_wmem_max:
+        out.append(_sysctl_w(ns, "net.ipv4.tcp_wmem", f"4096 16384 {t.tcp_wmem_max}"))
+    if t.congestion_control:
+        out.append(_sysctl_w(ns, "net.ipv4.tcp_congestion_control", t.congestion_control))
+    return out
+
+
+def global_wanted(t: Tuning) -> dict[str, str]:
+    want = {}
+    if t.core_rmem_max:
+        want["net.core.rmem_max"] = str(t.core_rmem_max)
+    if t.core_wmem_max:
+        want["net.core.wmem_max"] = str(t.core_wmem_max)
+    return want
+
+
+def global_argv(t: Tuning) -> list[list[str]]:
+    return [_sysctl_w(None, k, v) for k, v in global_wanted(t).items()]
+
+
+def read(keys, ns: str | None = None) -> dict[str, str]:
+    """Current values; in a namespace through `ip netns exec`, else from /proc/sys."""
+    out = {}
+    for k in keys:
+        if ns is None:
+            try:
+                out[k] = " ".join(Path("/proc/sys", *k.split(".")).read_text().split())
+            except OSError:
+                out[k] = None
+        else:
+            r = proc.run(proc.ns_argv(ns, ["sysctl", "-n", k]), timeout=10)
+            out[k] = " ".join(r.stdout.split()) if r.ok else None
+    return out
+
+
+def apply_global(t: Tuning) -> dict[str, str]:
+    """Write the host-global values; return the originals to restore."""
+    want = global_wanted(t)
+    before = read(want)
+    for argv in global_argv(t):
+        proc.run(argv, timeout=10, check=True)
+    return before
+
+
+def restore_global(before: dict[str, str]) -> None:
+    for k, v in before.items():
+        if v is not None:
+            proc.run(_sysctl_w(None, k, v), timeout=10)
+
+
+def apply_ns(t: Tuning, ns: str) -> None:
+    for argv in ns_argv(t, ns):
+        proc.run(argv, timeout=10, check=True)
+
+
+def effective_rmem_max(t: Tuning, ns: str | None) -> int | None:
+    v = read(["net.ipv4.tcp_rmem"], ns).get("net.ipv4.tcp_rmem")
+    return int(v.split()[2]) if v else t.tcp_rmem_max
+
+
+def effective_wmem_max(t: Tuning, ns: str | None) -> int | None:
+    v = read(["net.ipv4.tcp_wmem"], ns).get("net.ipv4.tcp_wmem")
+    return int(v.split()[2]) if v else t.tcp_wmem_max
+
+
+def effective_cc(ns: str | None) -> str | None:
+    return read(["net.ipv4.tcp_congestion_control"], ns).get("net.ipv4.tcp_congestion_control")
