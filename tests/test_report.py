@@ -131,9 +131,8 @@ def test_engine_issues_reads_userspace_engine_and_netem_stats() -> None:
     assert engine_issues(ok, 60, 0.005) == []
     assert engine_issues({**ok, "forward": {**lane, "dropped_queue": 3}}, 60, 0.005)
     assert engine_issues({**ok, "forward": {**lane, "dropped_loss": 300}}, 60, 0.005)
-    assert engine_issues({**ok, "forward": {**lane, "late_mean_s": 2e-3}}, 60, 0.0)
-    late = {**lane, "late_hist": {"0..50us": 9000, "1..2ms": 1000}}
-    assert engine_issues({**ok, "reverse": late}, 60, 0.005)
+    assert engine_issues({**ok, "forward": {**lane, "late_mean_s": 4e-3}}, 60, 0.005)
+    assert engine_issues({**ok, "forward": {**lane, "late_mean_s": 2.5e-3}}, 60, 0.005) == []
     assert engine_issues({**ok, "kernel_queues": [{"queue": 1, "queue_dropped": 7}]}, 60, 0)
     assert engine_issues({"backend": "userspace", "alive": False}, 60, 0)
     netem = {"backend": "netem", "forward": {"netem": {"packets": 1000, "drops": 0},
@@ -141,6 +140,20 @@ def test_engine_issues_reads_userspace_engine_and_netem_stats() -> None:
     assert engine_issues(netem, 60, 0.0) == []
     netem["forward"]["netem"]["drops"] = 40
     assert engine_issues(netem, 60, 0.0)
+
+
+def test_engine_stats_are_differenced_per_step() -> None:
+    from rig.report.verdict import stats_delta
+    prev = {"pid": 7, "forward": {"seen": 1000, "released": 1000, "dropped_queue": 5,
+                                  "late_mean_s": 0.01, "late_hist": {"0..50us": 1000}}}
+    cur = {"pid": 7, "forward": {"seen": 3000, "released": 3000, "dropped_queue": 5,
+                                 "late_mean_s": 0.0034, "late_hist": {"0..50us": 3000}}}
+    d = stats_delta(cur, prev)["forward"]
+    assert d["seen"] == 2000 and d["dropped_queue"] == 0
+    assert d["late_mean_s"] == pytest.approx(0.0001)
+    assert d["late_hist"] == {"0..50us": 2000}
+    assert engine_issues(stats_delta(cur, prev), 60, 0.0) == []
+    assert engine_issues(cur, 60, 0.0)          # the cumulative view would blame this step
 
 
 def test_charts_not_drawn_when_nothing_varies_say_why(tmp_path: Path) -> None:
