@@ -22,6 +22,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
 
 from . import style
 from .model import Point, Run, series_id, series_labels
@@ -124,9 +125,10 @@ def mark_flagged(ax: Axes, pts: list[Point], x: list[float], verdicts: dict) -> 
     return bool(flagged)
 
 
-def finish(ax: Axes, fig: Figure, title: str, subtitle: str, flagged: bool) -> None:
+def finish(ax: Axes, fig: Figure, title: str, subtitle: str, flagged: bool,
+           extra: list[Patch] | None = None) -> None:
     """Title, subtitle and one legend outside the plot area, so it never hides data."""
-    seen: dict[str, object] = {}
+    seen: dict[str, object] = {p.get_label(): p for p in extra or []}
     for a in fig.axes:
         for h, lab in zip(*a.get_legend_handles_labels()):
             seen.setdefault(lab, h)
@@ -137,7 +139,8 @@ def finish(ax: Axes, fig: Figure, title: str, subtitle: str, flagged: bool) -> N
         lbls.append("emulator-limited (step flagged)")
     fig.legend(handles, lbls, loc="outside right upper", fontsize=8, frameon=False,
                title=subtitle or None, title_fontsize=8, alignment="left")
-    fig.suptitle(title, fontsize=12, fontweight="bold")
+    # left-aligned so a long run id never runs into the legend column on the right
+    fig.suptitle(title, fontsize=12, fontweight="bold", x=0.01, ha="left")
     for a in fig.axes:
         a.grid(True, alpha=0.3)
 
@@ -299,7 +302,7 @@ def cpu_per_gb(run: Run, out_dir: Path) -> list[Path]:
     labels = series_labels(run.points)
     series = per_series([p for p in run.points if p.cpu_s and p.bytes_ok], labels)
     order = sorted(series, key=lambda n: style.sort_key(series[n][0].key.client))
-    fig, (ax,) = new_figure(width=max(6.0, 1.1 * len(order) + 3), height=5.0)
+    fig, (ax,) = new_figure(width=max(8.5, 1.1 * len(order) + 4), height=5.0)
     for i, name in enumerate(order):
         sp = series[name]
         gb = sum(p.bytes_ok for p in sp) / 1e9
@@ -312,19 +315,24 @@ def cpu_per_gb(run: Run, out_dir: Path) -> list[Path]:
         per_rtt = [p.cpu_s_per_gb() for p in sp if p.cpu_s_per_gb()]
         ax.scatter([i] * len(per_rtt), per_rtt, color="black", s=10, zorder=4,
                    label="per RTT point" if i == 0 else None)
-        ax.annotate(f"{total:.2g} s/GB\n1 core: {8 / total:.3g} Gbit/s", (i, total),
+        ax.annotate(f"{total:.2g} s/GB\n1 core: {8 / total:.3g} Gbit/s",
+                    (i, max([total] + per_rtt)),
                     xytext=(0, 4), textcoords="offset points", ha="center", fontsize=7)
-    ax.bar([], [], color="#888888", label="user")
-    ax.bar([], [], color="#888888", alpha=0.45, hatch="//", edgecolor="white", label="system")
+    legend = [Patch(color="#666666", label="user"),
+              Patch(facecolor="#666666", alpha=0.45, hatch="//", edgecolor="white",
+                    label="system")]
     rates = sorted({p.rate_bps for p in run.points if p.rate_bps})
-    if rates:
-        ax.axhline(8e9 / rates[-1], color=style.PATH_RATE.color, linewidth=1.2,
-                   label=f"1 core at path rate ({gbit(rates[-1]):g} Gbit/s)")
+    caps = sorted({p.capacity_bps for p in run.points if p.capacity_bps})
+    path, what = (rates[-1], "path rate") if rates else (caps[-1] if caps else None,
+                                                        "validated capacity")
+    if path:
+        ax.axhline(8e9 / path, color=style.PATH_RATE.color, linewidth=1.2,
+                   label=f"1 core at {what} ({gbit(path):.3g} Gbit/s)")
     ax.set_xticks(range(len(order)), order, rotation=20, ha="right")
     ax.set_ylabel("client CPU seconds per GB (user + system)")
     ax.margins(y=0.2)
     finish(ax, fig, f"Client CPU cost per GB - run {run.run_id}",
-           "above the black line, one core\ncannot keep up with the path rate", False)
+           "above the black line, one core\ncannot keep up with the path", False, legend)
     return save(fig, out_dir, "cpu_per_gb")
 
 

@@ -68,7 +68,7 @@ def change_chart(result: "CompareResult", base: Run, out: Path) -> list[Path]:
     fig.legend(loc="outside right upper", fontsize=8, frameon=False,
                title=f"{r} regression(s) in {n} pairs", title_fontsize=9)
     fig.suptitle("Change per measurement, candidate vs baseline", fontsize=11,
-                 fontweight="bold")
+                 fontweight="bold", x=0.01, ha="left")
     return save(fig, out, "compare_change")
 
 
@@ -149,7 +149,8 @@ def overlay_chart(result: "CompareResult", base: Run, cand: Run, out: Path) -> l
     for ax in axes[:, 0]:
         ax.set_ylabel("Gbit/s")
     _overlay_legend(fig)
-    fig.suptitle("Baseline vs candidate throughput", fontsize=11, fontweight="bold")
+    fig.suptitle("Baseline vs candidate throughput", fontsize=11, fontweight="bold",
+                 x=0.01, ha="left")
     return save(fig, out, "compare_throughput")
 
 
