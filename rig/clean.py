@@ -67,6 +67,11 @@ def clean(*, force: bool = False, say=print) -> int:
         proc.run(["ip", "netns", "del", ns], timeout=20)
         say(f"deleted namespace {ns}")
         n += 1
+    if netns.ETC_NETNS.is_dir():
+        for d in netns.ETC_NETNS.iterdir():
+            m = netns.NS_RE.match(d.name)
+            if m and m.group(1) not in live and d.name not in netns.list_namespaces():
+                netns.forget_resolver(d.name)
     for src, mnt in data.rig_mounts():
         if src[:7] in live:
             continue

@@ -39,6 +39,8 @@ def plan_lines(sc: Scenario) -> list[str]:
             continue
         n = netns.PathNames(PREFIX, i, p.name, "198.18.0.0/24")
         out += [_fmt(a) for a in netns.build_argv(n, mtu=sc.tuning.mtu)]
+        out += [f"# write {netns.ETC_NETNS / ns / 'resolv.conf'} (no resolver in the namespace)"
+                for ns in (n.client_ns, n.router_ns, n.server_ns)]
         for ns in (n.client_ns, n.server_ns):
             out += [_fmt(a) for a in tuning.ns_argv(sc.tuning, ns)]
         names[p.name] = (n.client_ns, n.server_ns, n.server_addr, n.site(wd / p.name))

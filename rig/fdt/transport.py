@@ -371,8 +371,10 @@ async def attach_receivers(socks: list[socket.socket], reasm: Reassembly,
     """Hand each data socket to a StreamReceiver; the transports now own the sockets."""
     loop = asyncio.get_running_loop()
     receivers = []
+    size = min(block, int(os.environ.get("FDT_RBUF", 1 << 20)))
+    shared = bytearray(size) if out_fd is None and os.environ.get("FDT_SHARED") else None
     for i, sock in enumerate(socks):
-        rcv = StreamReceiver(i, reasm, out_fd, bytearray(block), progress, checksum)
+        rcv = StreamReceiver(i, reasm, out_fd, shared or bytearray(size), progress, checksum)
         await loop.connect_accepted_socket(lambda r=rcv: r, sock=sock)
         receivers.append(rcv)
     return receivers

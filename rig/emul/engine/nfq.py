@@ -182,6 +182,7 @@ class NfQueue:
                  gso: bool = True, copy_packet: bool = False) -> None:
         self.queue = queue
         self.maxlen = maxlen
+        self._pending: list = []
         self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, NETLINK_NETFILTER)
         try:
             for opt in (SO_RCVBUFFORCE, socket.SO_RCVBUF):
@@ -213,8 +214,9 @@ class NfQueue:
         try:
             self.sock.send(msg)
             while True:
-                data = self.sock.recv(65536)
-                err = parse_packets(data, len(data), [])
+                data = self.sock.recv(1 << 20)
+                # packets queued meanwhile are kept for the next read, never lost
+                err = parse_packets(data, len(data), self._pending)
                 mtype = _NLH.unpack_from(data, 0)[1] if len(data) >= 16 else 0
                 if mtype == NLMSG_ERROR:
                     if err:
@@ -242,6 +244,9 @@ class NfQueue:
         the number of kernel-timestamped packets."""
         used = 0
         total = 0
+        if self._pending:
+            out.extend((p[0], now) for p in self._pending)
+            self._pending.clear()
         recv_into = self.sock.recv_into
         view = self.view
         while total < max_bytes:
@@ -263,6 +268,9 @@ class NfQueue:
     def read(self, out: list, *, max_bytes: int = 8 << 20) -> int:
         """Drain what is readable now into `out`; returns bytes read (0: nothing)."""
         total = 0
+        if self._pending:
+            out.extend(self._pending)
+            self._pending.clear()
         recv_into = self.sock.recv_into
         view = self.view
         while total < max_bytes:

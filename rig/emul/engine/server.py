@@ -205,6 +205,7 @@ class Engine:
             profile = LinkProfile.from_dict(req["profile"])
             for lane, d in zip(self.lanes, (profile.forward, profile.reverse)):
                 lane.configure(d, profile)
+                self.on_readable(lane)      # packets read while waiting for the ack
             self.profile = profile
             self._rearm(time.monotonic())
             return {"ok": True}

@@ -1,0 +1,42 @@
+# rig: the two commands a new user needs are `make run` and `make test`.
+# Both install what they need first (Debian packages, then a virtualenv with the package).
+PY      ?= python3
+VENV    ?= .venv
+BIN     := $(VENV)/bin
+APT_PKGS := xrootd-server xrootd-client davix curl iperf3 iptables iputils-ping nginx \
+            procps iproute2 python3-venv python3-pip chromium
+SCENARIO ?= scenarios/quick.yaml
+
+.PHONY: install deps venv run test test-fast bench clean-leftovers
+
+install: deps venv
+
+deps:
+	@missing=$$(for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:" $$missing; \
+	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	fi
+
+$(BIN)/rig: setup.cfg pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	@touch $@
+
+venv: $(BIN)/rig
+
+run: install
+	$(BIN)/rig run $(SCENARIO)
+
+test: install
+	$(BIN)/pytest -q -rs
+
+test-fast: venv
+	$(BIN)/pytest -q -m "not netns and not e2e"
+
+bench: install
+	$(BIN)/python bench/emulation.py
+
+clean-leftovers: venv
+	$(BIN)/rig clean

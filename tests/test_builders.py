@@ -1,0 +1,154 @@
+"""Pure command builders and parsers: argv lists, configs, captured tool output."""
+import json
+from pathlib import Path
+
+import pytest
+
+from rig import netns, plan, scenario, tuning, validate
+from rig.scenario import ClientSpec, ServerSpec, Tuning
+from rig.services import clients, servers
+from rig.services.clients import Job
+
+DATA = Path(__file__).parent / "data"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def test_names_fit_linux_limits_and_carry_the_prefix():
+    n = netns.PathNames("rig3f2a", 31, "wan", "198.18.7.0/24")
+    for a, b in (("c", "r"), ("r", "c"), ("r", "s"), ("s", "r")):
+        name = n.ifname(a, b)
+        assert len(name) <= 15 and name.startswith("rig3f2a")
+    assert n.client_ns == "rig3f2a-31c" and netns.NS_RE.match(n.router_ns)
+    assert (n.client_addr, n.server_addr) == ("198.18.7.249", "198.18.7.254")
+
+
+def test_addresses_of_paths_do_not_overlap():
+    addrs = set()
+    for i in range(netns.MAX_PATHS):
+        n = netns.PathNames("rig0001", i, "p", "198.18.0.0/24")
+        got = {n.client_addr, n.router_client_addr, n.router_server_addr, n.server_addr}
+        assert not (got & addrs)
+        addrs |= got
+    with pytest.raises(ValueError):
+        netns.PathNames("rig0001", netns.MAX_PATHS, "p", "198.18.0.0/24")
+
+
+def test_bad_prefix_refused():
+    with pytest.raises(ValueError):
+        netns.PathNames("eth0", 0, "p", "198.18.0.0/24")
+
+
+def test_build_argv_is_argv_only():
+    cmds = netns.build_argv(netns.PathNames("rig0001", 0, "p", "198.18.0.0/24"), mtu=9000)
+    assert all(isinstance(c, list) and all(isinstance(x, str) for x in c) for c in cmds)
+    assert ["ip", "-n", "rig0001-0c", "link", "set", "rig00010cr", "mtu", "9000", "up"] in cmds
+    assert cmds[-1][-1] == "net.ipv4.ip_forward=1"
+
+
+def test_tuning_argv():
+    t = Tuning(congestion_control="reno", tcp_rmem_max=64 << 20, core_rmem_max=64 << 20)
+    cmds = tuning.ns_argv(t, "rig0001-0c")
+    assert cmds[0] == ["ip", "netns", "exec", "rig0001-0c", "sysctl", "-q", "-w",
+                       f"net.ipv4.tcp_rmem=4096 131072 {64 << 20}"]
+    assert cmds[-1][-1] == "net.ipv4.tcp_congestion_control=reno"
+    assert tuning.global_argv(t) == [["sysctl", "-q", "-w", f"net.core.rmem_max={64 << 20}"]]
+
+
+def _plan(kind: str) -> servers.ServerPlan:
+    return servers.ServerPlan(ServerSpec("s", kind), "rig0001-0s", "198.18.0.6",
+                              dict(servers.BASE_PORTS[kind]), Path("/run/rig/rig0001/s"),
+                              Path("/run/rig/rig0001/data"))
+
+
+def test_xrootd_config_and_argv():
+    p = _plan("xrootd")
+    cfg = servers.xrootd_config(p)
+    assert "oss.localroot /run/rig/rig0001/data" in cfg
+    assert "xrd.protocol XrdHttp:8000 libXrdHttp.so" in cfg and "xrd.network nodnr" in cfg
+    argv = servers.server_argv(p)
+    assert argv[:3] == ["xrootd", "-R", "xrootd"] and "-n" in argv
+    assert p.url("root", "f") == "root://198.18.0.6:1094//f"
+    assert p.url("http", "f") == "http://198.18.0.6:8000/f"
+
+
+def test_nginx_config_listens_on_the_plan():
+    p = _plan("nginx")
+    assert "listen 198.18.0.6:8080;" in servers.nginx_config(p)
+    assert "daemon off;" in servers.nginx_config(p)
+
+
+def _job(tool, **kw):
+    c = ClientSpec(name="c", tool=tool, server="s", file="f", **kw)
+    return Job(c, kw.get("streams", 1), url="root://a:1//f", addr="a", port=5201, file_bytes=10)
+
+
+def test_xrdcp_argv_env():
+    a = clients.adapter("xrdcp")
+    j = _job("xrdcp", streams=4, page_checksum=False)
+    assert a.argv(j) == ["xrdcp", "--force", "--nopbar", "-S", "4", "root://a:1//f", "/dev/null"]
+    env = a.env(j)
+    assert env["XRD_CONNECTIONRETRY"] == "1" and env["XRD_CPUSEPGWRTRD"] == "0"
+    assert clients.Xrdcp.page_checksum(env) == 0
+    assert clients.Xrdcp.page_checksum(a.env(_job("xrdcp"))) == 1
+    assert "-S" not in a.argv(_job("xrdcp"))
+
+
+def test_xrdcp_parse_error():
+    err = "[0B/0B][100%][==][0B/s]\nRun: [FATAL] Connection error: (destination)\n"
+    p = clients.adapter("xrdcp").parse("", err, 51, _job("xrdcp"))
+    assert p.error.startswith("[FATAL] Connection error")
+
+
+def test_curl_parse_captured():
+    out = (DATA / "curl-json-ok.txt").read_text()
+    p = clients.adapter("curl").parse(out, "", 0, _job("curl"))
+    assert p.error is None and p.bytes == 268435456 and p.seconds > 0
+    assert p.extra["http_code"] == 200
+
+
+def test_curl_parse_http_error():
+    p = clients.adapter("curl").parse('{"http_code":403,"size_download":0,"errormsg":null}',
+                                      "", 22, _job("curl"))
+    assert p.error == "HTTP 403"
+
+
+def test_iperf3_parse_captured_reverse_has_server_srtt():
+    p = clients.parse_iperf3((DATA / "iperf3-reverse-P2.json").read_text())
+    assert p.error is None and p.bytes > 0
+    assert 10.0 < p.extra["srtt_ms"] < 20.0     # captured through a 10 ms path
+    assert p.extra["receiver_bps"] > 1e8
+
+
+def test_iperf3_parse_error():
+    p = clients.parse_iperf3(json.dumps({"error": "unable to connect to server"}), 1)
+    assert p.bytes is None and "unable to connect" in p.error
+
+
+def test_ping_parse_captured():
+    s = validate.parse_ping((DATA / "ping-ok.txt").read_text())
+    assert s.count == 5 and s.received == 5 and s.loss == 0.0
+    assert 0 < s.min_ms <= s.mean_ms <= s.max_ms
+
+
+def test_ping_parse_all_lost():
+    s = validate.parse_ping((DATA / "ping-all-lost.txt").read_text())
+    assert s.received == 0 and s.loss == 1.0 and s.mean_ms is None
+
+
+@pytest.mark.parametrize("conf,meas,flagged", [(60.0, 60.5, False), (60.0, 60.7, True),
+                                               (0.0, 0.25, False), (0.0, 0.35, True),
+                                               (120.0, 121.1, False), (120.0, 121.3, True),
+                                               (20.0, None, True), (None, 5.0, False)])
+def test_rtt_flag_tolerance_is_max_of_abs_and_relative(conf, meas, flagged):
+    got = validate.rtt_flag(conf, meas, abs_ms=0.3, rel=0.01)
+    assert (got is not None) == flagged
+
+
+def test_plan_prints_every_kind_of_command():
+    lines = plan.plan_lines(scenario.load(REPO / "scenarios/quick.yaml"))
+    text = "\n".join(lines)
+    for needle in ("ip netns add rig0000-0c", "tc qdisc replace", "-j NFQUEUE",
+                   "sysctl -q -w net.core.rmem_max", "xrootd -R xrootd", "ping -n -q",
+                   "iperf3 -c", "xrdcp --force --nopbar -S 4", "davix-get", "curl --silent"):
+        assert needle in text, needle
+    assert text.count("# step ") == 4

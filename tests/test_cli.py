@@ -1,0 +1,53 @@
+"""The CLI contract: exit codes, one-line errors, nothing created on bad input."""
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+RIG = [sys.executable, "-m", "rig"]
+
+
+def rig(*args, cwd=None, timeout=120):
+    return subprocess.run([*RIG, *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=cwd or REPO)
+
+
+def test_invalid_scenario_is_one_line_exit_2_and_creates_nothing(tmp_path):
+    from rig import netns
+    bad = tmp_path / "bad.yaml"
+    bad.write_text((REPO / "scenarios/quick.yaml").read_text().replace("rtt: [0ms", "rtt: [0parsec"))
+    before = set(netns.list_namespaces())
+    r = rig("run", str(bad), "--out", str(tmp_path / "out"))
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert lines[0].startswith(f"rig: {bad}: paths[0].rtt[0]: ") and "(got '0parsec')" in lines[0]
+    assert not (tmp_path / "out").exists()
+    assert set(netns.list_namespaces()) == before
+    assert "Traceback" not in r.stderr
+
+
+def test_missing_scenario_file():
+    r = rig("plan", "/nonexistent.yaml")
+    assert r.returncode == 2 and r.stderr.startswith("rig: /nonexistent.yaml: cannot read")
+
+
+def test_plan_runs_nothing_and_prints_commands():
+    r = rig("plan", "scenarios/quick.yaml")
+    assert r.returncode == 0, r.stderr
+    assert "ip netns add rig0000-0c" in r.stdout and "xrdcp" in r.stdout
+
+
+def test_report_of_a_folder_without_results_is_bad_input(tmp_path):
+    r = rig("report", str(tmp_path))
+    assert r.returncode == 2 and "results.sqlite" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_net_up_bad_rtt_is_bad_input():
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    r = rig("net", "up", "--name", "x", "--rtt", "fast")
+    assert r.returncode == 2 and r.stderr.count("\n") == 1

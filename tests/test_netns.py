@@ -1,0 +1,132 @@
+"""Namespace tier: paths are built and always removed; `rig net`, SIGTERM and
+SIGKILL + `rig clean` leave nothing of the rig's behind."""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rig import netns, proc, tuning
+from rig.services import data
+
+pytestmark = pytest.mark.netns
+REPO = Path(__file__).resolve().parent.parent
+RIG = [sys.executable, "-m", "rig"]
+
+
+def _leftovers(prefix: str) -> dict:
+    procs = []
+    for pid in os.listdir("/proc"):
+        if pid.isdigit():
+            try:
+                cmd = open(f"/proc/{pid}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if f"/run/rig/{prefix}/" in cmd or f"{prefix}-" in cmd:
+                procs.append(cmd[:120])
+    return {"ns": [n for n in netns.list_namespaces() if n.startswith(prefix)]
+            + [d.name for d in netns.ETC_NETNS.glob(f"{prefix}-*")],
+            "mounts": [m for s, m in data.rig_mounts() if s.startswith(prefix)],
+            "procs": procs, "state": (netns.STATE_DIR / f"{prefix}.json").exists()}
+
+
+def _clean(prefix):
+    return {"ns": [], "mounts": [], "procs": [], "state": False}
+
+
+def test_path_is_built_forwards_and_is_removed(tmp_path):
+    prefix = netns.new_prefix()
+    with netns.path_net(prefix, "p", 0, workdir=tmp_path) as net:
+        assert {net.client_ns, net.router_ns, net.server_ns} <= set(netns.list_namespaces())
+        r = proc.run(["ping", "-c", "2", "-i", "0.05", "-W", "2", net.server_addr],
+                     netns=net.client_ns, timeout=10)
+        assert r.returncode == 0, r.stdout + r.stderr
+        # the router forwards; nothing else on the host can reach the path
+        r = proc.run(["ip", "-j", "route", "get", net.server_addr], netns=net.router_ns, timeout=5)
+        assert json.loads(r.stdout)[0]["dev"] == net.site.to_server_if
+    assert _leftovers(prefix) == _clean(prefix)
+
+
+def test_path_is_removed_when_the_body_raises(tmp_path):
+    prefix = netns.new_prefix()
+    with pytest.raises(RuntimeError):
+        with netns.path_net(prefix, "p", 0, workdir=tmp_path):
+            raise RuntimeError("boom")
+    assert _leftovers(prefix) == _clean(prefix)
+
+
+def test_net_up_list_down():
+    name = f"t{os.getpid()}"
+    r = subprocess.run([*RIG, "net", "up", "--name", name, "--rtt", "30ms"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout.strip().splitlines()[-1])
+    prefix = info["prefix"]
+    try:
+        for k in ("client_ns", "router_ns", "server_ns", "client_addr", "server_addr", "backend"):
+            assert info[k]
+        p = proc.run(["ping", "-n", "-q", "-c", "10", "-i", "0.05", info["server_addr"]],
+                     netns=info["client_ns"], timeout=20)
+        from rig.validate import parse_ping
+        mean = parse_ping(p.stdout).mean_ms
+        assert mean == pytest.approx(30.0, rel=0.15), p.stdout   # loaded 2-core tolerance
+        listed = json.loads(subprocess.run([*RIG, "net", "list"], capture_output=True,
+                                           text=True, timeout=30).stdout)
+        assert any(x["name"] == name and x["alive"] for x in listed)
+    finally:
+        r = subprocess.run([*RIG, "net", "down", "--name", name], capture_output=True,
+                           text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert _leftovers(prefix) == _clean(prefix)
+
+
+def _start_run(tmp_path):
+    p = subprocess.Popen([*RIG, "run", str(REPO / "tests/data/scenarios/slow-for-kill.yaml"),
+                          "--out", str(tmp_path / "out")], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline = time.monotonic() + 90
+    seen = []
+    while time.monotonic() < deadline:
+        line = p.stderr.readline()
+        seen.append(line)
+        if "validate (before)" in line:       # servers and emulation up, transfer next
+            time.sleep(1.0)                     # let the transfer start
+            states = [s for s in netns.read_states().values() if s.get("pid") == p.pid]
+            assert states, "run wrote no state file"
+            return p, states[0]["prefix"]
+        if p.poll() is not None:
+            break
+    p.kill()
+    pytest.fail("run never reached its transfers: " + "".join(seen[-5:]))
+
+
+def test_sigterm_tears_everything_down(tmp_path):
+    before = tuning.read(tuning.GLOBAL_KEYS)
+    p, prefix = _start_run(tmp_path)
+    assert _leftovers(prefix)["ns"]
+    p.send_signal(signal.SIGTERM)
+    p.communicate(timeout=60)
+    assert p.returncode != 0
+    assert _leftovers(prefix) == _clean(prefix)
+    assert tuning.read(tuning.GLOBAL_KEYS) == before
+
+
+def test_sigkill_then_rig_clean_leaves_nothing(tmp_path):
+    before = tuning.read(tuning.GLOBAL_KEYS)
+    p, prefix = _start_run(tmp_path)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.communicate(timeout=30)
+    left = _leftovers(prefix)
+    assert left["ns"] and left["state"]          # the kill really left things behind
+    r = subprocess.run([*RIG, "clean"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert _leftovers(prefix) == _clean(prefix)
+    assert tuning.read(tuning.GLOBAL_KEYS) == before
+    # measured rows that landed before the kill are still readable
+    from rig.results import Store
+    st = Store.open(tmp_path / "out")
+    assert st.validations()
