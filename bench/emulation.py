@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import sys
 import time
@@ -64,7 +65,8 @@ def iperf(net, streams: int, secs: int, *, cc: str | None = None) -> dict:
     except ValueError:
         j = {"error": res.stderr[-300:]}
     if "error" in j or not res.ok:
-        raise RigError(f"iperf3 -P{streams}: {j.get('error', res.stderr[-300:])}")
+        raise RigError(f"iperf3 -P{streams}: exit {res.returncode}, timed out {res.timed_out}: "
+                       f"{j.get('error', res.stderr[-300:])} {res.stdout[-300:]}")
     end = j["end"]
     rtts = [s["sender"]["mean_rtt"] / 1000 for s in end["streams"] if "sender" in s]
     return {"gbps": end["sum_received"]["bits_per_second"] / 1e9,
@@ -178,6 +180,15 @@ def main(argv: list[str] | None = None) -> int:
     be = make_backend(a.backend, **opts)
     prefix = netns.new_prefix()
     workdir = Path("/tmp") / f"{prefix}-bench"
+    # a live run's state: a concurrent `rig clean` leaves these namespaces alone
+    netns.write_state(prefix, {"kind": "run", "pid": os.getpid(), "what": "bench/emulation.py"})
+    try:
+        return run(a, be, prefix, workdir, secs, lsecs, pings)
+    finally:
+        netns.drop_state(prefix)
+
+
+def run(a, be, prefix: str, workdir: Path, secs: int, lsecs: int, pings: int) -> int:
     with netns.path_net(prefix, "bench", 0, workdir=workdir) as net:
         tune(net)
         srv = proc.Service(["iperf3", "-s", "--forceflush", "-p", str(PORT)], netns=net.server_ns,
