@@ -273,7 +273,8 @@ class Run:
                 "rate_bps_configured": live.spec.rate_bps,
                 "congestion_control": tuning.effective_cc(live.client_ns),
                 "tcp_rmem_max": tuning.effective_rmem_max(t, live.client_ns),
-                "tcp_wmem_max": tuning.effective_wmem_max(t, live.server_ns)}
+                "tcp_wmem_max": tuning.effective_wmem_max(t, live.server_ns),
+                "window_bytes": tuning.effective_window(t, live.client_ns)}
 
     def _jobs(self, live: Live, g: S.Group) -> list[Job]:
         c = g.client
@@ -305,7 +306,7 @@ class Run:
             alive_after = e
         rows = transfer.rows(outcomes, dict(
             common, concurrency=g.concurrency, repeat=g.repeat,
-            server=g.client.server, window_bytes=common["tcp_rmem_max"]))
+            server=g.client.server))
         for r in rows:
             if alive_after is not None:   # never store an undelayed measurement as good
                 r["ok"], r["error"] = False, f"emulation not in force: {alive_after}"

@@ -91,5 +91,23 @@ def effective_wmem_max(t: Tuning, ns: str | None) -> int | None:
     return int(v.split()[2]) if v else t.tcp_wmem_max
 
 
+def window_bytes(rmem_max: int | None, adv_win_scale: int | None) -> int | None:
+    """Largest receive window one TCP stream can advertise: Linux keeps part of the
+    receive buffer for overhead, tcp_adv_win_scale (default 1: half of it). Measured
+    here with 16 MiB rmem: 0.44-0.45 x rmem in flight at 60 and 120 ms (slow start
+    included), next to the 0.5 this bound gives."""
+    if rmem_max is None:
+        return None
+    s = 1 if adv_win_scale is None else adv_win_scale
+    if s > 0:
+        return int(rmem_max - (rmem_max >> s))
+    return int(rmem_max >> -s)
+
+
+def effective_window(t: Tuning, ns: str | None) -> int | None:
+    v = read(["net.ipv4.tcp_adv_win_scale"], ns).get("net.ipv4.tcp_adv_win_scale")
+    return window_bytes(effective_rmem_max(t, ns), int(v) if v else None)
+
+
 def effective_cc(ns: str | None) -> str | None:
     return read(["net.ipv4.tcp_congestion_control"], ns).get("net.ipv4.tcp_congestion_control")

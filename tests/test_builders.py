@@ -152,3 +152,10 @@ def test_plan_prints_every_kind_of_command():
                    "iperf3 -c", "xrdcp --force --nopbar -S 4", "davix-get", "curl --silent"):
         assert needle in text, needle
     assert text.count("# step ") == 4
+
+
+@pytest.mark.parametrize("rmem,scale,want", [(16 << 20, 1, 8 << 20), (16 << 20, 2, 12 << 20),
+                                             (16 << 20, -1, 8 << 20), (16 << 20, None, 8 << 20),
+                                             (None, 1, None)])
+def test_window_bound_follows_adv_win_scale(rmem, scale, want):
+    assert tuning.window_bytes(rmem, scale) == want
