@@ -2,6 +2,7 @@
 davix-get, curl, iperf3 and rig-fdt through an emulated path; measured RTT within
 tolerance, bytes checked, results stored as they land, report drawn, nothing left."""
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,24 @@ def test_environment_and_report(run_dir):
     assert env["sysctls_before"] == env["sysctls_after"]
     assert (run_dir / "throughput_vs_rtt.png").stat().st_size > 1000
     assert (run_dir / "summary.csv").read_text().count("\n") >= 6
+
+
+def test_real_path_is_used_as_is(tmp_path):
+    """A real path: nothing built, nothing emulated, RTT measured, servers on the host
+    (loopback here) stopped afterwards."""
+    out = tmp_path / "real"
+    r = subprocess.run([sys.executable, "-m", "rig", "run",
+                        str(REPO / "tests/data/scenarios/real-loopback.yaml"), "--out", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    st = Store.open(out)
+    rows = st.transfers()
+    assert [(x["client"], x["ok"], x["backend"]) for x in rows] == [("xrdcp", 1, "none"),
+                                                                   ("curl", 1, "none")]
+    assert all(x["rtt_ms_configured"] is None and x["bytes"] == 16 << 20 for x in rows)
+    v = st.validations()[0]
+    assert v["rtt_ms_measured"] < 1.0 and not v["flagged"]
+    prefix = st.environment()["prefix"]
+    left = [p for p in os.listdir("/proc") if p.isdigit() and
+            f"/run/rig/{prefix}/" in open(f"/proc/{p}/cmdline", "rb").read().decode(errors="replace")]
+    assert not left
