@@ -25,7 +25,6 @@ from .errors import RigError, StepAborted
 from .results import Store
 from .scenario import PathSpec, Scenario
 from .services import data, servers
-from .services.clients import Job
 from .validate import validate_path
 
 IPERF_PORT = 5201
@@ -50,6 +49,7 @@ class Live:
     site: LinkSite | None
     backend: Backend
     servers: dict[str, servers.ServerPlan] = field(default_factory=dict)
+    iperf_port: int = 0
     applied: bool = False
 
 
@@ -110,10 +110,8 @@ class Run:
             live.backend.remove(live.site)
 
     def _ports(self, live: Live, kind: str, k: int) -> dict[str, int]:
-        base = servers.BASE_PORTS[kind]
         ports = {}
-        for proto, port in base.items():
-            port += 10 * k
+        for proto, port in servers.default_ports(kind, k).items():
             if live.server_ns is None:  # the host: find a free port, never steal one
                 from .nsprobe import port_free
                 while not port_free(None, live.server_addr, port):
@@ -133,7 +131,7 @@ class Run:
             self.say(f"server {spec.name} ({spec.kind}) ready on {plan.addr} ports "
                      + ", ".join(f"{k}={v}" for k, v in plan.ports.items()))
         iperf_port = self._ports(live, "iperf3", 0)["iperf3"]
-        live.servers["_iperf3"] = iperf_port  # type: ignore[assignment]
+        live.iperf_port = iperf_port
         svc = servers.start_iperf3_server(live.server_ns, live.server_addr, iperf_port,
                                           self.workdir / live.spec.name)
         stack.callback(svc.stop)
@@ -236,7 +234,7 @@ class Run:
     def _validate(self, step: S.Step, live: Live, phase: str, common: dict) -> dict:
         self._check(live)
         v = validate_path(client_ns=live.client_ns, server_addr=live.server_addr,
-                          iperf_port=live.servers["_iperf3"], configured_rtt_ms=step.rtt_ms,
+                          iperf_port=live.iperf_port, configured_rtt_ms=step.rtt_ms,
                           v=self.sc.validation, rate_bps=live.spec.rate_bps)
         self._check(live)
         row = dict(self._vcommon(step, live), phase=phase, **v)
@@ -276,29 +274,10 @@ class Run:
                 "tcp_wmem_max": tuning.effective_wmem_max(t, live.server_ns),
                 "window_bytes": tuning.effective_window(t, live.client_ns)}
 
-    def _jobs(self, live: Live, g: S.Group) -> list[Job]:
-        c = g.client
-        jobs = []
-        for i in range(g.concurrency):
-            if c.tool == "iperf3":
-                jobs.append(Job(c, g.streams, addr=live.server_addr,
-                                port=live.servers["_iperf3"] + i,
-                                timeout_s=c.duration_s + 30))
-                continue
-            plan = live.servers[c.server]
-            f = self.sc.file(c.file)
-            if c.tool == "fdt":
-                jobs.append(Job(c, g.streams, addr=plan.addr, port=plan.ports["fdt"],
-                                relpath=f.name, file_bytes=f.size,
-                                timeout_s=self.sc.transfer_timeout_s))
-            else:
-                jobs.append(Job(c, g.streams, url=plan.url(c.protocol, f.name), relpath=f.name,
-                                file_bytes=f.size, timeout_s=self.sc.transfer_timeout_s))
-        return jobs
-
     def _group(self, step: S.Step, live: Live, g: S.Group, common: dict, pos: str) -> None:
         self._check(live)
-        outcomes = transfer.run_group(self._jobs(live, g), live.client_ns)
+        jobs = transfer.build_jobs(self.sc, g, live.servers, live.server_addr, live.iperf_port)
+        outcomes = transfer.run_group(jobs, live.client_ns)
         try:
             self._check(live)
             alive_after = None

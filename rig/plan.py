@@ -14,10 +14,12 @@ from .emul.netem import NetemBackend
 from .emul.userspace import UserspaceBackend
 from .scenario import Scenario
 from .services import data, servers
-from .services.clients import Job, adapter
+from .services.clients import adapter
+from .transfer import build_jobs
 from .validate import iperf3_argv, ping_argv
 
 PREFIX = "rig0000"
+IPERF_PORT = servers.BASE_PORTS["iperf3"]["iperf3"]
 
 
 def _fmt(argv: list[str], env: dict | None = None) -> str:
@@ -52,10 +54,11 @@ def plan_lines(sc: Scenario) -> list[str]:
             out += _emulation(step, site)
         v = sc.validation
         out.append(_fmt(netns_wrap(client_ns, ping_argv(addr, v.ping_count, v.ping_interval_s))))
-        out.append(_fmt(netns_wrap(client_ns, iperf3_argv(addr, servers.BASE_PORTS["iperf3"]["iperf3"],
-                                                         v.iperf_streams, v.iperf_seconds))))
+        out.append(_fmt(netns_wrap(client_ns, iperf3_argv(addr, IPERF_PORT, v.iperf_streams,
+                                                         v.iperf_seconds))))
+        plans = _server_plans(sc, server_ns, addr, wd, step.path.name)
         for g in S.groups(sc):
-            job = _job(sc, g, addr)
+            job = build_jobs(sc, g, plans, addr, IPERF_PORT)[0]
             a = adapter(g.client.tool)
             line = _fmt(netns_wrap(client_ns, a.argv(job)), a.env(job))
             out.append(line + (f"   # x{g.concurrency} at once" if g.concurrency > 1 else "")
@@ -69,15 +72,20 @@ def netns_wrap(ns: str | None, argv: list[str]) -> list[str]:
     return ["ip", "netns", "exec", ns, *argv] if ns else argv
 
 
+def _server_plans(sc: Scenario, ns: str | None, addr: str, wd: Path,
+                  path: str) -> dict[str, servers.ServerPlan]:
+    return {spec.name: servers.ServerPlan(spec, ns, addr, servers.default_ports(spec.kind, k),
+                                          wd / f"{path}-{spec.name}", wd / "data")
+            for k, spec in enumerate(sc.servers)}
+
+
 def _servers(sc: Scenario, out: list[str], path: str, ns: str, addr: str, wd: Path) -> None:
-    for k, spec in enumerate(sc.servers):
-        ports = {p: v + 10 * k for p, v in servers.BASE_PORTS[spec.kind].items()}
-        plan = servers.ServerPlan(spec, ns, addr, ports, wd / f"{path}-{spec.name}", wd / "data")
+    for plan in _server_plans(sc, ns, addr, wd, path).values():
         for name, text in servers.server_files(plan).items():
             out.append(f"# {plan.workdir / name}:")
             out += [f"#   {ln}" for ln in text.strip().splitlines()]
         out.append(_fmt(netns_wrap(ns, servers.server_argv(plan))))
-    out.append(_fmt(netns_wrap(ns, servers.iperf3_server_argv(addr, servers.BASE_PORTS["iperf3"]["iperf3"]))))
+    out.append(_fmt(netns_wrap(ns, servers.iperf3_server_argv(addr, IPERF_PORT))))
 
 
 def _emulation(step: S.Step, site) -> list[str]:
@@ -90,19 +98,3 @@ def _emulation(step: S.Step, site) -> list[str]:
         out.append("# backend userspace" + (" (auto: where the kernel lacks sch_netem)" if be == "auto" else ""))
         out += [_fmt(a) for a in UserspaceBackend().plan(site, step.profile)]
     return out
-
-
-def _job(sc: Scenario, g: S.Group, addr: str) -> Job:
-    c = g.client
-    if c.tool == "iperf3":
-        return Job(c, g.streams, addr=addr, port=servers.BASE_PORTS["iperf3"]["iperf3"])
-    spec = sc.server(c.server)
-    k = sc.servers.index(spec)
-    ports = {p: v + 10 * k for p, v in servers.BASE_PORTS[spec.kind].items()}
-    f = sc.file(c.file)
-    plan = servers.ServerPlan(spec, None, addr, ports, Path("/"), Path("/"))
-    if c.tool == "fdt":
-        return Job(c, g.streams, addr=addr, port=ports["fdt"], relpath=f.name, file_bytes=f.size,
-                   timeout_s=sc.transfer_timeout_s)
-    return Job(c, g.streams, url=plan.url(c.protocol, f.name), relpath=f.name, file_bytes=f.size,
-               timeout_s=sc.transfer_timeout_s)

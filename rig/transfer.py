@@ -12,7 +12,10 @@ import time
 from dataclasses import dataclass
 
 from . import proc
+from .scenario import Scenario
 from .services.clients import Job, Xrdcp, adapter
+from .services.servers import ServerPlan
+from .steps import Group
 
 FETCHERS = {"xrdcp", "davix-get", "curl"}
 
@@ -26,6 +29,27 @@ class Outcome:
     started_at: float
     t_start: float
     error: str | None = None
+
+
+def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, ServerPlan],
+               server_addr: str, iperf_port: int) -> list[Job]:
+    """The `g.concurrency` client processes of one group (pure); iperf3 instance i
+    talks to the i-th iperf3 server, since one iperf3 server serves one test at a time."""
+    c = g.client
+    jobs = []
+    for i in range(g.concurrency):
+        if c.tool == "iperf3":
+            jobs.append(Job(c, g.streams, addr=server_addr, port=iperf_port + i,
+                            timeout_s=c.duration_s + 30))
+            continue
+        plan, f = server_plans[c.server], sc.file(c.file)
+        if c.tool == "fdt":
+            jobs.append(Job(c, g.streams, addr=plan.addr, port=plan.ports["fdt"], relpath=f.name,
+                            file_bytes=f.size, timeout_s=sc.transfer_timeout_s))
+        else:
+            jobs.append(Job(c, g.streams, url=plan.url(c.protocol, f.name), relpath=f.name,
+                            file_bytes=f.size, timeout_s=sc.transfer_timeout_s))
+    return jobs
 
 
 def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list, i: int) -> None:

@@ -23,11 +23,13 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
 from . import style
 from .model import Point, Run, series_id, series_labels
 
 MAX_PANELS = 4
+LOG_RATIO = 10.0      # throughput_vs_rtt switches to a log axis above this max/min span
 DPI = 110
 
 
@@ -186,10 +188,20 @@ def throughput_vs_rtt(run: Run, out_dir: Path, verdicts: dict) -> list[Path]:
     draw_window_bounds_rtt(ax, pts, labels, x_max, top)
     flagged = mark_flagged(ax, pts, [p.x_rtt_ms for p in pts], verdicts)
     ax.set_xlim(-0.03 * x_max, x_max * 1.05)
-    ax.set_ylim(0, top)
     ax.set_xticks(sorted({p.x_rtt_ms for p in pts}))
     ax.set_xlabel("round-trip time (ms)")
-    ax.set_ylabel("throughput (Gbit/s)")
+    low = min((gbit(p.min_bps) for p in pts if p.n and p.min_bps > 0), default=0.0)
+    if low and top / low > LOG_RATIO:
+        # 1/RTT spans decades: a linear axis would flatten every long-RTT point to zero
+        ax.set_yscale("log")
+        ax.set_ylim(low / 1.6, top)
+        ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        ax.yaxis.set_minor_formatter(NullFormatter())
+        ax.set_ylabel("throughput (Gbit/s, log scale)")
+    else:
+        ax.set_ylim(0, top)
+        ax.set_ylabel("throughput (Gbit/s)")
     reps = max((p.n + p.failed for p in pts), default=0)
     finish(ax, fig, f"Throughput vs RTT - run {run.run_id}",
            f"mean of {reps} repeat(s), bars: min-max\nlowest concurrency per client",

@@ -15,6 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
@@ -92,7 +93,7 @@ def _series(run: Run) -> dict[str, list[Point]]:
     return out
 
 
-def _window_curve(ax, pts: list[Point], linestyle: str) -> None:
+def _window_curve(ax: Axes, pts: list[Point], linestyle: str) -> None:
     """Dense concurrency x streams x window / RTT curve(s) over the panel's RTT range."""
     rtts = [p.x_rtt_ms for p in pts if p.x_rtt_ms > 0]
     if not rtts:

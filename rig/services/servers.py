@@ -23,6 +23,11 @@ BASE_PORTS = {"xrootd": {"root": 1094, "http": 8000}, "nginx": {"http": 8080},
               "fdt": {"fdt": 54321}, "iperf3": {"iperf3": 5201}}
 
 
+def default_ports(kind: str, k: int) -> dict[str, int]:
+    """Ports of the k-th server of a path (each instance its own)."""
+    return {proto: port + 10 * k for proto, port in BASE_PORTS[kind].items()}
+
+
 @dataclass(frozen=True)
 class ServerPlan:
     """A server instance as it will run: where, on which ports, serving which directory."""
