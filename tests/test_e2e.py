@@ -93,7 +93,10 @@ def test_environment_and_report(run_dir):
     env = st.environment()
     assert env["scenario_text"] == SCEN.read_text()
     assert env["tools"]["xrdcp"] and env["kernel"]
-    assert env["sysctls_before"] == env["sysctls_after"]
+    # the per-namespace tuning (4 MiB tcp_rmem) never leaks into the host; host-global
+    # keys may be changed meanwhile by another run on the host, so only these are compared
+    for k in ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.ipv4.tcp_congestion_control"):
+        assert env["sysctls_before"][k] == env["sysctls_after"][k]
     assert (run_dir / "throughput_vs_rtt.png").stat().st_size > 1000
     assert (run_dir / "summary.csv").read_text().count("\n") >= 6
 
