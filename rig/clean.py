@@ -57,7 +57,7 @@ def clean(*, force: bool = False, say=print) -> int:
             continue
         _kill_recorded(st, say)
         if st.get("sysctls_restore"):
-            tuning.restore_global(st["sysctls_restore"])
+            tuning.restore_global(st["sysctls_restore"], st.get("sysctls_wrote"))
             say(f"restored {', '.join(st['sysctls_restore'])} recorded by {p}")
     for ns in netns.list_namespaces():
         owner = netns.NS_RE.match(ns).group(1)

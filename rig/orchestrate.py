@@ -84,9 +84,10 @@ class Run:
 
     def _global_tuning(self, stack: contextlib.ExitStack) -> None:
         before = tuning.apply_global(self.sc.tuning)
-        self.state["sysctls_restore"] = before
+        wrote = tuning.global_wanted(self.sc.tuning)
+        self.state["sysctls_restore"], self.state["sysctls_wrote"] = before, wrote
         netns.write_state(self.prefix, self.state)
-        stack.callback(tuning.restore_global, before)
+        stack.callback(tuning.restore_global, before, wrote)
 
     def _build_path(self, stack: contextlib.ExitStack, i: int, p: PathSpec) -> Live:
         if p.kind == "real":

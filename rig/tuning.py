@@ -70,10 +70,14 @@ def apply_global(t: Tuning) -> dict[str, str]:
     return before
 
 
-def restore_global(before: dict[str, str]) -> None:
+def restore_global(before: dict[str, str], wrote: dict[str, str] | None = None) -> None:
+    """Put back the originals; where `wrote` is given, only keys that still hold what
+    this run wrote (another run may have changed them since: leave those alone)."""
+    now = read(before) if wrote else {}
     for k, v in before.items():
-        if v is not None:
-            proc.run(_sysctl_w(None, k, v), timeout=10)
+        if v is None or (wrote and now.get(k) != wrote.get(k)):
+            continue
+        proc.run(_sysctl_w(None, k, v), timeout=10)
 
 
 def apply_ns(t: Tuning, ns: str) -> None:

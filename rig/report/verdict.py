@@ -4,7 +4,9 @@ For one point (path, RTT, client configuration, streams, concurrency), in this o
   failed             no repeat succeeded
   emulator-limited   the step's validation was flagged, or the engine statistics show
                      queue overflows, unexplained drops or late releases
-  window-limited     throughput near concurrency x streams x window / RTT
+  window-limited     throughput near concurrency x streams x window / RTT, or the same
+                     bytes in flight (throughput x RTT) at >= 3 RTTs: a window below
+                     the configured one (autotuning, slow start of a short transfer)
   path-limited       throughput near the step's validated iperf3 capacity or the
                      configured rate, whichever is lower
   client-CPU-bound   the client's CPU time is about the wall time of one thread
@@ -29,6 +31,10 @@ CPU_NEAR = 0.85      # CPU seconds >= 85 % of wall seconds: one thread saturated
 # Lateness that moves a window-limited result visibly: > 5 % of the RTT (or 0.5 ms).
 # The design's accuracy target (max(0.2 ms, 2 %)) is checked by path validation; this
 # asks whether the engine, under the load of the transfers, became the bottleneck.
+# A window limit shows as the same bytes in flight (throughput x RTT) at several RTTs.
+BDP_SPREAD = 0.12
+BDP_POINTS = 3
+MIN_RTT_S = 0.002
 LATE_MS = 0.5
 LATE_RTT_FRACTION = 0.05
 
@@ -179,17 +185,58 @@ def emulator_reasons(point: Point, run: Run) -> list[str]:
     return list(dict.fromkeys(reasons))
 
 
-def _bounds(point: Point) -> list[tuple[str, float, str]]:
+def _rtt_s(p: Point) -> float:
+    return (p.rtt_ms_measured or p.key.rtt_ms or 0.0) / 1e3
+
+
+def effective_window(point: Point, run: Run) -> tuple[float, int] | None:
+    """(bytes in flight, number of RTTs) when throughput x RTT of this configuration is
+    the same (within BDP_SPREAD) at >= BDP_POINTS RTTs including this one: the signature
+    of a window limit, even one below the configured maximum (receive-buffer autotuning,
+    the kernel's share of the buffer kept for overhead, slow start of a short transfer)."""
+    k = point.key
+    if not point.n or _rtt_s(point) < MIN_RTT_S:
+        return None
+    mine = point.mean_bps * _rtt_s(point) / 8
+    same = [q for q in run.points if q.n and _rtt_s(q) >= MIN_RTT_S
+            and (q.key.path, q.key.client, q.key.streams, q.key.concurrency)
+            == (k.path, k.client, k.streams, k.concurrency)]
+    bdps = [q.mean_bps * _rtt_s(q) / 8 for q in same]
+    agree = sorted(b for b in bdps if abs(b / mine - 1) <= BDP_SPREAD)
+    if len(agree) < BDP_POINTS:
+        return None
+    bdp = agree[len(agree) // 2]
+    configured = (point.window_bytes or 0) * k.streams * k.concurrency
+    if configured and bdp > ABOVE * configured:
+        return None
+    return bdp, len(agree)
+
+
+def _window(point: Point, run: Run) -> tuple[float, str] | None:
+    mean, w = point.mean_bps, point.window_bound_bps()
+    rtt = _rtt_s(point) * 1e3
+    if w and NEAR * w <= mean <= ABOVE * w:
+        return w, (f"{_gbit(mean)} is {mean / w:.0%} of {point.key.concurrency}x"
+                   f"{point.key.streams}x{point.window_bytes / 2**20:.3g} MiB/"
+                   f"{rtt:.3g} ms = {_gbit(w)}")
+    eff = effective_window(point, run)
+    if eff is None:
+        return None
+    bdp, n = eff
+    share = (f", {bdp * 8 / _rtt_s(point) / w:.0%} of the configured bound {_gbit(w)}"
+             if w else "")
+    return (bdp * 8 / _rtt_s(point),
+            f"throughput x RTT is constant at {bdp / 2**20:.3g} MiB in flight over {n} "
+            f"RTTs (effective window below the configured one{share})")
+
+
+def _bounds(point: Point, run: Run) -> list[tuple[str, float, str]]:
     """(kind, bound, description) of each bound the measurement is near, tightest first."""
     out = []
     mean = point.mean_bps
-    w = point.window_bound_bps()
-    if w and NEAR * w <= mean <= ABOVE * w:
-        rtt = point.rtt_ms_measured or point.key.rtt_ms
-        out.append(("window-limited", w,
-                    f"{_gbit(mean)} is {mean / w:.0%} of {point.key.concurrency}x"
-                    f"{point.key.streams}x{point.window_bytes / 2**20:.3g} MiB/"
-                    f"{rtt:.3g} ms = {_gbit(w)}"))
+    win = _window(point, run)
+    if win:
+        out.append(("window-limited", *win))
     p = point.path_bound_bps()
     if p and NEAR * p <= mean <= ABOVE * p:
         what = ("validated iperf3 capacity" if p == point.capacity_bps
@@ -219,7 +266,7 @@ def verdict(point: Point, run: Run) -> Verdict:
     if not point.samples_bps:
         err = point.errors[0] if point.errors else "no successful repeat"
         return Verdict("failed", err[:200])
-    bounds = _bounds(point)
+    bounds = _bounds(point, run)
     emul = emulator_reasons(point, run)
     if emul:
         return Verdict("emulator-limited", "; ".join(emul[:3]),
