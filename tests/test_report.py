@@ -106,14 +106,29 @@ def test_verdicts_window_path_cpu_and_emulator(tmp_path: Path) -> None:
 
 
 def test_verdict_unexplained_and_failed(tmp_path: Path) -> None:
-    run = make_run(tmp_path / "r", factor=lambda c, rtt, s, n: 0.5 if c == "curl" else 1.0,
-                   failing=[("davix-get", 20.0)])
+    run = make_run(tmp_path / "r", failing=[("davix-get", 20.0)],
+                   factor=lambda c, rtt, s, n: 0.5 if (c, rtt) == ("curl", 60.0) else 1.0)
     assert _verdict_of(run, "curl", 60) == "unexplained"
     assert _verdict_of(run, "davix-get", 20) == "failed"
     assert _verdict_of(run, "xrdcp", 60) == "window-limited"
     line = next(r for r in _summary(render(run)[0].parent)
                 if r["client"] == "curl" and r["rtt_ms"] == "60")
     assert "50% of window bound" in line["detail"]
+
+
+def test_window_below_the_configured_one_is_found_from_bytes_in_flight(
+        tmp_path: Path) -> None:
+    # a window at 46 % of tcp_rmem_max at every RTT, as measured here (autotuning)
+    run = make_run(tmp_path / "r", factor=lambda c, rtt, s, n: 0.46 if c == "curl" else 1.0)
+    r = load_run(run)
+    v = verdicts(r)
+    curl = [p for p in r.points if p.key.client == "curl" and p.key.rtt_ms]
+    assert {v[p.key].kind for p in curl} == {"window-limited"}
+    assert "46% of the configured bound" in v[curl[-1].key].detail
+    # a constant rate (CPU, path) at several RTTs is not a window
+    cpu = make_run(tmp_path / "c", clients=(Client("fdt-8", "fdt", 8, cpu_ceiling_bps=1e9),),
+                   rtts=(20, 60))
+    assert {x.kind for x in verdicts(load_run(cpu)).values()} == {"client-CPU-bound"}
 
 
 def test_engine_stats_make_a_step_emulator_limited(tmp_path: Path) -> None:

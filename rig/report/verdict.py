@@ -5,7 +5,7 @@ For one point (path, RTT, client configuration, streams, concurrency), in this o
   emulator-limited   the step's validation was flagged, or the engine statistics show
                      queue overflows, unexplained drops or late releases
   window-limited     throughput near concurrency x streams x window / RTT, or the same
-                     bytes in flight (throughput x RTT) at >= 3 RTTs: a window below
+                     bytes in flight (throughput x RTT) at RTTs far apart: a window below
                      the configured one (autotuning, slow start of a short transfer)
   path-limited       throughput near the step's validated iperf3 capacity or the
                      configured rate, whichever is lower
@@ -33,7 +33,8 @@ CPU_NEAR = 0.85      # CPU seconds >= 85 % of wall seconds: one thread saturated
 # asks whether the engine, under the load of the transfers, became the bottleneck.
 # A window limit shows as the same bytes in flight (throughput x RTT) at several RTTs.
 BDP_SPREAD = 0.12
-BDP_POINTS = 3
+BDP_POINTS = 2
+BDP_RTT_SPAN = 1.8
 MIN_RTT_S = 0.002
 LATE_MS = 0.5
 LATE_RTT_FRACTION = 0.05
@@ -191,7 +192,8 @@ def _rtt_s(p: Point) -> float:
 
 def effective_window(point: Point, run: Run) -> tuple[float, int] | None:
     """(bytes in flight, number of RTTs) when throughput x RTT of this configuration is
-    the same (within BDP_SPREAD) at >= BDP_POINTS RTTs including this one: the signature
+    the same (within BDP_SPREAD) at >= BDP_POINTS RTTs, including this one, spanning
+    a factor BDP_RTT_SPAN in RTT: the signature
     of a window limit, even one below the configured maximum (receive-buffer autotuning,
     the kernel's share of the buffer kept for overhead, slow start of a short transfer)."""
     k = point.key
@@ -201,11 +203,13 @@ def effective_window(point: Point, run: Run) -> tuple[float, int] | None:
     same = [q for q in run.points if q.n and _rtt_s(q) >= MIN_RTT_S
             and (q.key.path, q.key.client, q.key.streams, q.key.concurrency)
             == (k.path, k.client, k.streams, k.concurrency)]
-    bdps = [q.mean_bps * _rtt_s(q) / 8 for q in same]
-    agree = sorted(b for b in bdps if abs(b / mine - 1) <= BDP_SPREAD)
-    if len(agree) < BDP_POINTS:
+    agree = [(q.mean_bps * _rtt_s(q) / 8, _rtt_s(q)) for q in same]
+    agree = [(b, r) for b, r in agree if abs(b / mine - 1) <= BDP_SPREAD]
+    rtts = [r for _, r in agree]
+    # equal bytes in flight at RTTs far apart: a constant rate (path, CPU) cannot do that
+    if len(agree) < BDP_POINTS or max(rtts) < BDP_RTT_SPAN * min(rtts):
         return None
-    bdp = agree[len(agree) // 2]
+    bdp = sorted(b for b, _ in agree)[len(agree) // 2]
     configured = (point.window_bytes or 0) * k.streams * k.concurrency
     if configured and bdp > ABOVE * configured:
         return None
