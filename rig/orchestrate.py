@@ -169,6 +169,7 @@ class Run:
         (self.out / "scenario.yaml").write_text(self.sc.text)
         netns.write_state(self.prefix, self.state)
         with contextlib.ExitStack() as stack:
+            stack.callback(self.store.finish)
             stack.callback(netns.drop_state, self.prefix)
             stack.callback(shutil.rmtree, self.workdir, True)
             stack.callback(self._keep_logs)

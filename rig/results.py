@@ -160,6 +160,13 @@ class Store:
     def close(self) -> None:
         self.conn.close()
 
+    def finish(self) -> None:
+        """End of a run: fold the WAL into the database and leave WAL mode, so readers
+        (`rig report`, read-only) leave no -wal/-shm files in the run folder."""
+        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        self.conn.execute("PRAGMA journal_mode=DELETE")
+        self.conn.close()
+
     # --- writing ---------------------------------------------------------------
     def _insert(self, table: str, row: dict[str, Any]) -> None:
         cols = _TABLES[table]

@@ -372,6 +372,12 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> None:
                 f"{c.tool} cannot talk to a {servers[c.server].kind} server", c.server)
         if c.file not in files:
             raise cc.child("file").error("no file of that name", c.file)
+    for c in sc.clients:
+        limit = MULTI_STREAM_TOOLS.get(c.tool)
+        for s in sc.sweep.streams or []:
+            if limit is not None and s > limit:
+                raise ctx.child("sweep").child("streams").error(
+                    f"client {c.name} ({c.tool}) supports at most {limit} streams", s)
     real = [p for p in sc.paths if p.kind == "real"]
     if sc.topology.layout == "host" and len(real) != len(sc.paths):
         raise ctx.child("topology").error("layout 'host' carries real paths only", sc.topology.name)

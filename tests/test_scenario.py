@@ -125,8 +125,17 @@ def test_profile_puts_loss_on_the_data_direction():
 def test_sweep_streams_expand_multistream_clients_only():
     d = _with("clients", [{"name": "x", "tool": "xrdcp", "file": "f"},
                           {"name": "c", "tool": "curl", "file": "f"}])
-    d["sweep"] = {"streams": [1, 4, 16], "concurrency": [1, 2], "repeats": 2}
+    d["sweep"] = {"streams": [1, 4, 15], "concurrency": [1, 2], "repeats": 2}
     sc = scenario.parse(d, source="s.yaml")
     gs = steps.groups(sc)
-    assert sorted({(g.client.name, g.streams) for g in gs}) == [("c", 1), ("x", 1), ("x", 4)]
-    assert len(gs) == 2 * (2 * 2 + 1 * 2)
+    assert sorted({(g.client.name, g.streams) for g in gs}) == [("c", 1), ("x", 1), ("x", 4),
+                                                                ("x", 15)]
+    assert len(gs) == 2 * (3 * 2 + 1 * 2)
+
+
+def test_sweep_streams_beyond_a_tools_limit_is_an_error():
+    d = _with("clients", [{"name": "x", "tool": "xrdcp", "file": "f"}])
+    d["sweep"] = {"streams": [1, 16]}
+    with pytest.raises(InputError, match=r"sweep\.streams: client x \(xrdcp\) supports at most 15 "
+                                         r"streams \(got 16\)"):
+        scenario.parse(d, source="s.yaml")
