@@ -56,10 +56,20 @@ def ping(net, count: int, interval: float) -> dict:
 
 
 def iperf(net, streams: int, secs: int, *, cc: str | None = None) -> dict:
-    """Client sends (forward direction), so the client's tcp_info gives the srtt."""
+    """Client sends (forward direction), so the client's tcp_info gives the srtt. A fresh
+    one-off server per test: a server still closing the last test answers "busy"."""
     argv = ["iperf3", "-c", net.server_addr, "-p", str(PORT), "-P", str(streams),
             "-t", str(secs), "-O", "2", "-J"] + (["-C", cc] if cc else [])
-    res = proc.run(argv, netns=net.client_ns, timeout=secs + 60)
+    log = net.site.workdir / "iperf3-server.log"
+    log.unlink(missing_ok=True)
+    srv = proc.Service(["iperf3", "-s", "-1", "--forceflush", "-p", str(PORT)],
+                       netns=net.server_ns, log_path=log).start()
+    try:
+        proc.wait_until(lambda: "listening" in srv.log_tail(), timeout=10,
+                        what="iperf3 server", service=srv)
+        res = proc.run(argv, netns=net.client_ns, timeout=secs + 60)
+    finally:
+        srv.stop()
     try:
         j = json.loads(res.stdout)
     except ValueError:
@@ -174,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="let 0 ms directions skip the engine (the backend default); "
                          "off here so the 0 ms row measures the engine")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--only", choices=("rtt", "loss", "rate"), action="append",
+                    help="run only these parts (repeatable)")
     a = ap.parse_args(argv)
     secs, lsecs, pings = (4, 6, 50) if a.quick else (10, 20, 200)
     opts = {} if a.backend == "netem" else {"bypass_passthrough": a.bypass_passthrough}
@@ -191,22 +203,16 @@ def main(argv: list[str] | None = None) -> int:
 def run(a, be, prefix: str, workdir: Path, secs: int, lsecs: int, pings: int) -> int:
     with netns.path_net(prefix, "bench", 0, workdir=workdir) as net:
         tune(net)
-        srv = proc.Service(["iperf3", "-s", "--forceflush", "-p", str(PORT)], netns=net.server_ns,
-                           log_path=workdir / "iperf3-server.log").start()
+        raw = {"ping": ping(net, pings, 0.01), "p1": iperf(net, 1, secs),
+               "p8": iperf(net, 8, secs)}
+        be.apply(net.site, LinkProfile.symmetric(0.0))
         try:
-            proc.wait_until(lambda: "listening" in srv.log_tail(), timeout=10,
-                            what="iperf3 server", service=srv)
-            raw = {"ping": ping(net, pings, 0.01), "p1": iperf(net, 1, secs),
-                   "p8": iperf(net, 8, secs)}
-            be.apply(net.site, LinkProfile.symmetric(0.0))
-            try:
-                rows = measure_rtts(net, be, secs, pings)
-                loss = measure_loss(net, be, lsecs)
-                rate = measure_rate(net, be, secs)
-            finally:
-                be.remove(net.site)
+            parts = a.only or ("rtt", "loss", "rate")
+            rows = measure_rtts(net, be, secs, pings) if "rtt" in parts else []
+            loss = measure_loss(net, be, lsecs) if "loss" in parts else []
+            rate = measure_rate(net, be, secs) if "rate" in parts else []
         finally:
-            srv.stop()
+            be.remove(net.site)
     print(f"backend: {be.name}; kernel: {Path('/proc/sys/kernel/osrelease').read_text().strip()}")
     print(table(raw, rows, loss, rate))
     if a.json:
