@@ -289,16 +289,22 @@ def build(names: PathNames, *, workdir: Path, mtu: int = 1500) -> PathNet:
 def path_net(prefix: str, name: str, index: int, *, workdir: Path, mtu: int = 1500,
              subnet: str | None = None) -> Iterator[PathNet]:
     """Build one client—router—server path and always tear it down (incl. its lease)."""
+    own_state = not (STATE_DIR / f"{prefix}.json").exists()
+    if own_state:   # a live owner: a concurrent `rig clean` leaves this path alone
+        write_state(prefix, {"kind": "run", "prefix": prefix, "pid": os.getpid()})
     own_lease = subnet is None
-    subnet = subnet or lease_subnet(prefix)
-    names = PathNames(prefix, index, name, subnet)
     try:
-        net = build(names, workdir=workdir, mtu=mtu)
-        yield net
+        subnet = subnet or lease_subnet(prefix)
+        names = PathNames(prefix, index, name, subnet)
+        try:
+            yield build(names, workdir=workdir, mtu=mtu)
+        finally:
+            destroy(names)
     finally:
-        destroy(names)
         if own_lease:
             release_subnet(prefix)
+        if own_state:
+            drop_state(prefix)
 
 
 def names_dict(n: PathNames) -> dict:
