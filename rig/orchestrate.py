@@ -281,12 +281,13 @@ class Run:
     def _group(self, step: S.Step, live: Live, g: S.Group, common: dict, pos: str) -> None:
         self._check(live)
         jobs = transfer.build_jobs(self.sc, g, live.servers, live.server_addr, live.iperf_port)
-        outcomes = transfer.run_group(jobs, live.client_ns)
-        try:
-            self._check(live)
-            alive_after = None
-        except StepAborted as e:
-            alive_after = e
+        outcomes, alive_after = transfer.run_group(jobs, live.client_ns,
+                                                   watchdog=lambda: self._check(live))
+        if alive_after is None:
+            try:
+                self._check(live)
+            except StepAborted as e:
+                alive_after = e
         rows = transfer.rows(outcomes, dict(
             common, concurrency=g.concurrency, repeat=g.repeat,
             server=g.client.server))

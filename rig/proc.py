@@ -90,6 +90,11 @@ def _kill_group(pid: int, sig: int) -> None:
         pass
 
 
+def kill_group(pid: int) -> None:
+    """SIGKILL one child's process group (a watchdog's emergency stop); run() reaps it."""
+    _kill_group(pid, signal.SIGKILL)
+
+
 def kill_all_live() -> None:
     """TERM every live child group, then KILL what is left (signal shutdown path)."""
     with _LIVE_LOCK:
@@ -188,12 +193,14 @@ def _terminate(p: subprocess.Popen) -> tuple[int, object]:
 
 def run(argv: Sequence[str], *, timeout: float, netns: str | None = None,
         env: dict | None = None, check: bool = False,
-        stdout_path: Path | None = None, io_target: int | None = None) -> Result:
+        stdout_path: Path | None = None, io_target: int | None = None,
+        on_start: Callable[[int], None] | None = None) -> Result:
     """Run to completion with a deadline; capture output; account CPU of the tree.
 
     stdout_path: stream stdout to a file instead of memory (large outputs).
     io_target: watch the child's written bytes; Result.io_done_s tells when it had
     written that many (the end of a download's data phase).
+    on_start: called with the child's pid (its process group) once it runs.
     """
     full = ns_argv(netns, argv)
     import tempfile
@@ -201,6 +208,8 @@ def run(argv: Sequence[str], *, timeout: float, netns: str | None = None,
             (open(stdout_path, "wb") if stdout_path else tempfile.TemporaryFile()) as out:
         t0 = time.monotonic()
         p = _spawn(full, env, out, err)
+        if on_start:
+            on_start(p.pid)
         timed_out = False
         io = IoWatch(io_target) if io_target is not None else None
         try:

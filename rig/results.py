@@ -163,8 +163,11 @@ class Store:
     def finish(self) -> None:
         """End of a run: fold the WAL into the database and leave WAL mode, so readers
         (`rig report`, read-only) leave no -wal/-shm files in the run folder."""
-        self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        self.conn.execute("PRAGMA journal_mode=DELETE")
+        try:
+            self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            self.conn.execute("PRAGMA journal_mode=DELETE")
+        except sqlite3.OperationalError:
+            pass   # a reader holds it open: it stays in WAL mode, nothing is lost
         self.conn.close()
 
     # --- writing ---------------------------------------------------------------

@@ -10,6 +10,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 from . import proc
 from .scenario import Scenario
@@ -52,7 +53,8 @@ def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, ServerPlan],
     return jobs
 
 
-def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list, i: int) -> None:
+def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list, i: int,
+             pids: list[int]) -> None:
     a = adapter(job.client.tool)
     argv, env = a.argv(job), a.env(job)
     io_target = job.file_bytes if job.client.tool in FETCHERS else None
@@ -62,23 +64,43 @@ def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list,
         pass
     started_at, t0 = time.time(), time.monotonic()
     try:
-        res = proc.run(argv, netns=netns, env=env, timeout=job.timeout_s, io_target=io_target)
+        res = proc.run(argv, netns=netns, env=env, timeout=job.timeout_s, io_target=io_target,
+                       on_start=pids.append)
         out[i] = Outcome(job, argv, env, res, started_at, t0)
     except Exception as e:  # noqa: BLE001 - recorded as a failed transfer, not fatal
         out[i] = Outcome(job, argv, env, None, started_at, t0, error=str(e)[:300])
 
 
-def run_group(jobs: list[Job], netns: str | None) -> list[Outcome]:
-    """Start every job at once (threads released by a barrier), wait for all."""
+WATCH_INTERVAL_S = 0.5
+
+
+def run_group(jobs: list[Job], netns: str | None,
+              watchdog: Callable[[], None] | None = None) -> tuple[list[Outcome], Exception | None]:
+    """Start every job at once (threads released by a barrier), wait for all.
+
+    `watchdog` is called every WATCH_INTERVAL_S while they run; when it raises (the
+    emulation died), every process of the group is killed at once and the exception is
+    returned with the outcomes, so nothing is measured on a path that is not emulated.
+    """
     out: list = [None] * len(jobs)
+    pids: list[int] = []
     barrier = threading.Barrier(len(jobs))
-    threads = [threading.Thread(target=_run_one, args=(j, netns, barrier, out, i), daemon=True)
-               for i, j in enumerate(jobs)]
+    threads = [threading.Thread(target=_run_one, args=(j, netns, barrier, out, i, pids),
+                                daemon=True) for i, j in enumerate(jobs)]
     for t in threads:
         t.start()
-    for t in threads:
-        t.join()
-    return out
+    failure: Exception | None = None
+    while alive := [t for t in threads if t.is_alive()]:
+        alive[0].join(WATCH_INTERVAL_S)
+        if watchdog is None or failure is not None:
+            continue
+        try:
+            watchdog()
+        except Exception as e:  # noqa: BLE001 - handed to the caller
+            failure = e
+            for pid in list(pids):
+                proc.kill_group(pid)
+    return out, failure
 
 
 def measure(o: Outcome) -> dict:

@@ -129,3 +129,40 @@ def _cmdlines() -> list[str]:
             except OSError:
                 pass
     return out
+
+
+def test_killing_the_engine_stops_the_step_never_an_undelayed_result(tmp_path):
+    """SIGKILL the userspace engine in the middle of a transfer: the rig must record
+    the transfer as failed ('emulation not in force'), flag the step, and go on."""
+    import signal
+    import time
+    out = tmp_path / "kill"
+    p = subprocess.Popen([sys.executable, "-m", "rig", "run",
+                          str(REPO / "tests/data/scenarios/slow-for-kill.yaml"), "--out", str(out)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            line = p.stderr.readline()
+            if "validate (before)" in line or not line:
+                break
+        assert "validate (before)" in line, "run never reached its transfers"
+        prefix = Store.open(out).environment()["prefix"]
+        if Store.open(out).environment()["backends"]["wan"] != "userspace":
+            pytest.skip("this kernel has netem: no userspace engine to kill")
+        time.sleep(1.0)
+        pids = netns.ns_pids(f"{prefix}-0r")
+        assert pids, "no engine process in the router namespace"
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        _, err = p.communicate(timeout=240)
+    finally:
+        if p.poll() is None:
+            p.terminate()
+            p.communicate(timeout=60)
+    assert p.returncode == 0, err[-2000:]
+    st = Store.open(out)
+    rows = st.transfers()
+    assert rows and not any(r["ok"] for r in rows)
+    assert all("emulation not in force" in r["error"] for r in rows)
+    assert [v["phase"] for v in st.validations()] == ["before", "aborted"]
