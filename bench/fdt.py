@@ -108,7 +108,20 @@ def run_fdt(ns, addr, n, size, bufsize, timeout) -> dict:
     res = adapter.parse(r.stdout, r.stderr)
     if res["bytes"] != size:
         raise RuntimeError(f"rig-fdt moved {res['bytes']} of {size} bytes")
-    return dict(bytes=res["bytes"], seconds=res["seconds"], wall_s=r.wall_s,
+    return dict(bytes=res["bytes"], seconds=res["seconds"], setup_s=res["setup_s"],
+                wall_s=r.wall_s,
+                cpu_s=r.cpu_user_s + r.cpu_sys_s,
+                server_cpu_s=(res["server_cpu_user_s"] or 0) + (res["server_cpu_sys_s"] or 0))
+
+
+def run_fdt_mem(ns, addr, n, size, bufsize, timeout) -> dict:
+    """Memory to memory (like FDT -nettest): the network part alone, as iperf3 is."""
+    argv = [*adapter.tool_argv(), "get", "--streams", str(n), "--port", str(FDT_PORT),
+            "--bufsize", str(bufsize), "--timeout", f"{timeout:g}", "--mem", str(size), addr]
+    r = proc.run(argv, netns=ns, timeout=timeout + 30)
+    res = adapter.parse(r.stdout, r.stderr)
+    return dict(bytes=res["bytes"], seconds=res["seconds"], setup_s=res["setup_s"],
+                wall_s=r.wall_s,
                 cpu_s=r.cpu_user_s + r.cpu_sys_s,
                 server_cpu_s=(res["server_cpu_user_s"] or 0) + (res["server_cpu_sys_s"] or 0))
 
@@ -135,7 +148,7 @@ def run_xrdcp(ns, addr, n, size, bufsize, timeout) -> dict:
                 cpu_s=r.cpu_user_s + r.cpu_sys_s, server_cpu_s=None)
 
 
-TOOLS = {"fdt": run_fdt, "iperf3": run_iperf3, "xrdcp": run_xrdcp}
+TOOLS = {"fdt": run_fdt, "fdt-mem": run_fdt_mem, "iperf3": run_iperf3, "xrdcp": run_xrdcp}
 
 
 def measure(tool: str, ns, addr, n, a) -> dict:
@@ -181,16 +194,20 @@ def sweep_rtt(rtt_ms: float, a, datadir: Path, rows: list[dict]) -> None:
 
 
 def table(rows: list[dict], a) -> str:
-    out = ["| RTT ms | N | rig-fdt Gbit/s | iperf3 Gbit/s | fdt/iperf3 | xrdcp Gbit/s (S) |"
-           " CPU s/GB fdt | iperf3 | xrdcp |", "|---|---|---|---|---|---|---|---|---|"]
+    out = ["| RTT ms | N | rig-fdt file | rig-fdt mem | iperf3 -R | file/iperf3 | mem/iperf3 |"
+           " xrdcp (-S) | CPU s/GB: fdt file | fdt mem | iperf3 | xrdcp |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     by = {(r["rtt_ms"], r["streams"], r["tool"]): r for r in rows}
     for rtt in a.rtts:
         for n in a.streams:
-            f, i, x = (by.get((rtt, n, t), {}) for t in ("fdt", "iperf3", "xrdcp"))
-            ratio = f"{f['gbps'] / i['gbps']:.2f}" if "gbps" in f and "gbps" in i else "-"
-            out.append(f"| {rtt:g} | {n} | {_g(f)} | {_g(i)} | {ratio} | {_g(x)} ({min(n, 15)})"
-                       f" | {_c(f)} | {_c(i)} | {_c(x)} |")
-    return "\n".join(out)
+            f, m, i, x = (by.get((rtt, n, t), {}) for t in ("fdt", "fdt-mem", "iperf3", "xrdcp"))
+            out.append(f"| {rtt:g} | {n} | {_g(f)} | {_g(m)} | {_g(i)} | {_r(f, i)} | {_r(m, i)}"
+                       f" | {_g(x)} ({min(n, 15)}) | {_c(f)} | {_c(m)} | {_c(i)} | {_c(x)} |")
+    return "\n".join(out) + "\n(throughput in Gbit/s)"
+
+
+def _r(a: dict, b: dict) -> str:
+    return f"{a['gbps'] / b['gbps']:.2f}" if "gbps" in a and "gbps" in b else "-"
 
 
 def _g(m: dict) -> str:
@@ -208,10 +225,13 @@ def window_check(rows: list[dict], a) -> list[str]:
         return []
     fdt = {r["streams"]: r for r in rows if r["rtt_ms"] == rtt and r["tool"] == "fdt"
            and "gbps" in r}
-    if 1 not in fdt:
+    one = [r for r in rows if r["rtt_ms"] == rtt and r["streams"] == 1 and "gbps" in r
+           and r["tool"] == "iperf3"] or ([fdt[1]] if 1 in fdt else [])
+    if not one:
         return []
-    window = fdt[1]["gbps"] * 1e9 / 8 * rtt / 1e3
-    lines = [f"effective window at {rtt:g} ms from rig-fdt N=1: {window / 2**20:.2f} MiB"
+    window = one[0]["gbps"] * 1e9 / 8 * rtt / 1e3
+    lines = [f"effective window at {rtt:g} ms from {one[0]['tool']} N=1:"
+             f" {window / 2**20:.2f} MiB"
              f" (socket buffers {a.bufsize / 2**20:g} MiB)"]
     for n, r in sorted(fdt.items()):
         ideal = n * window * 8 / (rtt / 1e3) / 1e9
@@ -224,7 +244,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rtts", default="0,20,120")
     ap.add_argument("--streams", default="1,4,8,16")
-    ap.add_argument("--tools", default="fdt,iperf3,xrdcp")
+    ap.add_argument("--tools", default="fdt,fdt-mem,iperf3,xrdcp")
     ap.add_argument("--size", default="1GiB")
     ap.add_argument("--bufsize", default="4MiB")
     ap.add_argument("--repeats", type=int, default=1)

@@ -104,6 +104,6 @@ def parse(stdout: str, stderr: str) -> dict:
         raise ValueError(f"rig-fdt result has a bad field: {e}") from None
     out["duration_s"] = out["seconds"]
     for key in ("server_cpu_user_s", "server_cpu_sys_s", "block_bytes", "bufsize",
-                "checksum_adler32", "mem"):
+                "checksum_adler32", "mem", "setup_s", "data_throughput_bps"):
         out[key] = obj.get(key)
     return out

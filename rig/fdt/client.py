@@ -41,11 +41,15 @@ class Stats:
     bufsize: int | None = None
     checksum: str | None = None
     mem: bool = False
+    setup_s: float = 0.0         # connect + handshake + data streams attached
 
     def as_json(self) -> dict:
         bps = self.bytes * 8 / self.seconds if self.seconds > 0 else 0.0
         return {"tool": "rig-fdt", "op": self.op, "bytes": self.bytes,
                 "seconds": round(self.seconds, 6), "throughput_bps": round(bps, 1),
+                "setup_s": round(self.setup_s, 6),
+                "data_throughput_bps": round(self.bytes * 8 / max(1e-9, self.seconds
+                                                                  - self.setup_s), 1),
                 "streams": self.streams, "per_stream_bytes": self.per_stream,
                 "cpu_user_s": round(self.cpu_user_s, 4),
                 "cpu_sys_s": round(self.cpu_sys_s, 4),
@@ -175,6 +179,7 @@ async def _get(addr: str, port: int, name: str, dest: str | None, *, streams: in
                   opts.checksum, mem_size, mem_size is not None, opts.bufsize)
     cpu0, t0 = cpu_times(), time.monotonic()
     ctrl, ready, socks = await _open_session(addr, port, hello, opts)
+    setup_s = time.monotonic() - t0
     out = None
     receivers = []
     try:
@@ -202,7 +207,7 @@ async def _get(addr: str, port: int, name: str, dest: str | None, *, streams: in
                      cpu1[0] - cpu0[0], cpu1[1] - cpu0[1], done.cpu_user_s, done.cpu_sys_s,
                      opts.block, opts.bufsize,
                      None if done.adler32 is None else f"{done.adler32:08x}",
-                     mem_size is not None)
+                     mem_size is not None, setup_s)
     finally:
         abort_receivers(receivers)
         close_all(socks)
@@ -222,6 +227,7 @@ async def _put(addr: str, port: int, src: str | None, name: str, *, streams: int
                       opts.checksum, size, fd is None, opts.bufsize)
         cpu0, t0 = cpu_times(), time.monotonic()
         ctrl, _, socks = await _open_session(addr, port, hello, opts)
+        setup_s = time.monotonic() - t0
         try:
             source = FileSource(fd) if fd is not None else MemSource(opts.block)
             progress = Progress(streams)
@@ -246,7 +252,7 @@ async def _put(addr: str, port: int, src: str | None, name: str, *, streams: int
             return Stats("put", streams, size, seconds, progress.per_stream,
                          cpu1[0] - cpu0[0], cpu1[1] - cpu0[1], verdict.cpu_user_s,
                          verdict.cpu_sys_s, opts.block, opts.bufsize,
-                         None if value is None else f"{value:08x}", fd is None)
+                         None if value is None else f"{value:08x}", fd is None, setup_s)
         finally:
             close_all(socks)
             ctrl.sock.close()
