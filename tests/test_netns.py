@@ -130,3 +130,17 @@ def test_sigkill_then_rig_clean_leaves_nothing(tmp_path):
     from rig.results import Store
     st = Store.open(tmp_path / "out")
     assert st.validations()
+
+
+def test_run_that_cannot_proceed_exits_1_in_one_line_and_leaves_nothing(tmp_path):
+    r = subprocess.run([*RIG, "run", str(REPO / "tests/data/scenarios/broken-server.yaml"),
+                        "--out", str(tmp_path / "out")], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 1, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert lines[-1].startswith("rig: server xrootd (xrootd, root): exited before listening")
+    assert '"/nonexistent/xrootd" failed' in lines[-1]
+    assert "Traceback" not in r.stderr
+    from rig.results import Store
+    prefix = Store.open(tmp_path / "out").environment()["prefix"]
+    assert _leftovers(prefix) == _clean(prefix)
