@@ -83,13 +83,14 @@ class Run:
         stack.callback(lambda: st.set_env("sysctls_after", hostinfo.sysctls()))
 
     def _global_tuning(self, stack: contextlib.ExitStack) -> None:
-        wrote = tuning.global_wanted(self.sc.tuning)
+        tuning.check_cc_available(self.sc.tuning)
+        wrote = tuning.global_wanted(self.sc.tuning, tuning.host_allowed_cc())
         before = tuning.read(wrote)
         # recorded before writing, so `rig clean` can restore after a SIGKILL at any point
         self.state["sysctls_restore"], self.state["sysctls_wrote"] = before, wrote
         netns.write_state(self.prefix, self.state)
         stack.callback(tuning.restore_global, before, wrote)
-        tuning.apply_global(self.sc.tuning)
+        tuning.apply_global(wrote)
 
     def _build_path(self, stack: contextlib.ExitStack, i: int, p: PathSpec) -> Live:
         if p.kind == "real":

@@ -30,7 +30,7 @@ def _fmt(argv: list[str], env: dict | None = None) -> str:
 def plan_lines(sc: Scenario) -> list[str]:
     out: list[str] = [f"# scenario {sc.name} ({sc.source}); prefix {PREFIX} stands for the run's"]
     wd = netns.STATE_DIR / PREFIX
-    out += [_fmt(a) for a in tuning.global_argv(sc.tuning)]
+    out += [_fmt(a) for a in tuning.global_argv(sc.tuning, "<host's list>")]
     out.append(_fmt(data.mount_argv(PREFIX, wd / "data", sum(f.size for f in sc.files) + (16 << 20))))
     out += [f"# write {f.name}: {f.size} random bytes" for f in sc.files]
     names = {}

@@ -33,17 +33,43 @@ def ns_argv(t: Tuning, ns: str) -> list[list[str]]:
     return out
 
 
-def global_wanted(t: Tuning) -> dict[str, str]:
+ALLOWED_CC = "net.ipv4.tcp_allowed_congestion_control"
+
+
+def global_wanted(t: Tuning, allowed_cc: str | None = None) -> dict[str, str]:
+    """Host-global values the tuning needs. A namespace may only select a congestion
+    control the host allows (tcp_allowed_congestion_control is global; seen here:
+    "reno bbr", so cubic in a namespace failed with EPERM): add it to that list."""
     want = {}
     if t.core_rmem_max:
         want["net.core.rmem_max"] = str(t.core_rmem_max)
     if t.core_wmem_max:
         want["net.core.wmem_max"] = str(t.core_wmem_max)
+    if t.congestion_control and allowed_cc is not None \
+            and t.congestion_control not in allowed_cc.split():
+        want[ALLOWED_CC] = f"{allowed_cc} {t.congestion_control}".strip()
     return want
 
 
-def global_argv(t: Tuning) -> list[list[str]]:
-    return [_sysctl_w(None, k, v) for k, v in global_wanted(t).items()]
+def host_allowed_cc() -> str | None:
+    return read([ALLOWED_CC])[ALLOWED_CC]
+
+
+def check_cc_available(t: Tuning) -> None:
+    """Fail before anything is built when the kernel lacks the congestion control."""
+    if not t.congestion_control:
+        return
+    from .errors import RigError
+    avail = read(["net.ipv4.tcp_available_congestion_control"]).get(
+        "net.ipv4.tcp_available_congestion_control") or ""
+    if t.congestion_control not in avail.split():
+        raise RigError(f"congestion control {t.congestion_control} is not available on this "
+                       f"kernel (available: {avail or 'unknown'}; try modprobe tcp_"
+                       f"{t.congestion_control})")
+
+
+def global_argv(t: Tuning, allowed_cc: str | None = None) -> list[list[str]]:
+    return [_sysctl_w(None, k, v) for k, v in global_wanted(t, allowed_cc).items()]
 
 
 def read(keys, ns: str | None = None) -> dict[str, str]:
@@ -61,13 +87,10 @@ def read(keys, ns: str | None = None) -> dict[str, str]:
     return out
 
 
-def apply_global(t: Tuning) -> dict[str, str]:
-    """Write the host-global values; return the originals to restore."""
-    want = global_wanted(t)
-    before = read(want)
-    for argv in global_argv(t):
-        proc.run(argv, timeout=10, check=True)
-    return before
+def apply_global(want: dict[str, str]) -> None:
+    """Write host-global values (the caller recorded the originals first)."""
+    for k, v in want.items():
+        proc.run(_sysctl_w(None, k, v), timeout=10, check=True)
 
 
 def restore_global(before: dict[str, str], wrote: dict[str, str] | None = None) -> None:

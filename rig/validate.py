@@ -53,13 +53,15 @@ def iperf3_argv(addr: str, port: int, streams: int, seconds: float) -> list[str]
 
 
 def rtt_flag(configured_ms: float | None, measured_ms: float | None, *,
-             abs_ms: float, rel: float) -> str | None:
-    """Why the step is flagged, or None: |measured - configured| > max(abs, rel*configured)."""
+             abs_ms: float, rel: float, stddev_ms: float = 0.0, count: int = 1) -> str | None:
+    """Why the step is flagged, or None: |measured - configured| > max(abs,
+    rel*configured, 3 standard errors of the mean). The last term only matters with
+    configured jitter: 10 pings with 2 ms jitter cannot pin a mean to 0.3 ms."""
     if configured_ms is None:
         return None
     if measured_ms is None:
         return "no RTT measured (ping lost every echo)"
-    tol = max(abs_ms, rel * configured_ms)
+    tol = max(abs_ms, rel * configured_ms, 3.0 * (stddev_ms or 0.0) / max(count, 1) ** 0.5)
     if abs(measured_ms - configured_ms) > tol:
         return (f"RTT {measured_ms:.3f} ms vs configured {configured_ms:.3f} ms "
                 f"(tolerance {tol:.3f} ms)")
@@ -81,7 +83,8 @@ def validate_path(*, client_ns: str | None, server_addr: str, iperf_port: int,
     ip = parse_iperf3(ir.stdout, ir.returncode)
     reasons = []
     flag = rtt_flag(configured_rtt_ms, ping.mean_ms, abs_ms=v.rtt_tolerance_ms,
-                    rel=v.rtt_tolerance_rel)
+                    rel=v.rtt_tolerance_rel, stddev_ms=ping.stddev_ms or 0.0,
+                    count=ping.received)
     if flag:
         reasons.append(flag)
     if ip.error:

@@ -159,3 +159,18 @@ def test_plan_prints_every_kind_of_command():
                                              (None, 1, None)])
 def test_window_bound_follows_adv_win_scale(rmem, scale, want):
     assert tuning.window_bytes(rmem, scale) == want
+
+
+def test_congestion_control_not_allowed_by_the_host_is_added_to_the_global_list():
+    t = Tuning(congestion_control="cubic")
+    assert tuning.global_wanted(t, "reno bbr") == {
+        "net.ipv4.tcp_allowed_congestion_control": "reno bbr cubic"}
+    assert tuning.global_wanted(Tuning(congestion_control="bbr"), "reno bbr") == {}
+
+
+def test_rtt_flag_allows_the_standard_error_of_a_jittered_mean():
+    # 10 pings, 1.25 ms stddev (2 ms configured jitter): 3 SE = 1.19 ms
+    assert validate.rtt_flag(80.0, 80.9, abs_ms=0.3, rel=0.01, stddev_ms=1.25, count=10) is None
+    assert validate.rtt_flag(80.0, 81.3, abs_ms=0.3, rel=0.01, stddev_ms=1.25, count=10)
+    # without jitter the tight tolerance holds
+    assert validate.rtt_flag(80.0, 80.9, abs_ms=0.3, rel=0.01, stddev_ms=0.1, count=20)
