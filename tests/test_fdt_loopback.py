@@ -353,6 +353,7 @@ def test_in_process_nothing_is_left_behind(tree: Path) -> None:
         serving.cancel()
         await asyncio.gather(serving, return_exceptions=True)
         assert asyncio.all_tasks() == {asyncio.current_task()}
+        assert not [t for t in threading.enumerate() if t.name.startswith("rig-fdt-stream")]
         assert _fds() == before
     asyncio.run(main())
     assert sorted(x.name for x in tree.iterdir()) == ["f.bin"]

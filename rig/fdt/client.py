@@ -21,9 +21,10 @@ from typing import Callable
 
 from .protocol import (BlockScheduler, DataHello, Done, Failure, Hello, IntegrityError,
                        ProtocolError, Ready, Reassembly, Verdict)
-from .transport import (Control, DeadlineError, FileSource, MemSource, Options, Progress, TransferError,
-                        abort_receivers, attach_receivers, close_all, connect, cpu_times,
-                        file_adler32, mem_adler32, run_all, send_stream)
+from .streams import (FileSource, MemSource, StreamWorkers, file_adler32, mem_adler32,
+                      receiver, send_stream)
+from .transport import (Control, DeadlineError, Options, Progress, TransferError, close_all,
+                        connect, cpu_times, run_all)
 
 
 @dataclass
@@ -181,15 +182,13 @@ async def _get(addr: str, port: int, name: str, dest: str | None, *, streams: in
     ctrl, ready, socks = await _open_session(addr, port, hello, opts)
     setup_s = time.monotonic() - t0
     out = None
-    receivers = []
+    workers = StreamWorkers(socks)                  # owns the data sockets from here
     try:
         out = _Dest(dest, ready.size)
         reasm = Reassembly(ready.size, ready.file_id, streams)
         progress = Progress(streams)
-        receivers = await attach_receivers(socks, reasm, out.fd, opts.block, progress,
-                                           opts.checksum)
-        socks = []                                  # the transports own them now
-        *_, done = await run_all([r.done for r in receivers] + [ctrl.recv()],
+        futs = workers.start(receiver(reasm, out.fd, opts.block, progress, opts.checksum))
+        *_, done = await run_all(futs + [ctrl.recv()],
                                  progress=progress, stall_s=opts.stall_s, what="get",
                                  background=(_ticker(progress, hook, t0),))
         if not isinstance(done, Done):
@@ -209,8 +208,7 @@ async def _get(addr: str, port: int, name: str, dest: str | None, *, streams: in
                      None if done.adler32 is None else f"{done.adler32:08x}",
                      mem_size is not None, setup_s)
     finally:
-        abort_receivers(receivers)
-        close_all(socks)
+        workers.close()
         ctrl.sock.close()
         if out is not None:
             out.close()

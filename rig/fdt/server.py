@@ -22,10 +22,10 @@ from typing import Callable
 from .protocol import (DATA_HELLO_SIZE, DATA_MAGIC, CONTROL_MAGIC, BlockScheduler, DataHello,
                        Done, Failure, Hello, IntegrityError, ProtocolError, Ready,
                        Reassembly, Verdict)
-from .transport import (Control, FileSource, MemSource, Options, Progress, TransferError,
-                        abort_receivers, attach_receivers, close_all, cpu_times,
-                        file_adler32, mem_adler32, recv_exact, reraise_as_transfer,
-                        run_all, send_stream, set_bufsize)
+from .streams import (FileSource, MemSource, StreamWorkers, file_adler32, mem_adler32,
+                      receiver, send_stream)
+from .transport import (Control, Options, Progress, TransferError, close_all, cpu_times,
+                        recv_exact, reraise_as_transfer, run_all, set_bufsize)
 
 
 @dataclass
@@ -208,20 +208,18 @@ class Server:
         tmp = None if final is None else final.with_name(f".{final.name}.rig-fdt-part")
         fd = None if tmp is None else os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         ok = False
-        receivers = []
+        workers = StreamWorkers([])
         try:
             await ctrl.send(Ready(s.token.hex(), h.size))
             await self._await_streams(s)
             cpu0 = cpu_times()
             reasm = Reassembly(h.size, 1, h.streams)
             progress = Progress(h.streams)
-            socks = [x for x in s.socks if x is not None]
-            s.socks = [None] * len(socks)          # the transports own them now
-            receivers = await attach_receivers(socks, reasm, fd, h.block, progress,
-                                               h.checksum)
-            *_, done = await run_all([r.done for r in receivers] + [ctrl.recv()],
-                                     progress=progress, stall_s=self.opts.stall_s,
-                                     what="receive")
+            workers = StreamWorkers([x for x in s.socks if x is not None])
+            s.socks = []                           # the workers own them now
+            futs = workers.start(receiver(reasm, fd, h.block, progress, h.checksum))
+            *_, done = await run_all(futs + [ctrl.recv()], progress=progress,
+                                     stall_s=self.opts.stall_s, what="receive")
             if not isinstance(done, Done):
                 raise ProtocolError(f"expected done, got {done.type}")
             reasm.verify(done)
@@ -234,7 +232,7 @@ class Server:
             await _try_send(ctrl, Verdict(False, str(e)))
             raise
         finally:
-            abort_receivers(receivers)
+            workers.close()
             if fd is not None:
                 os.close(fd)
             if not ok and tmp is not None:

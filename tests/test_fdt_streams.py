@@ -1,0 +1,144 @@
+"""The threaded receivers of rig.fdt.streams on socketpairs: reassembly by offset, errors,
+bounded shutdown and no thread or descriptor left behind."""
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import threading
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+
+from rig.fdt import protocol as p
+from rig.fdt.streams import MemSource, StreamWorkers, receiver
+from rig.fdt.transport import Progress, TransferError, run_all
+
+BLOCK = 64 * 1024
+
+
+def _stream_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("rig-fdt-stream")]
+
+
+def _pairs(n: int) -> tuple[list[socket.socket], list[socket.socket]]:
+    pairs = [socket.socketpair() for _ in range(n)]
+    return [a for a, _ in pairs], [b for _, b in pairs]
+
+
+def test_blocks_in_any_order_land_by_offset(tmp_path: Path) -> None:
+    data = os.urandom(5 * BLOCK + 777)
+    blocks = list(iter(p.BlockScheduler(len(data), BLOCK).next_block, None))
+    out = tmp_path / "out.bin"
+
+    async def main() -> Progress:
+        ours, theirs = _pairs(2)
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT, 0o644)
+        reasm = p.Reassembly(len(data), 1, 2)
+        progress = Progress(2)
+        workers = StreamWorkers(ours)
+        try:
+            futs = workers.start(receiver(reasm, fd, BLOCK, progress, checksum=True))
+            for k, (off, n) in enumerate(reversed(blocks)):     # last block first
+                s = theirs[k % 2]
+                s.sendall(p.BlockHeader(1, off, n).pack() + data[off:off + n])
+            for s in theirs:
+                s.sendall(p.BlockHeader.end(1).pack())
+            await run_all(futs, progress=progress, stall_s=5)
+            reasm.verify(p.Done(len(data), progress.per_stream, zlib.adler32(data)))
+            return progress
+        finally:
+            workers.close()
+            os.close(fd)
+            for s in theirs:
+                s.close()
+
+    progress = asyncio.run(main())
+    assert out.read_bytes() == data
+    assert progress.total == len(data) and len(progress.per_stream) == 2
+    assert _stream_threads() == []
+
+
+def test_peer_closing_mid_block_is_an_error() -> None:
+    async def main() -> None:
+        ours, theirs = _pairs(1)
+        workers = StreamWorkers(ours)
+        try:
+            futs = workers.start(receiver(p.Reassembly(BLOCK, 1, 1), None, BLOCK,
+                                          Progress(1), checksum=False))
+            theirs[0].sendall(p.BlockHeader(1, 0, BLOCK).pack() + b"x" * 1000)
+            theirs[0].close()
+            with pytest.raises(TransferError, match="stream 0 closed by peer after 1000"):
+                await run_all(futs, stall_s=5)
+        finally:
+            workers.close()
+    asyncio.run(main())
+    assert _stream_threads() == []
+
+
+def test_bad_header_is_a_protocol_error() -> None:
+    async def main() -> None:
+        ours, theirs = _pairs(1)
+        workers = StreamWorkers(ours)
+        try:
+            futs = workers.start(receiver(p.Reassembly(BLOCK, 1, 1), None, BLOCK,
+                                          Progress(1), checksum=False))
+            theirs[0].sendall(b"XXXX" + bytes(p.HEADER_SIZE - 4))
+            with pytest.raises(p.ProtocolError, match="bad block magic"):
+                await run_all(futs, stall_s=5)
+        finally:
+            workers.close()
+            theirs[0].close()
+    asyncio.run(main())
+
+
+def test_close_ends_blocked_receivers_at_once_and_closes_their_sockets() -> None:
+    """A silent peer: the stall watchdog fires, close() wakes and joins every thread."""
+    before = set(os.listdir("/proc/self/fd"))
+
+    async def main() -> float:
+        ours, theirs = _pairs(4)
+        workers = StreamWorkers(ours)
+        progress = Progress(4)
+        futs = workers.start(receiver(p.Reassembly(BLOCK, 1, 4), None, BLOCK, progress,
+                                      checksum=False))
+        try:
+            with pytest.raises(TransferError, match="no data moved"):
+                await run_all(futs, progress=progress, stall_s=0.2)
+        finally:
+            t0 = time.monotonic()
+            workers.close()
+            took = time.monotonic() - t0
+            for s in theirs:
+                s.close()
+        assert all(s.fileno() == -1 for s in ours)
+        return took
+
+    took = asyncio.run(main())
+    assert took < 0.4                 # shutdown() wakes them; SO_RCVTIMEO is the backstop
+    assert _stream_threads() == []
+    assert set(os.listdir("/proc/self/fd")) == before
+
+
+def test_progress_total_is_exact_under_concurrent_adds() -> None:
+    progress = Progress(8)
+
+    def bump(i: int) -> None:
+        for _ in range(20000):
+            progress.add(i, 3)
+    threads = [threading.Thread(target=bump, args=(i,)) for i in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert progress.total == 8 * 20000 * 3 and progress.per_stream == [60000] * 8
+
+
+@pytest.mark.parametrize("length", [1, 1000, 256 << 10, 3 * (256 << 10) + 17, 4 << 20])
+def test_memory_pattern_block_checksum_matches_the_bytes_sent(length: int) -> None:
+    src = MemSource(4 << 20)
+    pattern = bytes(src.buf)
+    sent = (pattern * (length // len(pattern) + 1))[:length]
+    assert src.block_adler(length) == zlib.adler32(sent)
