@@ -222,14 +222,56 @@ def test_arrive_many_fast_path_equals_arrive():
     assert set(codes.values()) == {DROP_LOSS, DROP_QUEUE} and lossy.held == 3
 
 
-def test_parse_meta_uses_plausible_kernel_timestamps():
+def _slots(msgs: list[bytes], slot: int = 256) -> memoryview:
+    return memoryview(b"".join(m[:slot].ljust(slot, b"\0") for m in msgs))
+
+
+def test_parse_slots_uses_plausible_kernel_timestamps():
     now, wall = 1000.0, 1_700_000_000.0 - 1000.0
-    buf = (_packet_msg(1, ts=(1_700_000_000, 0), cap=1)          # wall stamp == now
-           + _packet_msg(2, ts=(999, 900_000))                     # monotonic EDT stamp
-           + _packet_msg(3, ts=(1_600_000_000, 0))                 # implausible: ignored
-           + _packet_msg(4))
-    out: list = []
+    view = _slots([_packet_msg(1, ts=(1_700_000_000, 0), cap=1)      # wall stamp == now
+                   + b"",
+                   _packet_msg(2, ts=(999, 900_000)),                 # monotonic EDT stamp
+                   _packet_msg(3, ts=(1_600_000_000, 0)),             # implausible: ignored
+                   _packet_msg(4)])
     hint = [0, 0]
-    assert nfq.parse_meta(buf, len(buf), now, wall, out, hint) == 2
-    assert [p for p, _ in out] == [1, 2, 3, 4]
-    assert [t for _, t in out] == pytest.approx([1000.0, 999.9, 1000.0, 1000.0])
+    ids, times, used = nfq.parse_slots(view, 4, 256, now, wall, hint)
+    assert ids == (1, 2, 3, 4) and used == 2
+    assert times == pytest.approx([1000.0, 999.9, 1000.0, 1000.0])
+
+
+def test_parse_slots_without_stamps_and_with_errors():
+    err = struct.pack("=IHHIIi", 36, nfq.NLMSG_ERROR, 0, 0, 0, -16) + b"\0" * 16
+    hint = [0, 0]
+    ids, times, used = nfq.parse_slots(_slots([_packet_msg(7), err, _packet_msg(9)]),
+                                       3, 256, 5.0, 0.0, hint)
+    assert ids == (7, 9) and times is None and used == 0 and hint[1] == 1
+    # a message longer than its slot is truncated; its id is still read
+    ids, _, _ = nfq.parse_slots(_slots([_packet_msg(11, cap=5) + b"\0" * 300], 64), 1, 64,
+                                5.0, 0.0, [0, 0])
+    assert ids == (11,)
+
+
+def test_recvmmsg_fills_slots_in_one_call():
+    import socket
+    from rig.emul.engine.mmsg import MmsgReceiver
+    a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    with a, b:
+        mm = MmsgReceiver(b.fileno(), slots=4, slot=64)
+        assert mm.recv() == 0                                   # nothing queued: no block
+        for i in range(6):
+            a.send(bytes([i]) * 10)
+        assert mm.recv() == 4 and mm.recv() == 2
+        assert bytes(mm.view[64:74]) == b"\x05" * 10            # 2nd call: datagrams 4, 5
+
+
+def test_arrive_batch_stores_one_run_and_releases_it_whole():
+    dq = q(delay_s=0.010)
+    assert dq.arrive_batch((5, 6, 7), 1.0) == []
+    assert dq.held == 3 and len(dq._fifo) == 1
+    assert dq.arrive_batch((8,), 1.0001) == []
+    assert dq.release(1.0100) == ([5, 6, 7], [])
+    assert dq.release(1.0102) == ([8], []) and dq.held == 0
+    s = dq.stats.as_dict(dq.held)
+    assert s["seen"] == s["released"] == 4
+    assert s["applied_delay_mean_s"] == pytest.approx(0.010)
+    assert s["late_hist"]["0..50us"] == 3 and sum(s["late_hist"].values()) == 4

@@ -3,10 +3,11 @@
 Message layouts follow include/uapi/linux/netfilter/nfnetlink_queue.h. The kernel keeps
 the payload; we only read packet ids (and lengths/timestamps) and send verdicts, so no
 byte of the data stream is copied into userspace (copy mode META) unless duplication
-needs it (copy mode PACKET).
+needs it (copy mode PACKET). In copy mode META a wake-up's messages are read with one
+recvmmsg (mmsg.py) and parsed by one struct unpack (parse_slots).
 
 Pure functions build and parse messages (unit-testable without root); `NfQueue` owns the
-socket. Must not import asyncio or anything else from rig.
+socket. Must not import asyncio or anything else from rig (mmsg.py is this package).
 """
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import errno
 import os
 import socket
 import struct
+
+from .mmsg import MmsgReceiver, batch_struct, be16
 
 NETLINK_NETFILTER = 12
 SOL_NETLINK = 270
@@ -39,47 +42,68 @@ _ATTR = struct.Struct("=HH")
 
 
 _NLH_HEAD = struct.Struct("=IH")
-_ID = struct.Struct("!I")
+_ERRNO = struct.Struct("=i")
 _TS = struct.Struct("!QQ")
 _TS_ATTR = (20, NFQA_TIMESTAMP)
+_PKT_BE, _ERR_BE = be16(_MSG_PACKET), be16(NLMSG_ERROR)
 
 
-def parse_meta(buf: memoryview | bytes, n: int, now: float, wall_offset: float,
-               out: list, hint: list[int]) -> int:
-    """Fast path of parse_packets for copy mode META: append (id, arrival time) with the
-    arrival on time.monotonic()'s clock, from NFQA_TIMESTAMP when it is plausible
-    (wall-clock rx stamp, or the sender's monotonic EDT stamp of a TCP packet), else
-    `now`. `hint[0]` caches where the timestamp attribute sits (the layout repeats);
-    hint[1] counts netlink errors.
-    Returns how many packets had a usable kernel timestamp."""
-    off = 0
+def parse_slots(view: memoryview, n: int, slot: int, now: float, wall_offset: float,
+                hint: list[int]) -> tuple[tuple[int, ...], list[float] | None, int]:
+    """Parse n recvmmsg slots of copy-mode META messages: (ids, arrival times or None
+    when every packet arrived `now`, how many had a usable kernel timestamp).
+
+    Arrival is on time.monotonic()'s clock, from NFQA_TIMESTAMP when it is plausible
+    (wall-clock rx stamp, or the sender's monotonic EDT stamp of a TCP packet). Whether
+    a batch carries stamps is decided by its first packet (forwarded TCP usually has
+    none; then the batch costs one unpack, whatever its size). hint[0] caches where the
+    timestamp attribute sits (the layout repeats); hint[1] counts netlink errors.
+    """
+    vals = batch_struct(n, slot).unpack_from(view, 0)
+    types = vals[0::2]
+    ids = vals[1::2]
+    bases = range(0, n * slot, slot)
+    if types.count(_PKT_BE) != n:           # netlink errors (a refused verdict) among them
+        keep = []
+        for i, t in enumerate(types):
+            if t == _PKT_BE:
+                keep.append(i)
+            elif t == _ERR_BE and _ERRNO.unpack_from(view, i * slot + 16)[0]:
+                hint[1] += 1
+        ids = tuple(ids[i] for i in keep)
+        bases = [i * slot for i in keep]
+    if not ids:
+        return ids, None, 0
+    ts_off = _ts_offset(view, bases[0], slot, hint)
+    if not ts_off:
+        return ids, None, 0
+    times = []
     used = 0
     lo = now - 0.5
-    ts_off = hint[0]
-    unpack_head, unpack_id, unpack_attr, unpack_ts = (
-        _NLH_HEAD.unpack_from, _ID.unpack_from, _ATTR.unpack_from, _TS.unpack_from)
-    while off + 16 <= n:
-        mlen, mtype = unpack_head(buf, off)
-        if mlen < 16:
-            break
-        if mtype == _MSG_PACKET:
-            t = now
-            if not (ts_off and off + ts_off + 20 <= n and unpack_attr(buf, off + ts_off) == _TS_ATTR):
-                ts_off = _find_attr(buf, off, mlen, NFQA_TIMESTAMP)
-            if ts_off:
-                sec, usec = unpack_ts(buf, off + ts_off + 4)
-                kt = sec + usec * 1e-6
-                if kt > 1e9:
-                    kt -= wall_offset
-                if lo < kt <= now:
-                    t = kt
-                    used += 1
-            out.append((unpack_id(buf, off + 24)[0], t))
-        elif mtype == NLMSG_ERROR and mlen >= 20 and struct.unpack_from("=i", buf, off + 16)[0]:
-            hint[1] += 1                # a verdict the kernel refused
-        off += (mlen + 3) & ~3
-    hint[0] = ts_off
-    return used
+    unpack_attr, unpack_ts = _ATTR.unpack_from, _TS.unpack_from
+    for base in bases:
+        t = now
+        if ts_off + 20 <= slot and unpack_attr(view, base + ts_off) == _TS_ATTR:
+            sec, usec = unpack_ts(view, base + ts_off + 4)
+            kt = sec + usec * 1e-6
+            if kt > 1e9:
+                kt -= wall_offset
+            if lo < kt <= now:
+                t = kt
+                used += 1
+        times.append(t)
+    return ids, times, used
+
+
+def _ts_offset(view, base: int, slot: int, hint: list[int]) -> int:
+    off = hint[0]
+    if off and off + 20 <= slot and _ATTR.unpack_from(view, base + off) == _TS_ATTR:
+        return off
+    mlen = min(_NLH_HEAD.unpack_from(view, base)[0], slot)
+    off = _find_attr(view, base, mlen, NFQA_TIMESTAMP)
+    if off:
+        hint[0] = off
+    return off
 
 
 def _find_attr(buf, off: int, mlen: int, want: int) -> int:
@@ -127,11 +151,20 @@ def config_params(queue: int, *, copy_mode: int, copy_range: int, maxlen: int, g
     return _msg(NFQNL_MSG_CONFIG, NLM_F_REQUEST | NLM_F_ACK, queue, attrs, seq=seq)
 
 
+_VERDICT_HEADS: dict[tuple[int, bool, bool], bytes] = {}
+_ID_BE = struct.Struct("!I").pack
+
+
 def verdict(queue: int, pkt_id: int, accept: bool, *, batch: bool = False) -> bytes:
-    """One verdict; with batch=True it applies to every queued id <= pkt_id."""
-    hdr = struct.pack("!II", NF_ACCEPT if accept else NF_DROP, pkt_id)
-    return _msg(NFQNL_MSG_VERDICT_BATCH if batch else NFQNL_MSG_VERDICT, NLM_F_REQUEST,
-                queue, _attr(NFQA_VERDICT_HDR, hdr))
+    """One verdict; with batch=True it applies to every queued id <= pkt_id. Everything
+    but the id is the same for a queue: built once, cached (this is per wake-up work)."""
+    head = _VERDICT_HEADS.get((queue, accept, batch))
+    if head is None:
+        full = _msg(NFQNL_MSG_VERDICT_BATCH if batch else NFQNL_MSG_VERDICT, NLM_F_REQUEST,
+                    queue, _attr(NFQA_VERDICT_HDR, struct.pack(
+                        "!II", NF_ACCEPT if accept else NF_DROP, 0)))
+        head = _VERDICT_HEADS[(queue, accept, batch)] = full[:-4]
+    return head + _ID_BE(pkt_id)
 
 
 def parse_packets(buf: memoryview | bytes, n: int, out: list) -> int:
@@ -202,6 +235,8 @@ class NfQueue:
         self.errors = 0
         self.last_error = ""
         self._hint = [0, 0]
+        self.recvs = self.msgs = self.sends = 0
+        self._mm = MmsgReceiver(self.sock.fileno())
         self.buf = bytearray(1 << 20)
         self.view = memoryview(self.buf)
 
@@ -238,32 +273,32 @@ class NfQueue:
             self.sock.setblocking(blocking)
         self.gso, self.copy_packet = gso, copy_packet
 
-    def read_meta(self, out: list, now: float, wall_offset: float, *,
-                  max_bytes: int = 8 << 20) -> int:
-        """Drain what is readable now as (id, arrival) pairs (see parse_meta); returns
-        the number of kernel-timestamped packets."""
+    def read_batches(self, now: float, wall_offset: float, *,
+                     max_batches: int = 8) -> tuple[list[tuple[tuple[int, ...],
+                                                              list[float] | None]], int]:
+        """Drain what is queued now (copy mode META) with recvmmsg, at most max_batches
+        full rounds: [(ids, arrival times or None)] (see parse_slots) and the number of
+        kernel-timestamped packets."""
+        out: list = []
         used = 0
-        total = 0
         if self._pending:
-            out.extend((p[0], now) for p in self._pending)
+            out.append((tuple(p[0] for p in self._pending), None))
             self._pending.clear()
-        recv_into = self.sock.recv_into
-        view = self.view
-        while total < max_bytes:
-            try:
-                n = recv_into(view)
-            except BlockingIOError:
+        mm = self._mm
+        for _ in range(max_batches):
+            n = mm.recv()
+            if not n:
                 break
-            except OSError as e:
-                if e.errno == errno.ENOBUFS:
-                    continue
-                raise
-            if n <= 0:
+            self.recvs += 1
+            self.msgs += n
+            ids, times, u = parse_slots(mm.view, n, mm.slot, now, wall_offset, self._hint)
+            used += u
+            if ids:
+                out.append((ids, times))
+            if n < mm.slots:
                 break
-            used += parse_meta(view, n, now, wall_offset, out, self._hint)
-            total += n
         self.errors = self._hint[1]
-        return used
+        return out, used
 
     def read(self, out: list, *, max_bytes: int = 8 << 20) -> int:
         """Drain what is readable now into `out`; returns bytes read (0: nothing)."""
@@ -296,6 +331,7 @@ class NfQueue:
         while True:
             try:
                 self.sock.send(data)
+                self.sends += 1
                 return
             except BlockingIOError:
                 continue

@@ -1,9 +1,10 @@
 """The engine process: asyncio glue between NFQUEUE sockets, a deadline timer, the
 sans-IO core and a unix-socket control channel (ping, stats, configure).
 
-One NFQUEUE per direction. Packets are read in batches; drop verdicts are sent at once,
-held packets are released when due with one batch verdict per queue (individual verdicts
-only when reordering is allowed). The timer is a timerfd armed at the earliest head-of-
+One NFQUEUE per direction. Packets are read in batches (recvmmsg: one syscall per wake-up,
+not one per packet), a batch is held as one run when the delay is plain; drop verdicts
+are sent at once, held packets are released when due with one batch verdict per queue
+(individual verdicts only when reordering is allowed). The timer is a timerfd armed at the earliest head-of-
 queue deadline minus the learned wake-up latency.
 
 Fail-closed by construction: when this process dies its netlink sockets close, the kernel
@@ -56,6 +57,7 @@ class Lane:
         self.stash: dict[int, bytes] = {}       # payloads of packets to duplicate
         self.payloads: dict[int, bytes] = {}    # this batch's payloads (copy mode)
         self.tstamp_used = 0
+        self.wakeups = 0
 
     def configure(self, d: Direction, profile: LinkProfile) -> None:
         self.core.configure(d, limit=queue_limit(d, profile))
@@ -73,6 +75,7 @@ class Engine:
                       Lane("reverse", queues[1], profile.reverse, profile, rng)]
         self.control_path = control
         self.comp = WakeCompensator()
+        self.timer_wakeups = 0
         self.timer = None
         self.target: float | None = None      # head deadline the timer was armed for
         self.armed: float | None = None       # when it was armed to fire
@@ -82,47 +85,54 @@ class Engine:
 
     # -- packet path ---------------------------------------------------------------
     def on_readable(self, lane: Lane) -> None:
-        out: list = []
+        lane.wakeups += 1
         now = time.monotonic()
         try:
             if lane.nfq.copy_packet:
-                self._read_full(lane, out, now)
+                batches = self._read_full(lane, now)
             else:
-                lane.tstamp_used += lane.nfq.read_meta(out, now, time.time() - now)
+                batches, used = lane.nfq.read_batches(now, time.time() - now)
+                lane.tstamp_used += used
         except OSError as e:
             print(f"engine: {lane.name}: read failed: {e}", flush=True)
             self.stopping.set()
             return
-        if not out:
+        if not batches:
             return
         q = lane.nfq.queue
         drops = []
-        for pid, code in lane.core.arrive_many(out):
-            if code == HOLD_DUP:
-                payload = lane.payloads.pop(pid, None)
-                if payload is not None:
-                    lane.stash[pid] = payload
-            else:
-                drops.append(verdict(q, pid, False))
+        core = lane.core
+        for ids, times in batches:
+            for pid, code in core.arrive_batch(ids, now, times):
+                if code == HOLD_DUP:
+                    payload = lane.payloads.pop(pid, None)
+                    if payload is not None:
+                        lane.stash[pid] = payload
+                else:
+                    drops.append(verdict(q, pid, False))
         lane.payloads.clear()
         self._release_lane(lane, now, b"".join(drops))
         self._rearm(now)
 
-    def _read_full(self, lane: Lane, out: list, now: float) -> None:
+    def _read_full(self, lane: Lane, now: float) -> list:
         """Copy-mode PACKET (duplication): keep payloads until the core has decided."""
         raw: list = []
         lane.nfq.read(raw)
         offset = time.time() - now
+        ids, times = [], []
         for pid, _, ts, payload in raw:
             t = now
             if ts is not None and now - TSTAMP_SANITY_S < ts - offset <= now:
                 t = ts - offset
                 lane.tstamp_used += 1
-            out.append((pid, t))
+            ids.append(pid)
+            times.append(t)
             if payload is not None:
                 lane.payloads[pid] = payload
+        return [(ids, times)] if ids else []
 
     def on_timer(self) -> None:
+        self.timer_wakeups += 1
         if not self.timer.consume():
             return                       # stale event: the timer was re-armed meanwhile
         now = time.monotonic()
@@ -167,13 +177,15 @@ class Engine:
             pass
 
     def _rearm(self, now: float) -> None:
-        heads = [d for d in (lane.core.next_deadline() for lane in self.lanes) if d is not None]
-        if not heads:
+        a, b = self.lanes[0].core.next_deadline(), self.lanes[1].core.next_deadline()
+        if a is None or (b is not None and b < a):
+            a = b
+        if a is None:
             if self.target is not None:
                 self.timer.disarm()
                 self.target = None
             return
-        head = min(heads)
+        head = a
         if self.target is not None and self.target <= head:
             return                       # already armed early enough
         self.target = head
@@ -185,13 +197,15 @@ class Engine:
         ru = resource.getrusage(resource.RUSAGE_SELF)
         out = {"pid": os.getpid(), "uptime_s": time.monotonic() - self.started,
                "cpu_user_s": ru.ru_utime, "cpu_sys_s": ru.ru_stime,
-               "wake_compensation_s": self.comp.value_s,
+               "wake_compensation_s": self.comp.value_s, "timer_wakeups": self.timer_wakeups,
                "profile": self.profile.to_dict(), "kernel_queues": kernel_queue_stats()}
         for lane in self.lanes:
             d = lane.core.stats.as_dict(lane.core.held)
             d.update(queue=lane.nfq.queue, gso=lane.nfq.gso, copy_packet=lane.nfq.copy_packet,
                      limit=lane.core.limit, reorder=lane.core.reorder,
-                     netlink_errors=lane.nfq.errors, kernel_tstamps=lane.tstamp_used)
+                     netlink_errors=lane.nfq.errors, kernel_tstamps=lane.tstamp_used,
+                     wakeups=lane.wakeups, recvs=lane.nfq.recvs, messages=lane.nfq.msgs,
+                     verdict_sends=lane.nfq.sends)
             out[lane.name] = d
         return out
 
