@@ -33,7 +33,6 @@ class Topology:
     name: str
     layout: str                # client-router-server | host
     description: str = ""
-    servers_per_path: int = 1
 
 
 @dataclass(frozen=True)
@@ -295,8 +294,7 @@ def parse_topology(p: Path) -> Topology:
     ctx = S.Ctx(str(p))
     d = S.check_mapping(ctx, data, {
         "name": S.Field(S.name), "description": S.Field(S.text, ""),
-        "layout": S.Field(S.choice("client-router-server", "host")),
-        "servers_per_path": S.Field(S.integer(1, 16), 1)})
+        "layout": S.Field(S.choice("client-router-server", "host"))})
     return Topology(**d)
 
 
