@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import os
+import shutil
 import re
 import sys
 import time
@@ -310,13 +311,14 @@ def main(argv: list[str] | None = None) -> int:
     opts = {} if a.backend == "netem" else {"bypass_passthrough": a.bypass_passthrough}
     be = make_backend(a.backend, **opts)
     prefix = netns.new_prefix()
-    workdir = Path("/tmp") / f"{prefix}-bench"
+    workdir = netns.STATE_DIR / prefix     # removed below, and by `rig clean` if killed
     # a live run's state: a concurrent `rig clean` leaves these namespaces alone
     netns.write_state(prefix, {"kind": "run", "pid": os.getpid(), "what": "bench/emulation.py"})
     try:
         return run(a, be, prefix, workdir, secs, lsecs, pings)
     finally:
         netns.drop_state(prefix)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 def run(a, be, prefix: str, workdir: Path, secs: int, lsecs: int, pings: int) -> int:

@@ -87,4 +87,11 @@ def clean(*, force: bool = False, say=print) -> int:
         netns.drop_state(p)
         with contextlib.suppress(OSError):
             shutil.rmtree(netns.STATE_DIR / p)
+    # run directories whose run left neither a state file nor a namespace
+    if netns.STATE_DIR.is_dir():
+        for d in netns.STATE_DIR.iterdir():
+            if d.is_dir() and netns.PREFIX_RE.match(d.name) and d.name not in live \
+                    and d.name not in states and not data.is_mounted_below(d):
+                shutil.rmtree(d, ignore_errors=True)
+                say(f"removed {d}")
     return n

@@ -144,3 +144,17 @@ def test_run_that_cannot_proceed_exits_1_in_one_line_and_leaves_nothing(tmp_path
     from rig.results import Store
     prefix = Store.open(tmp_path / "out").environment()["prefix"]
     assert _leftovers(prefix) == _clean(prefix)
+
+
+def test_clean_removes_an_orphaned_run_directory_only():
+    orphan = netns.STATE_DIR / netns.new_prefix()
+    (orphan / "srv").mkdir(parents=True)
+    other = netns.STATE_DIR / "not-rig"
+    other.mkdir(parents=True, exist_ok=True)
+    try:
+        r = subprocess.run([*RIG, "clean"], capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert not orphan.exists()
+        assert other.exists()            # not the rig's name: never touched
+    finally:
+        other.rmdir()

@@ -38,6 +38,13 @@ def rig_mounts() -> list[tuple[str, str]]:
     return out
 
 
+def is_mounted_below(path: Path) -> bool:
+    """True if any mount point lies inside `path` (never rmtree through a mount)."""
+    prefix = str(path.resolve()) + "/"
+    with open("/proc/mounts") as f:
+        return any(line.split()[1].startswith(prefix) for line in f)
+
+
 def write_random(path: Path, size: int, seed: int) -> None:
     """Incompressible content, reproducible from the seed; ~1 GB/s here."""
     rng = random.Random(seed)
