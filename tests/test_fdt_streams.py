@@ -61,37 +61,34 @@ def test_blocks_in_any_order_land_by_offset(tmp_path: Path) -> None:
     assert _stream_threads() == []
 
 
-def test_peer_closing_mid_block_is_an_error() -> None:
+def _one_stream_fails(send, error: type[Exception], match: str) -> None:
+    """One receiver thread; the peer's socket gets `send(sock)`; the run must raise."""
     async def main() -> None:
         ours, theirs = _pairs(1)
         workers = StreamWorkers(ours)
         try:
             futs = workers.start(receiver(p.Reassembly(BLOCK, 1, 1), None, BLOCK,
                                           Progress(1), checksum=False))
-            theirs[0].sendall(p.BlockHeader(1, 0, BLOCK).pack() + b"x" * 1000)
-            theirs[0].close()
-            with pytest.raises(TransferError, match="stream 0 closed by peer after 1000"):
+            send(theirs[0])
+            with pytest.raises(error, match=match):
                 await run_all(futs, stall_s=5)
         finally:
             workers.close()
+            theirs[0].close()
     asyncio.run(main())
     assert _stream_threads() == []
 
 
+def test_peer_closing_mid_block_is_an_error() -> None:
+    def send(sock) -> None:
+        sock.sendall(p.BlockHeader(1, 0, BLOCK).pack() + b"x" * 1000)
+        sock.close()
+    _one_stream_fails(send, TransferError, "stream 0 closed by peer after 1000")
+
+
 def test_bad_header_is_a_protocol_error() -> None:
-    async def main() -> None:
-        ours, theirs = _pairs(1)
-        workers = StreamWorkers(ours)
-        try:
-            futs = workers.start(receiver(p.Reassembly(BLOCK, 1, 1), None, BLOCK,
-                                          Progress(1), checksum=False))
-            theirs[0].sendall(b"XXXX" + bytes(p.HEADER_SIZE - 4))
-            with pytest.raises(p.ProtocolError, match="bad block magic"):
-                await run_all(futs, stall_s=5)
-        finally:
-            workers.close()
-            theirs[0].close()
-    asyncio.run(main())
+    _one_stream_fails(lambda sock: sock.sendall(b"XXXX" + bytes(p.HEADER_SIZE - 4)),
+                      p.ProtocolError, "bad block magic")
 
 
 def test_close_ends_blocked_receivers_at_once_and_closes_their_sockets() -> None:
