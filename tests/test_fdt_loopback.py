@@ -102,6 +102,33 @@ def test_get_to_dev_null_and_memory_mode(server: int) -> None:
     assert r.returncode == 0 and res["bytes"] == 64 << 20 and res["mem"], r.stderr
 
 
+@pytest.mark.parametrize("op", ["get", "put"])
+def test_timed_memory_mode_runs_for_its_duration_and_reports_intervals(server: int,
+                                                                       op: str) -> None:
+    r = _cli(op, "--streams", "3", "--port", str(server), "--time", "1.5s", "--interval",
+             "0.25s", "--omit", "0.5s", "--checksum", "--block", str(BLOCK), "127.0.0.1")
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout.splitlines()[-1])
+    assert res["mem"] and res["duration_s"] == 1.5 and res["omit_s"] == 0.5
+    assert res["bytes"] > 0 and res["bytes"] % BLOCK == 0       # stopped at a block edge
+    assert sum(res["per_stream_bytes"]) == res["bytes"]
+    assert res["checksum_adler32"] is not None                  # verified by the receiver
+    ts = [t for t, _ in res["intervals"]]
+    bs = [b for _, b in res["intervals"]]
+    assert ts == sorted(ts) and bs == sorted(bs) and bs[-1] == res["bytes"]
+    assert 1.5 <= ts[-1] < 3.0, ts                              # ran its time, then stopped
+    assert len(ts) >= 6                                         # a sample every 0.25 s
+    assert res["steady_throughput_bps"] > 0
+
+
+def test_timed_mode_bad_arguments_are_one_line_errors() -> None:
+    for args in (["--time", "0", "127.0.0.1"], ["--time", "2", "127.0.0.1", "f.bin", "x"],
+                 ["--interval", "0", "--mem", "1MiB", "127.0.0.1"]):
+        r = _cli("get", *args)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        assert r.stderr.strip().splitlines()[-1].startswith("rig-fdt: error: --")
+
+
 @pytest.mark.parametrize("streams", [1, 8])
 def test_put_is_byte_identical(server: int, tree: Path, tmp_path: Path, streams: int) -> None:
     src = tmp_path / "up.bin"

@@ -215,3 +215,48 @@ def test_sender_claiming_more_than_arrived_is_truncation() -> None:
 def test_adler32_repeat_matches_zlib(length: int, count: int) -> None:
     piece = _random(length, count)
     assert p.adler32_repeat(zlib.adler32(piece), length, count) == zlib.adler32(piece * count)
+
+
+# ----------------------------------------------------------- timed (open-ended) runs
+
+def _land(r: p.Reassembly, stream: int, offset: int, length: int) -> None:
+    h = p.BlockHeader(1, offset, length)
+    r.accept(stream, h)
+    r.landed(stream, h)
+
+
+def test_scheduler_stop_ends_the_hand_out_at_a_block_boundary() -> None:
+    s = p.BlockScheduler(1 << 40, 100)
+    assert s.next_block() == (0, 100) and s.next_block() == (100, 100)
+    s.stop()
+    assert s.next_block() is None and s.handed_out == 200
+
+
+def test_open_ended_reassembly_takes_the_senders_total() -> None:
+    r = p.Reassembly(1 << 40, 1, 2, open_ended=True)
+    _land(r, 1, 100, 100)
+    _land(r, 0, 0, 100)
+    r.accept(0, p.BlockHeader.end(1))
+    r.accept(1, p.BlockHeader.end(1))
+    r.verify(p.Done(200, [100, 100]))
+    with pytest.raises(p.IntegrityError, match="received 200 of 300"):
+        r.verify(p.Done(300))
+
+
+def test_open_ended_reassembly_finds_a_gap() -> None:
+    r = p.Reassembly(1 << 40, 1, 1, open_ended=True)
+    _land(r, 0, 0, 100)
+    _land(r, 0, 200, 100)                 # [100, 200) never came; total still matches
+    r.accept(0, p.BlockHeader.end(1))
+    with pytest.raises(p.IntegrityError, match="gap"):
+        r.verify(p.Done(200))
+
+
+@pytest.mark.parametrize("kw", [dict(mem=False, name="f"), dict(mem=True, duration=0.0),
+                                dict(mem=True, duration=-1.0), dict(mem=True, duration=1e6)])
+def test_hello_duration_needs_memory_mode_and_a_sane_value(kw) -> None:
+    kw = {"name": "", "size": 10, "duration": 5.0, **kw}
+    with pytest.raises(p.ProtocolError, match="duration"):
+        p.Hello("get", streams=1, block=10, **kw)
+    assert p.decode_body(p.encode(p.Hello("get", "", 1, 10, size=10, mem=True,
+                                          duration=2.5))[4:]).duration == 2.5

@@ -139,3 +139,12 @@ def test_memory_pattern_block_checksum_matches_the_bytes_sent(length: int) -> No
     pattern = bytes(src.buf)
     sent = (pattern * (length // len(pattern) + 1))[:length]
     assert src.block_adler(length) == zlib.adler32(sent)
+
+
+def test_steady_rate_leaves_out_the_omitted_start() -> None:
+    from rig.fdt.transport import steady_rate
+    samples = [(0.0, 0), (1.0, 10), (2.0, 110), (3.0, 210), (3.5, 260)]
+    assert steady_rate(samples, 0.0) == pytest.approx(260 / 3.5)
+    assert steady_rate(samples, 1.0) == pytest.approx(250 / 2.5)   # from the 1.0 s sample
+    assert steady_rate(samples, 1.5) == pytest.approx(150 / 1.5)   # first sample >= 1.5
+    assert steady_rate(samples, 3.5) is None and steady_rate(samples[:1], 0.0) is None

@@ -3,6 +3,7 @@
     rig-fdt serve --root DIR [--bind ADDR] [--port PORT] [--bufsize SIZE]
     rig-fdt get [--streams N] [--port PORT] [options] ADDR NAME DEST
     rig-fdt get --mem SIZE [--streams N] [options] ADDR          # like FDT -nettest
+    rig-fdt get --time 10s [--omit 3s] [--streams N] [options] ADDR   # timed, as iperf3 -t
     rig-fdt put [--streams N] [--port PORT] [options] ADDR SRC NAME
     rig-fdt put --mem SIZE [options] ADDR
 
@@ -34,6 +35,7 @@ from .transport import DEFAULT_BLOCK, DeadlineError, Options, Progress, StallErr
     TransferError
 
 DEFAULT_PORT = 54321      # FDT's default port
+TIMED_CAP = 1 << 60       # --time without --mem: no practical size limit
 
 
 class ExitStatus(enum.IntEnum):
@@ -77,6 +79,12 @@ def _transfer(p: argparse.ArgumentParser) -> None:
                    help="verify a whole-file adler32 at the end")
     p.add_argument("--mem", type=_size, default=None, metavar="SIZE",
                    help="memory-to-memory: move SIZE bytes, no file at either end")
+    p.add_argument("--time", type=_seconds, default=None, metavar="SECONDS",
+                   help="memory-to-memory for this long (as iperf3 -t); --mem is then a cap")
+    p.add_argument("--interval", type=_seconds, default=1.0,
+                   help="sample cumulative bytes this often (the 'intervals' key)")
+    p.add_argument("--omit", type=_seconds, default=0.0,
+                   help="steady_throughput_bps leaves out this first part (slow start)")
     p.add_argument("--timeout", type=_seconds, default=3600.0,
                    help="deadline for the whole transfer")
 
@@ -104,7 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
 def _options(a: argparse.Namespace) -> Options:
     return Options(block=getattr(a, "block", DEFAULT_BLOCK), bufsize=a.bufsize,
                    checksum=getattr(a, "checksum", False), connect_s=a.connect_timeout,
-                   stall_s=a.stall_timeout, timeout_s=getattr(a, "timeout", 3600.0))
+                   stall_s=a.stall_timeout, timeout_s=getattr(a, "timeout", 3600.0),
+                   interval_s=getattr(a, "interval", 1.0), omit_s=getattr(a, "omit", 0.0))
 
 
 def _progress_hook(err: TextIO):
@@ -135,10 +144,10 @@ async def _transfer_cmd(a: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     opts, hook = _options(a), _progress_hook(err)
     if a.cmd == "get":
         stats = await client.get(a.addr, a.port, a.name or "", a.dest, streams=a.streams,
-                                 opts=opts, mem_size=a.mem, hook=hook)
+                                 opts=opts, mem_size=a.mem, duration=a.time, hook=hook)
     else:
         stats = await client.put(a.addr, a.port, a.src, a.name or "", streams=a.streams,
-                                 opts=opts, mem_size=a.mem, hook=hook)
+                                 opts=opts, mem_size=a.mem, duration=a.time, hook=hook)
     if hook:
         err.write("\n")
     print(json.dumps(stats.as_json()), file=out, flush=True)
@@ -152,6 +161,15 @@ def _check(a: argparse.Namespace, ap: argparse.ArgumentParser) -> None:
         ap.error("--streams must be 1..256")
     if a.block <= 0:
         ap.error("--block must be positive")
+    if a.interval <= 0 or a.omit < 0:
+        ap.error("--interval must be positive and --omit not negative")
+    if a.time is not None:
+        if not 0 < a.time <= 86400:
+            ap.error("--time must be more than 0 and at most 1 day")
+        if a.name or getattr(a, "dest", None) or getattr(a, "src", None):
+            ap.error("--time is memory-to-memory: give no file names")
+        if a.mem is None:
+            a.mem = TIMED_CAP
     if a.mem is None:
         first, second = (a.name, a.dest) if a.cmd == "get" else (a.src, a.name)
         if not first or not second:

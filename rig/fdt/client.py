@@ -19,12 +19,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .protocol import (BlockScheduler, DataHello, Done, Failure, Hello, IntegrityError,
+from .protocol import (DataHello, Done, Failure, Hello, IntegrityError,
                        ProtocolError, Ready, Reassembly, Verdict)
-from .streams import (FileSource, MemSource, StreamWorkers, file_adler32, mem_adler32,
-                      receiver, send_stream)
-from .transport import (Control, DeadlineError, Options, Progress, TransferError, close_all,
-                        connect, cpu_times, run_all)
+from .streams import FileSource, MemSource, StreamWorkers, receiver, send_all
+from .transport import (Control, DeadlineError, Intervals, Options, Progress, TransferError,
+                        close_all, connect, cpu_times, run_all, steady_rate)
 
 
 @dataclass
@@ -43,9 +42,13 @@ class Stats:
     checksum: str | None = None
     mem: bool = False
     setup_s: float = 0.0         # connect + handshake + data streams attached
+    intervals: list[tuple[float, int]] = field(default_factory=list)
+    omit_s: float = 0.0
+    duration_s: float | None = None
 
     def as_json(self) -> dict:
         bps = self.bytes * 8 / self.seconds if self.seconds > 0 else 0.0
+        steady = steady_rate(self.intervals, self.omit_s)
         return {"tool": "rig-fdt", "op": self.op, "bytes": self.bytes,
                 "seconds": round(self.seconds, 6), "throughput_bps": round(bps, 1),
                 "setup_s": round(self.setup_s, 6),
@@ -57,7 +60,10 @@ class Stats:
                 "server_cpu_user_s": _r(self.peer_cpu_user_s),
                 "server_cpu_sys_s": _r(self.peer_cpu_sys_s),
                 "block_bytes": self.block, "bufsize": self.bufsize,
-                "checksum_adler32": self.checksum, "mem": self.mem}
+                "checksum_adler32": self.checksum, "mem": self.mem,
+                "duration_s": self.duration_s, "omit_s": self.omit_s,
+                "steady_throughput_bps": None if steady is None else round(steady * 8, 1),
+                "intervals": [[round(t, 4), b] for t, b in self.intervals]}
 
 
 def _r(x: float | None) -> float | None:
@@ -145,21 +151,24 @@ def _peer_failure(msg: object, expected: str) -> Exception:
 
 
 async def get(addr: str, port: int, name: str, dest: str | None, *, streams: int,
-              opts: Options, mem_size: int | None = None,
+              opts: Options, mem_size: int | None = None, duration: float | None = None,
               hook: ProgressHook | None = None) -> Stats:
-    """Fetch `name` (or mem_size bytes of memory pattern) into `dest` (None: discard)."""
+    """Fetch `name` (or mem_size bytes of memory pattern) into `dest` (None: discard).
+
+    `duration` (memory mode): the server sends for that many seconds, mem_size a cap.
+    """
     async with _deadline(opts.timeout_s, "get"):
         return await _get(addr, port, name, dest, streams=streams, opts=opts,
-                          mem_size=mem_size, hook=hook)
+                          mem_size=mem_size, duration=duration, hook=hook)
 
 
 async def put(addr: str, port: int, src: str | None, name: str, *, streams: int,
-              opts: Options, mem_size: int | None = None,
+              opts: Options, mem_size: int | None = None, duration: float | None = None,
               hook: ProgressHook | None = None) -> Stats:
     """Upload local `src` (or mem_size bytes of memory pattern) as `name` on the server."""
     async with _deadline(opts.timeout_s, "put"):
         return await _put(addr, port, src, name, streams=streams, opts=opts,
-                          mem_size=mem_size, hook=hook)
+                          mem_size=mem_size, duration=duration, hook=hook)
 
 
 @contextlib.asynccontextmanager
@@ -174,26 +183,28 @@ async def _deadline(seconds: float, what: str):
 
 
 async def _get(addr: str, port: int, name: str, dest: str | None, *, streams: int,
-               opts: Options, mem_size: int | None,
+               opts: Options, mem_size: int | None, duration: float | None,
                hook: ProgressHook | None) -> Stats:
     hello = Hello("get", "" if mem_size is not None else name, streams, opts.block,
-                  opts.checksum, mem_size, mem_size is not None, opts.bufsize)
+                  opts.checksum, mem_size, mem_size is not None, opts.bufsize, duration)
     cpu0, t0 = cpu_times(), time.monotonic()
     ctrl, ready, socks = await _open_session(addr, port, hello, opts)
     setup_s = time.monotonic() - t0
     out = None
     workers = StreamWorkers(socks)                  # owns the data sockets from here
     try:
-        out = _Dest(dest, ready.size)
-        reasm = Reassembly(ready.size, ready.file_id, streams)
+        out = _Dest(dest, 0 if duration else ready.size)
+        reasm = Reassembly(ready.size, ready.file_id, streams, open_ended=bool(duration))
         progress = Progress(streams)
+        intervals = Intervals(progress, opts.interval_s)
         futs = workers.start(receiver(reasm, out.fd, opts.block, progress, opts.checksum))
         *_, done = await run_all(futs + [ctrl.recv()],
                                  progress=progress, stall_s=opts.stall_s, what="get",
-                                 background=(_ticker(progress, hook, t0),))
+                                 background=(_ticker(progress, hook, t0), intervals.run()))
         if not isinstance(done, Done):
             raise _peer_failure(done, "done")
         seconds = time.monotonic() - t0
+        samples = intervals.finish()
         try:
             reasm.verify(done)
         except IntegrityError as e:
@@ -206,7 +217,7 @@ async def _get(addr: str, port: int, name: str, dest: str | None, *, streams: in
                      cpu1[0] - cpu0[0], cpu1[1] - cpu0[1], done.cpu_user_s, done.cpu_sys_s,
                      opts.block, opts.bufsize,
                      None if done.adler32 is None else f"{done.adler32:08x}",
-                     mem_size is not None, setup_s)
+                     mem_size is not None, setup_s, samples, opts.omit_s, duration)
     finally:
         workers.close()
         ctrl.sock.close()
@@ -215,42 +226,39 @@ async def _get(addr: str, port: int, name: str, dest: str | None, *, streams: in
 
 
 async def _put(addr: str, port: int, src: str | None, name: str, *, streams: int,
-               opts: Options, mem_size: int | None,
+               opts: Options, mem_size: int | None, duration: float | None,
                hook: ProgressHook | None) -> Stats:
     fd = None if src is None else os.open(src, os.O_RDONLY)
     try:
         size = mem_size if fd is None else os.fstat(fd).st_size
         assert size is not None, "src or mem_size"
         hello = Hello("put", name if fd is not None else "", streams, opts.block,
-                      opts.checksum, size, fd is None, opts.bufsize)
+                      opts.checksum, size, fd is None, opts.bufsize, duration)
         cpu0, t0 = cpu_times(), time.monotonic()
         ctrl, _, socks = await _open_session(addr, port, hello, opts)
         setup_s = time.monotonic() - t0
         try:
             source = FileSource(fd) if fd is not None else MemSource(opts.block)
             progress = Progress(streams)
-            sched = BlockScheduler(size, opts.block)
-            loop = asyncio.get_running_loop()
-            adler = None
-            if opts.checksum:
-                adler = loop.run_in_executor(None, file_adler32, fd, size) if fd is not None \
-                    else loop.run_in_executor(None, mem_adler32, source, size, opts.block)
-            aws = [send_stream(s, i, source, sched, 1, progress) for i, s in enumerate(socks)]
-            await run_all(aws, progress=progress, stall_s=opts.stall_s, what="put",
-                          background=(_ticker(progress, hook, t0),))
-            value = await adler if adler is not None else None
-            await ctrl.send(Done(size, progress.per_stream, value))
+            intervals = Intervals(progress, opts.interval_s)
+            sent, value = await send_all(
+                socks, source, size, opts.block, progress, checksum=opts.checksum,
+                duration=duration, stall_s=opts.stall_s, what="put",
+                background=(_ticker(progress, hook, t0), intervals.run()))
+            await ctrl.send(Done(sent, progress.per_stream, value))
             verdict = await asyncio.wait_for(ctrl.recv(), opts.stall_s)
             seconds = time.monotonic() - t0
+            samples = intervals.finish()
             if not isinstance(verdict, Verdict):
                 raise _peer_failure(verdict, "verdict")
             if not verdict.ok:
                 raise IntegrityError(f"server rejected the upload: {verdict.message}")
             cpu1 = cpu_times()
-            return Stats("put", streams, size, seconds, progress.per_stream,
+            return Stats("put", streams, sent, seconds, progress.per_stream,
                          cpu1[0] - cpu0[0], cpu1[1] - cpu0[1], verdict.cpu_user_s,
                          verdict.cpu_sys_s, opts.block, opts.bufsize,
-                         None if value is None else f"{value:08x}", fd is None, setup_s)
+                         None if value is None else f"{value:08x}", fd is None, setup_s,
+                         samples, opts.omit_s, duration)
         finally:
             close_all(socks)
             ctrl.sock.close()

@@ -130,6 +130,7 @@ class Hello:
     size: int | None = None      # put: bytes the client will send; get+mem: bytes wanted
     mem: bool = False            # memory-to-memory: no file at either end
     bufsize: int | None = None   # SO_SNDBUF/SO_RCVBUF the server applies to data sockets
+    duration: float | None = None  # memory mode: send for this many seconds (size: a cap)
     version: int = VERSION
     type: ClassVar[str] = "hello"
 
@@ -148,6 +149,8 @@ class Hello:
             raise ProtocolError("size is required for put and memory mode")
         if self.bufsize is not None and self.bufsize <= 0:
             raise ProtocolError("bufsize must be positive")
+        if self.duration is not None and (not self.mem or not 0 < self.duration <= 86400):
+            raise ProtocolError("duration needs memory mode and 0 < duration <= 86400 s")
 
 
 @dataclass(frozen=True)
@@ -236,16 +239,24 @@ class FrameDecoder:
 # --------------------------------------------------------------- sender / receiver
 
 class BlockScheduler:
-    """Hands out (offset, length) blocks of a file to whichever stream asks first."""
+    """Hands out (offset, length) blocks of a file to whichever stream asks first.
+
+    ``stop()`` ends the hand-out early (a timed memory-mode run): blocks already handed
+    out still travel, so the data sent is exactly ``[0, handed_out)``.
+    """
 
     def __init__(self, size: int, block: int) -> None:
         if size < 0 or block <= 0:
             raise ValueError("size must be >= 0 and block > 0")
         self.size, self.block = size, block
         self._next = 0
+        self.stopped = False
+
+    def stop(self) -> None:
+        self.stopped = True
 
     def next_block(self) -> tuple[int, int] | None:
-        if self._next >= self.size:
+        if self._next >= self.size or self.stopped:
             return None
         offset = self._next
         length = min(self.block, self.size - offset)
@@ -279,10 +290,16 @@ def adler32_repeat(adler: int, length: int, count: int) -> int:
 
 
 class Reassembly:
-    """Receiver-side bookkeeping of blocks accepted by offset, for one file."""
+    """Receiver-side bookkeeping of blocks accepted by offset, for one file.
 
-    def __init__(self, size: int, file_id: int = 1, streams: int = 1) -> None:
+    ``open_ended``: `size` is only a cap (a timed run); the sender's ``Done`` says how
+    many bytes it sent, and those must be exactly ``[0, done.bytes)``.
+    """
+
+    def __init__(self, size: int, file_id: int = 1, streams: int = 1,
+                 open_ended: bool = False) -> None:
         self.size, self.file_id = size, file_id
+        self.open_ended = open_ended
         self.per_stream = [0] * streams
         self.ended = [False] * streams
         self._starts: list[int] = []
@@ -336,9 +353,12 @@ class Reassembly:
         if not self.all_ended:
             missing = [i for i, e in enumerate(self.ended) if not e]
             raise IntegrityError(f"streams {missing} did not finish")
-        if self.received != self.size or done.bytes != self.size:
-            raise IntegrityError(f"truncated: received {self.received} of {self.size} bytes"
+        expected = done.bytes if self.open_ended else self.size
+        if self.received != expected or done.bytes != expected:
+            raise IntegrityError(f"truncated: received {self.received} of {expected} bytes"
                                  f" (sender reports {done.bytes})")
+        if self._starts and self._starts[-1] + self._blocks[self._starts[-1]][0] != expected:
+            raise IntegrityError(f"blocks do not cover [0, {expected}): a gap")
         if done.per_stream and done.per_stream != self.per_stream:
             raise IntegrityError(f"per-stream bytes differ: sent {done.per_stream},"
                                  f" received {self.per_stream}")

@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .protocol import (DATA_HELLO_SIZE, DATA_MAGIC, CONTROL_MAGIC, BlockScheduler, DataHello,
+from .protocol import (DATA_HELLO_SIZE, DATA_MAGIC, CONTROL_MAGIC, DataHello,
                        Done, Failure, Hello, IntegrityError, ProtocolError, Ready,
                        Reassembly, Verdict)
-from .streams import (FileSource, MemSource, StreamWorkers, file_adler32, mem_adler32,
-                      receiver, send_stream)
+from .streams import FileSource, MemSource, StreamWorkers, receiver, send_all
 from .transport import (Control, Options, Progress, TransferError, close_all, cpu_times,
                         recv_exact, reraise_as_transfer, run_all, set_bufsize)
 
@@ -177,25 +176,15 @@ class Server:
 
     async def _send(self, ctrl: Control, s: Session, fd: int | None, size: int) -> None:
         h = s.hello
-        loop = asyncio.get_running_loop()
         source = MemSource(h.block) if fd is None else FileSource(fd)
         progress = Progress(h.streams)
         cpu0 = cpu_times()
-        adler = None
-        if h.checksum:
-            adler = loop.run_in_executor(None, file_adler32, fd, size) if fd is not None \
-                else loop.run_in_executor(None, mem_adler32, source, size, h.block)
-        sched = BlockScheduler(size, h.block)
         socks = [x for x in s.socks if x is not None]
-        aws = [send_stream(sock, i, source, sched, 1, progress) for i, sock in enumerate(socks)]
-        try:
-            await run_all(aws, progress=progress, stall_s=self.opts.stall_s, what="send")
-        except BaseException:
-            if adler is not None:
-                adler.cancel()
-            raise
+        sent, adler = await send_all(socks, source, size, h.block, progress,
+                                     checksum=h.checksum, duration=h.duration,
+                                     stall_s=self.opts.stall_s, what="send")
         cpu1 = cpu_times()
-        await ctrl.send(Done(size, progress.per_stream, await adler if adler else None,
+        await ctrl.send(Done(sent, progress.per_stream, adler,
                              cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]))
         verdict = await asyncio.wait_for(ctrl.recv(), self.opts.stall_s)
         if isinstance(verdict, Verdict) and not verdict.ok:
@@ -213,7 +202,7 @@ class Server:
             await ctrl.send(Ready(s.token.hex(), h.size))
             await self._await_streams(s)
             cpu0 = cpu_times()
-            reasm = Reassembly(h.size, 1, h.streams)
+            reasm = Reassembly(h.size, 1, h.streams, open_ended=h.duration is not None)
             progress = Progress(h.streams)
             workers = StreamWorkers([x for x in s.socks if x is not None])
             s.socks = []                           # the workers own them now

@@ -43,6 +43,8 @@ class Options:
     connect_s: float = 10.0         # connect + handshake deadline
     stall_s: float = 30.0           # no progress on any stream for this long: dead
     timeout_s: float = 3600.0       # whole transfer deadline
+    interval_s: float = 1.0         # report cumulative bytes this often (data phase)
+    omit_s: float = 0.0             # steady rate leaves out this start (slow start)
 
 
 @dataclass
@@ -66,6 +68,42 @@ class Progress:
     @property
     def total(self) -> int:
         return sum(self.per_stream)
+
+
+class Intervals:
+    """Cumulative bytes every `every` seconds of the data phase, as iperf3's intervals.
+
+    ``run()`` samples on the event loop until cancelled; ``finish()`` adds the last
+    point.  Samples are (seconds since the data phase began, bytes so far).
+    """
+
+    def __init__(self, progress: Progress, every: float) -> None:
+        self.progress, self.every = progress, every
+        self.t0 = time.monotonic()
+        self.samples: list[tuple[float, int]] = [(0.0, 0)]
+
+    async def run(self) -> None:
+        k = 1
+        while True:
+            await asyncio.sleep(max(0.0, self.t0 + k * self.every - time.monotonic()))
+            self.samples.append((time.monotonic() - self.t0, self.progress.total))
+            k += 1
+
+    def finish(self) -> list[tuple[float, int]]:
+        self.samples.append((time.monotonic() - self.t0, self.progress.total))
+        return self.samples
+
+
+def steady_rate(samples: list[tuple[float, int]], omit_s: float) -> float | None:
+    """Bytes per second after the first `omit_s` seconds (from the first sample at or
+    after omit_s to the last), as iperf3 --omit does; None when nothing is left."""
+    if len(samples) < 2:
+        return None
+    start = next(((t, b) for t, b in samples if t >= omit_s), None)
+    end = samples[-1]
+    if start is None or end[0] - start[0] <= 0:
+        return None
+    return (end[1] - start[1]) / (end[0] - start[0])
 
 
 def cpu_times() -> tuple[float, float]:
