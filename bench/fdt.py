@@ -2,17 +2,25 @@
 
 For each RTT a path is built with `rig net up` (client, router and server namespaces,
 emulation by the rig's backend) and removed with `rig net down`; `--loopback` measures
-on 127.0.0.1 in the root namespace instead.  In the server namespace run a rig-fdt
-server, an iperf3 server and an xrootd serving the same random file; from the client
-namespace every tool moves the same number of bytes in the same direction
-(server -> client): rig-fdt get FILE /dev/null, iperf3 -R -n SIZE, xrdcp FILE /dev/null.
-Same N and, for rig-fdt and iperf3, the same socket buffers (--bufsize / -w).
+on 127.0.0.1 in the root namespace instead.  The server namespace runs a rig-fdt server,
+an iperf3 server and an xrootd serving the same random file (in the page cache).  For
+each N the tools run in turn, `--repeats` times, interleaved:
 
-CPU is the client process tree's user+sys from wait4 (rig.proc), i.e. the receiving
-side, divided by the GB moved.  Run it alone:
+* fdt:         rig-fdt get f.bin /dev/null -- the file, rate over the data phase;
+* fdt-mem:     rig-fdt get --time T --omit O -- timed memory to memory, steady rate;
+* iperf3:      iperf3 -R -t T -O O -- the same timed run, server -> client;
+* iperf3-file: iperf3 -F f.bin -- iperf3's own file source (read + send), client -> server;
+* xrdcp:       xrdcp -S min(N,15) root://.../f.bin /dev/null -- wall time.
+
+Same N and, for rig-fdt and iperf3, the same socket buffers (--bufsize / -w).  CPU is
+the client process
+tree's user+sys from wait4 (rig.proc), i.e. the receiving side (iperf3-file: the
+sending side), divided by the GB moved.  Run it alone:
 
     flock /tmp/rig-bench.lock .venv/bin/python bench/fdt.py [--rtts 0,20,120]
-        [--streams 1,4,8,16] [--size 1GiB] [--bufsize 4MiB] [--repeats 1] [--loopback]
+        [--streams 1,4,8,16] [--tools fdt,fdt-mem,iperf3,iperf3-file,xrdcp]
+        [--size 1GiB] [--bufsize 4MiB] [--time 10] [--omit S] [--repeats 3]
+        [--loopback] [--json rows.json]
 
 Uses rig.proc, rig.nsprobe and the `rig net` command; never imports reports.
 """
@@ -22,6 +30,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -101,90 +110,122 @@ def start_servers(ns: str | None, addr: str, datadir: Path, workdir: Path,
     return services
 
 
-def run_fdt(ns, addr, n, size, bufsize, timeout) -> dict:
+def run_fdt(ns, addr, n, a, rtt_ms) -> dict:
+    """The 1 GiB file, page cache -> network -> /dev/null; rate over the data phase."""
     argv = adapter.client_argv(addr, FDT_PORT, "f.bin", "/dev/null", streams=n,
-                               block_bytes=None, bufsize=bufsize, timeout_s=timeout)
-    r = proc.run(argv, netns=ns, timeout=timeout + 30)
+                               block_bytes=None, bufsize=a.bufsize, timeout_s=a.timeout)
+    r = proc.run(argv, netns=ns, timeout=a.timeout + 30)
     res = adapter.parse(r.stdout, r.stderr)
-    if res["bytes"] != size:
-        raise RuntimeError(f"rig-fdt moved {res['bytes']} of {size} bytes")
-    return dict(bytes=res["bytes"], seconds=res["seconds"], setup_s=res["setup_s"],
-                wall_s=r.wall_s,
-                cpu_s=r.cpu_user_s + r.cpu_sys_s,
-                server_cpu_s=(res["server_cpu_user_s"] or 0) + (res["server_cpu_sys_s"] or 0))
+    if res["bytes"] != a.size:
+        raise RuntimeError(f"rig-fdt moved {res['bytes']} of {a.size} bytes")
+    return _fdt_row(res, r, res["data_throughput_bps"])
 
 
-def run_fdt_mem(ns, addr, n, size, bufsize, timeout) -> dict:
-    """Memory to memory (like FDT -nettest): the network part alone, as iperf3 is."""
+def run_fdt_mem(ns, addr, n, a, rtt_ms) -> dict:
+    """Timed memory to memory (FDT -nettest, iperf3 -t): steady rate after --omit."""
+    omit = omit_s(a, rtt_ms)
     argv = [*adapter.tool_argv(), "get", "--streams", str(n), "--port", str(FDT_PORT),
-            "--bufsize", str(bufsize), "--timeout", f"{timeout:g}", "--mem", str(size), addr]
-    r = proc.run(argv, netns=ns, timeout=timeout + 30)
+            "--bufsize", str(a.bufsize), "--timeout", f"{a.time + 60:g}", "--time",
+            f"{a.time:g}", "--omit", f"{omit:g}", addr]
+    r = proc.run(argv, netns=ns, timeout=a.time + 90)
     res = adapter.parse(r.stdout, r.stderr)
-    return dict(bytes=res["bytes"], seconds=res["seconds"], setup_s=res["setup_s"],
-                wall_s=r.wall_s,
-                cpu_s=r.cpu_user_s + r.cpu_sys_s,
+    if not res.get("steady_throughput_bps"):
+        raise RuntimeError("rig-fdt reported no steady rate")
+    return _fdt_row(res, r, res["steady_throughput_bps"])
+
+
+def _fdt_row(res: dict, r: proc.Result, bps: float) -> dict:
+    return dict(bytes=res["bytes"], gbps=bps / 1e9, seconds=res["seconds"],
+                setup_s=res["setup_s"], wall_s=r.wall_s, cpu_s=r.cpu_user_s + r.cpu_sys_s,
                 server_cpu_s=(res["server_cpu_user_s"] or 0) + (res["server_cpu_sys_s"] or 0))
 
 
-def run_iperf3(ns, addr, n, size, bufsize, timeout) -> dict:
-    argv = ["iperf3", "-c", addr, "-p", str(IPERF_PORT), "-P", str(n), "-R", "-n", str(size),
-            "-w", str(bufsize), "-J"]
+def _iperf3(argv: list[str], ns, timeout: float) -> dict:
     r = proc.run(argv, netns=ns, timeout=timeout)
-    end = json.loads(r.stdout)["end"]
-    if "sum_received" not in end:
-        raise RuntimeError(f"iperf3: {json.loads(r.stdout).get('error')}")
-    got = end["sum_received"]
-    return dict(bytes=int(got["bytes"]), seconds=float(got["seconds"]), wall_s=r.wall_s,
+    try:
+        doc = json.loads(r.stdout)
+    except ValueError:
+        raise RuntimeError(f"iperf3 exit {r.returncode}: {r.tail(200)}") from None
+    got = doc.get("end", {}).get("sum_received")
+    if not got:
+        raise RuntimeError(f"iperf3: {doc.get('error')}")
+    return dict(bytes=int(got["bytes"]), gbps=float(got["bits_per_second"]) / 1e9,
+                seconds=float(got["seconds"]), wall_s=r.wall_s,
                 cpu_s=r.cpu_user_s + r.cpu_sys_s, server_cpu_s=None)
 
 
-def run_xrdcp(ns, addr, n, size, bufsize, timeout) -> dict:
+def run_iperf3(ns, addr, n, a, rtt_ms) -> dict:
+    """iperf3 -R -t T -O OMIT: the same timed memory-to-memory run, server -> client."""
+    return _iperf3(["iperf3", "-c", addr, "-p", str(IPERF_PORT), "-P", str(n), "-R",
+                    "-t", f"{a.time:g}", "-O", f"{omit_s(a, rtt_ms):g}",
+                    "-w", str(a.bufsize), "-J"], ns, a.time + 60)
+
+
+def run_iperf3_file(ns, addr, n, a, rtt_ms) -> dict:
+    """iperf3 -F f.bin (client -> server): iperf3's own file source, read() + send().
+
+    Each iperf3 stream opens the file and reads from offset 0 until the streams have
+    sent the file's size in total, so with N > 1 they all read the first 1/N of it.
+    """
+    return _iperf3(["iperf3", "-c", addr, "-p", str(IPERF_PORT), "-P", str(n), "-F",
+                    str(a.datafile), "-w", str(a.bufsize), "-J"], ns, a.timeout)
+
+
+def run_xrdcp(ns, addr, n, a, rtt_ms) -> dict:
     argv = ["xrdcp", "-f", "--nopbar", "-S", str(min(n, 15)),
             f"root://{addr}:{XRD_PORT}//f.bin", "/dev/null"]
-    r = proc.run(argv, netns=ns, timeout=timeout, env=XRD_ENV)
+    r = proc.run(argv, netns=ns, timeout=a.timeout, env=XRD_ENV)
     if not r.ok:
         raise RuntimeError(f"xrdcp exit {r.returncode}: {r.tail(200)}")
-    return dict(bytes=size, seconds=r.wall_s, wall_s=r.wall_s,
-                cpu_s=r.cpu_user_s + r.cpu_sys_s, server_cpu_s=None)
+    return dict(bytes=a.size, gbps=a.size * 8 / r.wall_s / 1e9, seconds=r.wall_s,
+                wall_s=r.wall_s, cpu_s=r.cpu_user_s + r.cpu_sys_s, server_cpu_s=None)
 
 
-TOOLS = {"fdt": run_fdt, "fdt-mem": run_fdt_mem, "iperf3": run_iperf3, "xrdcp": run_xrdcp}
+TOOLS = {"fdt": run_fdt, "fdt-mem": run_fdt_mem, "iperf3": run_iperf3,
+         "iperf3-file": run_iperf3_file, "xrdcp": run_xrdcp}
 
 
-def measure(tool: str, ns, addr, n, a) -> dict:
-    """Best of `repeats` runs (as the seed's table: highest values shown)."""
-    best: dict | None = None
-    for _ in range(a.repeats):
-        try:
-            m = TOOLS[tool](ns, addr, n, a.size, a.bufsize, a.timeout)
-        except (RuntimeError, ValueError, proc.RigError) as e:
-            m = {"error": str(e)[:200]}
-        if "error" not in m:
-            m["gbps"] = m["bytes"] * 8 / m["seconds"] / 1e9
-            m["cpu_s_per_gb"] = m["cpu_s"] / (m["bytes"] / 1e9)
-        if best is None or m.get("gbps", -1) > best.get("gbps", -1):
-            best = m
-    assert best is not None
-    return best
+def omit_s(a, rtt_ms: float) -> float:
+    """Leave out slow start: --omit, or by default max(1 s, 20 RTT) (a 4 MiB window
+    opens from 10 segments in about 9 RTT)."""
+    return a.omit if a.omit is not None else max(1.0, 20 * rtt_ms / 1e3)
 
 
-def sweep_rtt(rtt_ms: float, a, datadir: Path, rows: list[dict]) -> None:
+def measure_one(tool: str, ns, addr, n: int, a, rtt_ms: float) -> dict:
+    try:
+        m = TOOLS[tool](ns, addr, n, a, rtt_ms)
+    except (RuntimeError, ValueError, KeyError, proc.RigError) as e:
+        return {"error": str(e)[:200]}
+    m["cpu_s_per_gb"] = m["cpu_s"] / (m["bytes"] / 1e9)
+    return m
+
+
+def sweep_rtt(rtt_ms: float, a, rows: list[dict]) -> None:
+    """Every N, repeats interleaved across the tools (so drifts hit them alike)."""
     name = f"fdtbench{os.getpid()}r{rtt_ms:g}"
     path = {"client_ns": None, "server_ns": None, "server_addr": "127.0.0.1",
             "backend": "loopback"} if a.loopback else net_up(name, rtt_ms, a.backend)
     workdir = Path(tempfile.mkdtemp(prefix="rig-fdt-bench-w-"))
     workdir.chmod(0o755)                           # xrootd runs as user xrootd
     services: list[proc.Service] = []
+    ns, addr = path["client_ns"], path["server_addr"]
+
+    def record(tool: str, n: int, rep: int) -> None:
+        m = measure_one(tool, ns, addr, n, a, rtt_ms)
+        row = dict(rtt_ms=rtt_ms, backend=path.get("backend"), tool=tool, streams=n,
+                   repeat=rep, **m)
+        rows.append(row)
+        print(json.dumps(row), file=sys.stderr, flush=True)
+        if a.json:                                 # as they land: a crash loses nothing
+            Path(a.json).write_text(json.dumps(rows, indent=1))
+
     try:
-        services = start_servers(path["server_ns"], path["server_addr"], datadir, workdir,
+        services = start_servers(path["server_ns"], addr, a.datafile.parent, workdir,
                                  a.bufsize)
         for n in a.streams:
-            for tool in a.tools:
-                m = measure(tool, path["client_ns"], path["server_addr"], n, a)
-                row = dict(rtt_ms=rtt_ms, backend=path.get("backend"), tool=tool,
-                           streams=n, **m)
-                rows.append(row)
-                print(json.dumps(row), file=sys.stderr, flush=True)
+            for rep in range(a.repeats):
+                for tool in a.tools:
+                    record(tool, n, rep)
     finally:
         for s in services:
             s.stop()
@@ -193,50 +234,90 @@ def sweep_rtt(rtt_ms: float, a, datadir: Path, rows: list[dict]) -> None:
         shutil.rmtree(workdir, ignore_errors=True)
 
 
+def stats(rows: list[dict]) -> dict:
+    """(rtt, N, tool) -> {median, best, cpu (median s/GB), n, errors}."""
+    out: dict = {}
+    for r in rows:
+        d = out.setdefault((r["rtt_ms"], r["streams"], r["tool"]),
+                           {"gbps": [], "cpu": [], "errors": 0})
+        if "gbps" in r:
+            d["gbps"].append(r["gbps"])
+            d["cpu"].append(r["cpu_s_per_gb"])
+        else:
+            d["errors"] += 1
+    for d in out.values():
+        d["median"] = statistics.median(d["gbps"]) if d["gbps"] else None
+        d["best"] = max(d["gbps"]) if d["gbps"] else None
+        d["cpu_med"] = statistics.median(d["cpu"]) if d["cpu"] else None
+    return out
+
+
 def table(rows: list[dict], a) -> str:
-    out = ["| RTT ms | N | rig-fdt file | rig-fdt mem | iperf3 -R | file/iperf3 | mem/iperf3 |"
-           " xrdcp (-S) | CPU s/GB: fdt file | fdt mem | iperf3 | xrdcp |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    by = {(r["rtt_ms"], r["streams"], r["tool"]): r for r in rows}
+    st = stats(rows)
+    out = ["| RTT ms | N | fdt mem | iperf3 | mem / iperf3 | fdt file | iperf3 -F"
+           " | file / iperf3 -F | file / iperf3 | xrdcp -S | file / xrdcp"
+           " | CPU s/GB: fdt file | fdt mem | iperf3 | iperf3 -F | xrdcp |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for rtt in a.rtts:
         for n in a.streams:
-            f, m, i, x = (by.get((rtt, n, t), {}) for t in ("fdt", "fdt-mem", "iperf3", "xrdcp"))
-            out.append(f"| {rtt:g} | {n} | {_g(f)} | {_g(m)} | {_g(i)} | {_r(f, i)} | {_r(m, i)}"
-                       f" | {_g(x)} ({min(n, 15)}) | {_c(f)} | {_c(m)} | {_c(i)} | {_c(x)} |")
-    return "\n".join(out) + "\n(throughput in Gbit/s)"
+            g = {t: st.get((rtt, n, t), {}) for t in TOOLS}
+            out.append(
+                f"| {rtt:g} | {n} | {_g(g['fdt-mem'])} | {_g(g['iperf3'])}"
+                f" | {_r(g['fdt-mem'], g['iperf3'])} | {_g(g['fdt'])} | {_g(g['iperf3-file'])}"
+                f" | {_r(g['fdt'], g['iperf3-file'])} | {_r(g['fdt'], g['iperf3'])}"
+                f" | {_g(g['xrdcp'])} ({min(n, 15)}) | {_r(g['fdt'], g['xrdcp'])}"
+                f" | {_c(g['fdt'])} | {_c(g['fdt-mem'])} | {_c(g['iperf3'])}"
+                f" | {_c(g['iperf3-file'])} | {_c(g['xrdcp'])} |")
+    return "\n".join(out) + ("\n(Gbit/s, median of the repeats [best]; ratios of medians;"
+                             " CPU: the client's, median s per GB)")
 
 
-def _r(a: dict, b: dict) -> str:
-    return f"{a['gbps'] / b['gbps']:.2f}" if "gbps" in a and "gbps" in b else "-"
+def _r(x: dict, y: dict) -> str:
+    return f"{x['median'] / y['median']:.2f}" if x.get("median") and y.get("median") else "-"
 
 
 def _g(m: dict) -> str:
-    return f"{m['gbps']:.2f}" if "gbps" in m else ("err" if m else "-")
+    if not m:
+        return "-"
+    if m.get("median") is None:
+        return "err"
+    err = f" ({m['errors']} err)" if m["errors"] else ""
+    return f"{m['median']:.2f} [{m['best']:.2f}]{err}"
 
 
 def _c(m: dict) -> str:
-    return f"{m['cpu_s_per_gb']:.2f}" if "cpu_s_per_gb" in m else "-"
+    return f"{m['cpu_med']:.2f}" if m.get("cpu_med") is not None else "-"
 
 
 def window_check(rows: list[dict], a) -> list[str]:
-    """At the largest RTT: fdt against N x window / RTT, window from fdt's N=1 run."""
-    rtt = max(a.rtts)
-    if rtt <= 0:
-        return []
-    fdt = {r["streams"]: r for r in rows if r["rtt_ms"] == rtt and r["tool"] == "fdt"
-           and "gbps" in r}
-    one = [r for r in rows if r["rtt_ms"] == rtt and r["streams"] == 1 and "gbps" in r
-           and r["tool"] == "iperf3"] or ([fdt[1]] if 1 in fdt else [])
-    if not one:
-        return []
-    window = one[0]["gbps"] * 1e9 / 8 * rtt / 1e3
-    lines = [f"effective window at {rtt:g} ms from {one[0]['tool']} N=1:"
-             f" {window / 2**20:.2f} MiB"
-             f" (socket buffers {a.bufsize / 2**20:g} MiB)"]
-    for n, r in sorted(fdt.items()):
-        ideal = n * window * 8 / (rtt / 1e3) / 1e9
-        lines.append(f"N={n}: {r['gbps']:.3f} Gbit/s = {r['gbps'] / ideal:.2f} x N*window/RTT"
-                     f" ({ideal:.3f})")
+    """Per RTT > 0: each N's steady rate against N x window / RTT.
+
+    window = iperf3 N=1's steady rate x RTT (the window the kernel really granted for
+    these socket buffers).  iperf3 at the same N is the witness of what the path and
+    the CPUs allow: where it reaches 85 % of N x window / RTT the point is
+    window-limited, otherwise the path (or the machine) is the limit.
+    """
+    st = stats(rows)
+    lines = []
+    for rtt in (r for r in a.rtts if r > 0):
+        one = st.get((rtt, 1, "iperf3"), {}).get("median")
+        if not one:
+            continue
+        window = one * 1e9 / 8 * rtt / 1e3
+        lines.append(f"{rtt:g} ms: window {window / 2**20:.2f} MiB (iperf3 N=1 x RTT;"
+                     f" socket buffers {a.bufsize / 2**20:g} MiB)")
+        for n in a.streams:
+            ideal = n * window * 8 / (rtt / 1e3) / 1e9
+            ref = st.get((rtt, n, "iperf3"), {}).get("median")
+            kind = "?" if not ref else \
+                ("window-limited" if ref >= 0.85 * ideal else "path-limited")
+            parts = []
+            for tool in ("fdt-mem", "fdt", "iperf3"):
+                med = st.get((rtt, n, tool), {}).get("median")
+                if med:
+                    parts.append(f"{tool} {med:.3f} = {med / ideal:.2f}x")
+            lines.append(f"  N={n}: N*window/RTT {ideal:.3f} Gbit/s ({kind}): "
+                         + ", ".join(parts))
     return lines
 
 
@@ -244,10 +325,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rtts", default="0,20,120")
     ap.add_argument("--streams", default="1,4,8,16")
-    ap.add_argument("--tools", default="fdt,fdt-mem,iperf3,xrdcp")
-    ap.add_argument("--size", default="1GiB")
+    ap.add_argument("--tools", default=",".join(TOOLS))
+    ap.add_argument("--size", default="1GiB", help="the file (fdt, iperf3-file, xrdcp)")
     ap.add_argument("--bufsize", default="4MiB")
-    ap.add_argument("--repeats", type=int, default=1)
+    ap.add_argument("--time", type=float, default=10.0,
+                    help="seconds of each timed run (fdt-mem, iperf3)")
+    ap.add_argument("--omit", type=float, default=None,
+                    help="seconds left out of timed runs (default max(1, 20 RTT))")
+    ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=300.0)
     ap.add_argument("--backend", default="auto")
     ap.add_argument("--loopback", action="store_true", help="127.0.0.1, no rig path (0 ms)")
@@ -256,6 +341,8 @@ def main() -> int:
     a.rtts = [float(x) for x in a.rtts.split(",")]
     a.streams = [int(x) for x in a.streams.split(",")]
     a.tools = a.tools.split(",")
+    if bad := [t for t in a.tools if t not in TOOLS]:
+        ap.error(f"unknown tool {bad[0]!r} (choose from {', '.join(TOOLS)})")
     a.size, a.bufsize = units.parse_size(a.size), units.parse_size(a.bufsize)
     if a.loopback:
         a.rtts = [0.0]
@@ -267,14 +354,13 @@ def main() -> int:
     rows: list[dict] = []
     t0 = time.monotonic()
     try:
-        make_file(datadir, a.size)
+        a.datafile = make_file(datadir, a.size)
         for rtt in a.rtts:
-            sweep_rtt(rtt, a, datadir, rows)
+            sweep_rtt(rtt, a, rows)
     finally:
         shutil.rmtree(datadir, ignore_errors=True)
-        if a.json:
-            Path(a.json).write_text(json.dumps(rows, indent=1))
-    print(f"size {a.size / 2**30:g} GiB, bufsize {a.bufsize / 2**20:g} MiB, "
+    print(f"file {a.size / 2**30:g} GiB, bufsize {a.bufsize / 2**20:g} MiB, timed runs"
+          f" {a.time:g} s, {a.repeats} repeats, "
           f"{'loopback' if a.loopback else 'rig path, backend ' + a.backend}, "
           f"{time.monotonic() - t0:.0f} s")
     print(table(rows, a))

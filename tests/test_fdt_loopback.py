@@ -109,7 +109,7 @@ def test_timed_memory_mode_runs_for_its_duration_and_reports_intervals(server: i
              "0.25s", "--omit", "0.5s", "--checksum", "--block", str(BLOCK), "127.0.0.1")
     assert r.returncode == 0, r.stderr
     res = json.loads(r.stdout.splitlines()[-1])
-    assert res["mem"] and res["duration_s"] == 1.5 and res["omit_s"] == 0.5
+    assert res["mem"] and res["time_s"] == 1.5 and res["omit_s"] == 0.5
     assert res["bytes"] > 0 and res["bytes"] % BLOCK == 0       # stopped at a block edge
     assert sum(res["per_stream_bytes"]) == res["bytes"]
     assert res["checksum_adler32"] is not None                  # verified by the receiver

@@ -76,7 +76,8 @@ def parse(stdout: str, stderr: str) -> dict:
 
     Returns bytes, seconds (and duration_s), throughput_bps (bit/s), streams,
     per_stream_bytes, cpu_user_s, cpu_sys_s, server_cpu_user_s, server_cpu_sys_s,
-    block_bytes, bufsize, checksum_adler32, mem.  Raises ValueError when there is no
+    block_bytes, bufsize, checksum_adler32, mem, setup_s, data_throughput_bps and, for
+    timed runs, time_s, omit_s, steady_throughput_bps and intervals.  Raises ValueError when there is no
     result line, it is not JSON, a field is missing, or the tool reported an error.
     """
     lines = [ln for ln in stdout.splitlines() if ln.strip()]
@@ -104,6 +105,7 @@ def parse(stdout: str, stderr: str) -> dict:
         raise ValueError(f"rig-fdt result has a bad field: {e}") from None
     out["duration_s"] = out["seconds"]
     for key in ("server_cpu_user_s", "server_cpu_sys_s", "block_bytes", "bufsize",
-                "checksum_adler32", "mem", "setup_s", "data_throughput_bps"):
+                "checksum_adler32", "mem", "setup_s", "data_throughput_bps",
+                "steady_throughput_bps", "omit_s", "time_s", "intervals"):
         out[key] = obj.get(key)
     return out

@@ -61,7 +61,7 @@ class Stats:
                 "server_cpu_sys_s": _r(self.peer_cpu_sys_s),
                 "block_bytes": self.block, "bufsize": self.bufsize,
                 "checksum_adler32": self.checksum, "mem": self.mem,
-                "duration_s": self.duration_s, "omit_s": self.omit_s,
+                "time_s": self.duration_s, "omit_s": self.omit_s,
                 "steady_throughput_bps": None if steady is None else round(steady * 8, 1),
                 "intervals": [[round(t, 4), b] for t, b in self.intervals]}
 
