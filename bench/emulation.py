@@ -33,6 +33,7 @@ from rig.emul.profile import Direction
 from rig.errors import RigError
 from rig.emul.choose import make_backend
 from rig.emul.profile import LinkProfile
+from rig.orchestrate import signals_as_exceptions
 
 RTTS_MS = (0, 10, 50, 120)
 LOSS_RTTS_MS = (10, 50, 120)
@@ -315,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     # a live run's state: a concurrent `rig clean` leaves these namespaces alone
     netns.write_state(prefix, {"kind": "run", "pid": os.getpid(), "what": "bench/emulation.py"})
     try:
-        return run(a, be, prefix, workdir, secs, lsecs, pings)
+        with signals_as_exceptions():          # SIGTERM unwinds and tears down as Ctrl-C
+            return run(a, be, prefix, workdir, secs, lsecs, pings)
     finally:
         netns.drop_state(prefix)
         shutil.rmtree(workdir, ignore_errors=True)

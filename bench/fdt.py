@@ -40,6 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rig import nsprobe, proc, units  # noqa: E402
 from rig.fdt import adapter  # noqa: E402
+from rig.orchestrate import signals_as_exceptions  # noqa: E402
 
 FDT_PORT, IPERF_PORT, XRD_PORT = 54321, 5201, 1094
 LOOPBACK_OFFSET = 10000       # the root namespace may already hold the default ports
@@ -355,8 +356,9 @@ def main() -> int:
     t0 = time.monotonic()
     try:
         a.datafile = make_file(datadir, a.size)
-        for rtt in a.rtts:
-            sweep_rtt(rtt, a, rows)
+        with signals_as_exceptions():          # SIGTERM unwinds and tears down as Ctrl-C
+            for rtt in a.rtts:
+                sweep_rtt(rtt, a, rows)
     finally:
         shutil.rmtree(datadir, ignore_errors=True)
     print(f"file {a.size / 2**30:g} GiB, bufsize {a.bufsize / 2**20:g} MiB, timed runs"

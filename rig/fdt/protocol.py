@@ -34,6 +34,7 @@ DATA_MAGIC = b"FDTD"
 BLOCK_MAGIC = b"FDTB"
 MAX_CONTROL_FRAME = 1 << 20
 MAX_BLOCK = 1 << 30
+MAX_FILES = 4096
 FLAG_END = 0x1
 TOKEN_BYTES = 16
 
@@ -131,6 +132,7 @@ class Hello:
     mem: bool = False            # memory-to-memory: no file at either end
     bufsize: int | None = None   # SO_SNDBUF/SO_RCVBUF the server applies to data sockets
     duration: float | None = None  # memory mode: send for this many seconds (size: a cap)
+    names: list[str] | None = None  # get of several files in one session (file ids 1..k)
     version: int = VERSION
     type: ClassVar[str] = "hello"
 
@@ -143,7 +145,12 @@ class Hello:
             raise ProtocolError(f"streams must be 1..256, got {self.streams}")
         if not 1 <= self.block <= MAX_BLOCK:
             raise ProtocolError(f"block must be 1..{MAX_BLOCK} bytes, got {self.block}")
-        if not self.mem and not _NAME_OK.fullmatch(self.name):
+        if self.names is not None:
+            if self.op != "get" or self.mem or not 1 <= len(self.names) <= MAX_FILES:
+                raise ProtocolError(f"names: a get of 1..{MAX_FILES} files, not memory mode")
+            if not all(isinstance(n, str) and _NAME_OK.fullmatch(n) for n in self.names):
+                raise ProtocolError("file names must be non-empty and contain no NUL")
+        elif not self.mem and not _NAME_OK.fullmatch(self.name):
             raise ProtocolError("file name must be non-empty and contain no NUL")
         if (self.op == "put" or self.mem) and (self.size is None or self.size < 0):
             raise ProtocolError("size is required for put and memory mode")
@@ -157,13 +164,17 @@ class Hello:
 class Ready:
     """Server -> client: session accepted; open the data streams with this token."""
     token: str                   # hex of TOKEN_BYTES
-    size: int
+    size: int                    # total bytes
     file_id: int = 1
+    sizes: list[int] | None = None   # per file, when the hello named several
     type: ClassVar[str] = "ready"
 
     def __post_init__(self) -> None:
         if len(bytes.fromhex(self.token)) != TOKEN_BYTES or self.size < 0:
             raise ProtocolError("bad ready message")
+        if self.sizes is not None and (sum(self.sizes) != self.size
+                                       or any(x < 0 for x in self.sizes)):
+            raise ProtocolError("bad ready message: sizes do not add up")
 
 
 @dataclass(frozen=True)
@@ -181,6 +192,7 @@ class Done:
     adler32: int | None = None
     cpu_user_s: float | None = None
     cpu_sys_s: float | None = None
+    files: list[list] | None = None     # several files: [bytes, adler32 or None] each
     type: ClassVar[str] = "done"
 
 
@@ -239,33 +251,42 @@ class FrameDecoder:
 # --------------------------------------------------------------- sender / receiver
 
 class BlockScheduler:
-    """Hands out (offset, length) blocks of a file to whichever stream asks first.
+    """Hands out blocks of one file, or of several in order, to whichever stream asks.
 
-    ``stop()`` ends the hand-out early (a timed memory-mode run): blocks already handed
-    out still travel, so the data sent is exactly ``[0, handed_out)``.
+    Blocks never cross a file's end.  ``stop()`` ends the hand-out early (a timed
+    memory-mode run): blocks already handed out still travel, so what is sent is
+    exactly ``[0, handed_out)``.
     """
 
-    def __init__(self, size: int, block: int) -> None:
-        if size < 0 or block <= 0:
-            raise ValueError("size must be >= 0 and block > 0")
-        self.size, self.block = size, block
-        self._next = 0
+    def __init__(self, size: int | list[int], block: int) -> None:
+        sizes = [size] if isinstance(size, int) else list(size)
+        if any(x < 0 for x in sizes) or block <= 0:
+            raise ValueError("sizes must be >= 0 and block > 0")
+        self.sizes, self.size, self.block = sizes, sum(sizes), block
+        self._file, self._next, self.handed_out = 0, 0, 0
         self.stopped = False
 
     def stop(self) -> None:
         self.stopped = True
 
-    def next_block(self) -> tuple[int, int] | None:
-        if self._next >= self.size or self.stopped:
+    def next_file_block(self) -> tuple[int, int, int] | None:
+        """(file id, offset, length) of the next block, or None when all is handed out."""
+        if self.stopped:
+            return None
+        while self._file < len(self.sizes) and self._next >= self.sizes[self._file]:
+            self._file, self._next = self._file + 1, 0
+        if self._file == len(self.sizes):
             return None
         offset = self._next
-        length = min(self.block, self.size - offset)
+        length = min(self.block, self.sizes[self._file] - offset)
         self._next += length
-        return offset, length
+        self.handed_out += length
+        return self._file + 1, offset, length
 
-    @property
-    def handed_out(self) -> int:
-        return self._next
+    def next_block(self) -> tuple[int, int] | None:
+        """(offset, length), for a single file."""
+        blk = self.next_file_block()
+        return None if blk is None else blk[1:]
 
 
 def adler32_combine(adler1: int, adler2: int, len2: int) -> int:
@@ -350,23 +371,79 @@ class Reassembly:
 
     def verify(self, done: Done) -> None:
         """Raise IntegrityError unless the file arrived whole and matches `done`."""
-        if not self.all_ended:
-            missing = [i for i, e in enumerate(self.ended) if not e]
-            raise IntegrityError(f"streams {missing} did not finish")
-        expected = done.bytes if self.open_ended else self.size
-        if self.received != expected or done.bytes != expected:
-            raise IntegrityError(f"truncated: received {self.received} of {expected} bytes"
-                                 f" (sender reports {done.bytes})")
+        _check_ended(self.ended)
+        self.verify_data(done.bytes, done.adler32)
+        _check_per_stream(done, self.per_stream)
+
+    def verify_data(self, sent: int, adler: int | None, what: str = "") -> None:
+        """The bytes of this file: exactly [0, sent) (or the size) and the checksum."""
+        expected = sent if self.open_ended else self.size
+        if self.received != expected or sent != expected:
+            raise IntegrityError(f"{what}truncated: received {self.received} of {expected}"
+                                 f" bytes (sender reports {sent})")
         if self._starts and self._starts[-1] + self._blocks[self._starts[-1]][0] != expected:
-            raise IntegrityError(f"blocks do not cover [0, {expected}): a gap")
-        if done.per_stream and done.per_stream != self.per_stream:
-            raise IntegrityError(f"per-stream bytes differ: sent {done.per_stream},"
-                                 f" received {self.per_stream}")
-        if done.adler32 is not None:
+            raise IntegrityError(f"{what}blocks do not cover [0, {expected}): a gap")
+        if adler is not None:
             got = self.adler32()
-            if got != done.adler32:
-                raise IntegrityError(f"adler32 mismatch: sent {done.adler32:08x},"
+            if got != adler:
+                raise IntegrityError(f"{what}adler32 mismatch: sent {adler:08x},"
                                      f" received {got:08x}")
+
+
+def _check_ended(ended: list[bool]) -> None:
+    if not all(ended):
+        missing = [i for i, e in enumerate(ended) if not e]
+        raise IntegrityError(f"streams {missing} did not finish")
+
+
+def _check_per_stream(done: Done, per_stream: list[int]) -> None:
+    if done.per_stream and done.per_stream != per_stream:
+        raise IntegrityError(f"per-stream bytes differ: sent {done.per_stream},"
+                             f" received {per_stream}")
+
+
+class FileSet:
+    """Receiver bookkeeping of one session: a ``Reassembly`` per file id (1..k).
+
+    A stream's END closes it for every file.  With one file this behaves as that
+    file's ``Reassembly``; with several, ``Done.files`` carries each file's totals.
+    """
+
+    def __init__(self, sizes: list[int], streams: int = 1, open_ended: bool = False) -> None:
+        self.files = {i + 1: Reassembly(size, i + 1, streams, open_ended)
+                      for i, size in enumerate(sizes)}
+        self.ended = [False] * streams
+        self.per_stream = [0] * streams
+
+    @property
+    def received(self) -> int:
+        return sum(r.received for r in self.files.values())
+
+    def accept(self, stream: int, header: BlockHeader) -> None:
+        if self.ended[stream]:
+            raise ProtocolError(f"stream {stream}: block after END")
+        if header.is_end:
+            self.ended[stream] = True
+            return
+        r = self.files.get(header.file_id)
+        if r is None:
+            raise ProtocolError(f"stream {stream}: unknown file id {header.file_id}")
+        r.accept(stream, header)
+
+    def landed(self, stream: int, header: BlockHeader, adler: int | None = None) -> None:
+        self.files[header.file_id].landed(stream, header, adler)
+        self.per_stream[stream] += header.length
+
+    def verify(self, done: Done) -> None:
+        _check_ended(self.ended)
+        totals = done.files if done.files is not None else [[done.bytes, done.adler32]]
+        if len(totals) != len(self.files):
+            raise IntegrityError(f"sender reports {len(totals)} files, expected"
+                                 f" {len(self.files)}")
+        several = len(totals) > 1
+        for (fid, r), (sent, adler) in zip(sorted(self.files.items()), totals):
+            r.verify_data(sent, adler, f"file {fid}: " if several else "")
+        _check_per_stream(done, self.per_stream)
 
 
 def adler32(data: bytes | bytearray | memoryview, value: int = 1) -> int:
