@@ -359,6 +359,10 @@ def main() -> int:
         with signals_as_exceptions():          # SIGTERM unwinds and tears down as Ctrl-C
             for rtt in a.rtts:
                 sweep_rtt(rtt, a, rows)
+    except KeyboardInterrupt:
+        print(f"bench/fdt.py: interrupted after {len(rows)} runs; all torn down",
+              file=sys.stderr)
+        return 130
     finally:
         shutil.rmtree(datadir, ignore_errors=True)
     print(f"file {a.size / 2**30:g} GiB, bufsize {a.bufsize / 2**20:g} MiB, timed runs"

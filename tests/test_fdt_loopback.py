@@ -102,6 +102,41 @@ def test_get_to_dev_null_and_memory_mode(server: int) -> None:
     assert r.returncode == 0 and res["bytes"] == 64 << 20 and res["mem"], r.stderr
 
 
+def test_several_files_travel_in_one_session_byte_identical(server: int, tree: Path,
+                                                            tmp_path: Path) -> None:
+    (tree / "sub").mkdir()
+    (tree / "sub" / "tiny.bin").write_bytes(b"abc")
+    (tree / "empty.bin").write_bytes(b"")
+    (tree / "g.bin").write_bytes(os.urandom(3 * BLOCK + 1))
+    out = tmp_path / "out"
+    out.mkdir()
+    names = ["f.bin", "sub/tiny.bin", "empty.bin", "g.bin"]
+    r = _cli("get", "--streams", "4", "--port", str(server), "--block", str(BLOCK),
+             "--checksum", "127.0.0.1", *names, str(out))
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout.splitlines()[-1])
+    for name, f in zip(names, res["files"]):
+        data = (tree / name).read_bytes()
+        assert (out / Path(name).name).read_bytes() == data
+        assert f["name"] == name and f["bytes"] == len(data)
+        assert f["adler32"] == f"{zlib.adler32(data):08x}"
+    assert res["bytes"] == sum(f["bytes"] for f in res["files"]) == sum(res["per_stream_bytes"])
+    assert not list(out.glob(".*rig-fdt-part"))
+
+
+def test_several_files_fail_whole_and_leave_nothing(server: int, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    r = _cli("get", "--port", str(server), "127.0.0.1", "f.bin", "missing.bin", str(out))
+    assert r.returncode == 1 and "missing.bin" in json.loads(r.stdout)["error"]
+    assert list(out.iterdir()) == []
+    r = _cli("get", "--port", str(server), "127.0.0.1", "f.bin", "f.bin", str(out))
+    assert r.returncode == 1 and "two files would land" in json.loads(r.stdout)["error"]
+    r = _cli("get", "--port", str(server), "127.0.0.1", "f.bin", "f.bin", str(out / "x"))
+    assert r.returncode == 1 and "need a directory" in json.loads(r.stdout)["error"]
+    assert list(out.iterdir()) == []
+
+
 @pytest.mark.parametrize("op", ["get", "put"])
 def test_timed_memory_mode_runs_for_its_duration_and_reports_intervals(server: int,
                                                                        op: str) -> None:

@@ -260,3 +260,53 @@ def test_hello_duration_needs_memory_mode_and_a_sane_value(kw) -> None:
         p.Hello("get", streams=1, block=10, **kw)
     assert p.decode_body(p.encode(p.Hello("get", "", 1, 10, size=10, mem=True,
                                           duration=2.5))[4:]).duration == 2.5
+
+
+# ------------------------------------------------------------- several files per session
+
+def test_scheduler_walks_files_in_order_and_never_crosses_a_file_end() -> None:
+    s = p.BlockScheduler([250, 0, 5, 100], 100)
+    got = list(iter(s.next_file_block, None))
+    assert got == [(1, 0, 100), (1, 100, 100), (1, 200, 50), (3, 0, 5), (4, 0, 100)]
+    assert s.handed_out == 355 == s.size
+
+
+def _fileset_with(blocks: list[tuple[int, int, int]], sizes: list[int]) -> p.FileSet:
+    fs = p.FileSet(sizes, 1)
+    for fid, off, n in blocks:
+        h = p.BlockHeader(fid, off, n)
+        fs.accept(0, h)
+        fs.landed(0, h, zlib.adler32(bytes(n)))
+    fs.accept(0, p.BlockHeader.end(1))
+    return fs
+
+
+def test_fileset_verifies_each_file_and_names_the_bad_one() -> None:
+    blocks = [(2, 0, 7), (1, 0, 10)]
+    done = p.Done(17, [17], None, files=[[10, zlib.adler32(bytes(10))],
+                                         [7, zlib.adler32(bytes(7))]])
+    _fileset_with(blocks, [10, 7]).verify(done)
+    bad = p.Done(17, [17], None, files=[[10, zlib.adler32(bytes(10))], [7, 12345]])
+    with pytest.raises(p.IntegrityError, match="file 2: adler32 mismatch"):
+        _fileset_with(blocks, [10, 7]).verify(bad)
+    with pytest.raises(p.IntegrityError, match="file 1: truncated"):
+        _fileset_with([(2, 0, 7), (1, 0, 5)], [10, 7]).verify(
+            p.Done(17, [], None, files=[[10, None], [7, None]]))
+    with pytest.raises(p.IntegrityError, match="reports 1 files, expected 2"):
+        _fileset_with(blocks, [10, 7]).verify(p.Done(17, [17]))
+    with pytest.raises(p.ProtocolError, match="unknown file id 3"):
+        p.FileSet([10, 7], 1).accept(0, p.BlockHeader(3, 0, 1))
+
+
+def test_hello_names_only_for_a_get_of_files() -> None:
+    for kw in (dict(op="put", size=1), dict(mem=True, size=1), dict(names=[]),
+               dict(names=["ok", ""]), dict(names=["x"] * (p.MAX_FILES + 1))):
+        args = {"op": "get", "name": "", "streams": 1, "block": 10, "names": ["a", "b"], **kw}
+        with pytest.raises(p.ProtocolError, match="names"):
+            p.Hello(**args)
+    h = p.Hello("get", "", 2, 10, names=["a", "b/c"])
+    assert p.decode_body(p.encode(h)[4:]) == h
+    r = p.Ready("00" * 16, 17, 1, [10, 7])
+    assert p.decode_body(p.encode(r)[4:]) == r
+    with pytest.raises(p.ProtocolError, match="sizes"):
+        p.Ready("00" * 16, 18, 1, [10, 7])

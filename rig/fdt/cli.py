@@ -2,6 +2,7 @@
 
     rig-fdt serve --root DIR [--bind ADDR] [--port PORT] [--bufsize SIZE]
     rig-fdt get [--streams N] [--port PORT] [options] ADDR NAME DEST
+    rig-fdt get [options] ADDR NAME NAME... DIR    # several files, one session (or /dev/null)
     rig-fdt get --mem SIZE [--streams N] [options] ADDR          # like FDT -nettest
     rig-fdt get --time 10s [--omit 3s] [--streams N] [options] ADDR   # timed, as iperf3 -t
     rig-fdt put [--streams N] [--port PORT] [options] ADDR SRC NAME
@@ -29,7 +30,7 @@ from typing import Sequence, TextIO
 
 from ..units import parse_duration, parse_size
 from . import client
-from .protocol import IntegrityError, ProtocolError
+from .protocol import MAX_FILES, IntegrityError, ProtocolError
 from .server import Server
 from .transport import DEFAULT_BLOCK, DeadlineError, Options, Progress, StallError, \
     TransferError
@@ -96,11 +97,11 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--root", required=True)
     s.add_argument("--bind", default="0.0.0.0")
     _common(s)
-    g = sub.add_parser("get", help="fetch NAME from the server into DEST")
+    g = sub.add_parser("get", help="fetch NAME from the server into DEST (several: into DIR)")
     _transfer(g)
     g.add_argument("addr")
-    g.add_argument("name", nargs="?")
-    g.add_argument("dest", nargs="?")
+    g.add_argument("paths", nargs="*", metavar="NAME... DEST",
+                   help="file(s) below the server's root, then where they land")
     u = sub.add_parser("put", help="upload SRC to the server as NAME")
     _transfer(u)
     u.add_argument("addr")
@@ -143,7 +144,7 @@ async def _serve(a: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 async def _transfer_cmd(a: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     opts, hook = _options(a), _progress_hook(err)
     if a.cmd == "get":
-        stats = await client.get(a.addr, a.port, a.name or "", a.dest, streams=a.streams,
+        stats = await client.get(a.addr, a.port, a.names or "", a.dest, streams=a.streams,
                                  opts=opts, mem_size=a.mem, duration=a.time, hook=hook)
     else:
         stats = await client.put(a.addr, a.port, a.src, a.name or "", streams=a.streams,
@@ -157,6 +158,11 @@ async def _transfer_cmd(a: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _check(a: argparse.Namespace, ap: argparse.ArgumentParser) -> None:
     if a.cmd == "serve":
         return
+    if a.cmd == "get":               # ADDR NAME... DEST
+        a.names, a.dest = (a.paths[:-1], a.paths[-1]) if len(a.paths) >= 2 else (a.paths, None)
+        a.name = a.names[0] if a.names else None
+        if len(a.names) > MAX_FILES:
+            ap.error(f"at most {MAX_FILES} files per session")
     if not 1 <= a.streams <= 256:
         ap.error("--streams must be 1..256")
     if a.block <= 0:
@@ -166,17 +172,17 @@ def _check(a: argparse.Namespace, ap: argparse.ArgumentParser) -> None:
     if a.time is not None:
         if not 0 < a.time <= 86400:
             ap.error("--time must be more than 0 and at most 1 day")
-        if a.name or getattr(a, "dest", None) or getattr(a, "src", None):
+        if getattr(a, "paths", None) or getattr(a, "src", None) or getattr(a, "name", None):
             ap.error("--time is memory-to-memory: give no file names")
         if a.mem is None:
             a.mem = TIMED_CAP
     if a.mem is None:
         first, second = (a.name, a.dest) if a.cmd == "get" else (a.src, a.name)
         if not first or not second:
-            ap.error(f"{a.cmd} needs " + ("NAME DEST" if a.cmd == "get" else "SRC NAME")
+            ap.error(f"{a.cmd} needs " + ("NAME... DEST" if a.cmd == "get" else "SRC NAME")
                      + " (or --mem SIZE)")
-    if a.cmd == "get" and a.mem is not None and a.dest:
-        ap.error("--mem discards the data: give no DEST")
+    if a.cmd == "get" and a.mem is not None and a.paths:
+        ap.error("--mem discards the data: give no NAME or DEST")
 
 
 async def program(a: argparse.Namespace, out: TextIO, err: TextIO) -> int:

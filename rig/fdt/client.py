@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .protocol import (DataHello, Done, Failure, Hello, IntegrityError,
-                       ProtocolError, Ready, Reassembly, Verdict)
+from .protocol import (DataHello, Done, Failure, FileSet, Hello, IntegrityError,
+                       ProtocolError, Ready, Verdict)
 from .streams import FileSource, MemSource, StreamWorkers, receiver, send_all
 from .transport import (Control, DeadlineError, Intervals, Options, Progress, TransferError,
                         close_all, connect, cpu_times, run_all, steady_rate)
@@ -45,6 +45,7 @@ class Stats:
     intervals: list[tuple[float, int]] = field(default_factory=list)
     omit_s: float = 0.0
     duration_s: float | None = None
+    files: list[dict] | None = None    # several files: name, dest, bytes, adler32 each
 
     def as_json(self) -> dict:
         bps = self.bytes * 8 / self.seconds if self.seconds > 0 else 0.0
@@ -63,7 +64,8 @@ class Stats:
                 "checksum_adler32": self.checksum, "mem": self.mem,
                 "time_s": self.duration_s, "omit_s": self.omit_s,
                 "steady_throughput_bps": None if steady is None else round(steady * 8, 1),
-                "intervals": [[round(t, 4), b] for t, b in self.intervals]}
+                "intervals": [[round(t, 4), b] for t, b in self.intervals],
+                **({"files": self.files} if self.files is not None else {})}
 
 
 def _r(x: float | None) -> float | None:
@@ -150,11 +152,13 @@ def _peer_failure(msg: object, expected: str) -> Exception:
     return ProtocolError(f"expected {expected}, got {getattr(msg, 'type', msg)}")
 
 
-async def get(addr: str, port: int, name: str, dest: str | None, *, streams: int,
-              opts: Options, mem_size: int | None = None, duration: float | None = None,
-              hook: ProgressHook | None = None) -> Stats:
+async def get(addr: str, port: int, name: str | list[str], dest: str | None, *,
+              streams: int, opts: Options, mem_size: int | None = None,
+              duration: float | None = None, hook: ProgressHook | None = None) -> Stats:
     """Fetch `name` (or mem_size bytes of memory pattern) into `dest` (None: discard).
 
+    Several names travel in one session (one set of streams, blocks of file after file)
+    into the directory `dest` (or ``/dev/null``), each under its base name.
     `duration` (memory mode): the server sends for that many seconds, mem_size a cap.
     """
     async with _deadline(opts.timeout_s, "get"):
@@ -182,22 +186,44 @@ async def _deadline(seconds: float, what: str):
             from None
 
 
-async def _get(addr: str, port: int, name: str, dest: str | None, *, streams: int,
-               opts: Options, mem_size: int | None, duration: float | None,
+def _targets(names: list[str], dest: str | None) -> list[str | None]:
+    """Where each of several files lands: DIR/basename, or /dev/null for all."""
+    if dest is None or os.path.exists(dest) and os.path.samefile(dest, os.devnull):
+        return [dest] * len(names)
+    if not os.path.isdir(dest):
+        raise TransferError(f"{dest}: several files need a directory (or /dev/null)")
+    bases = [os.path.basename(n.rstrip("/")) for n in names]
+    dup = next((b for b in bases if bases.count(b) > 1), None)
+    if dup is not None or "" in bases:
+        raise TransferError(f"two files would land as {dup or 'an empty name'!r} in {dest}")
+    return [os.path.join(dest, b) for b in bases]
+
+
+async def _get(addr: str, port: int, name: str | list[str], dest: str | None, *,
+               streams: int, opts: Options, mem_size: int | None, duration: float | None,
                hook: ProgressHook | None) -> Stats:
-    hello = Hello("get", "" if mem_size is not None else name, streams, opts.block,
-                  opts.checksum, mem_size, mem_size is not None, opts.bufsize, duration)
+    names = name if isinstance(name, list) and len(name) > 1 else None
+    single = name[0] if isinstance(name, list) and names is None else name
+    targets = _targets(names, dest) if names else [dest]
+    hello = Hello("get", "" if mem_size is not None or names else str(single), streams,
+                  opts.block, opts.checksum, mem_size, mem_size is not None, opts.bufsize,
+                  duration, names)
     cpu0, t0 = cpu_times(), time.monotonic()
     ctrl, ready, socks = await _open_session(addr, port, hello, opts)
     setup_s = time.monotonic() - t0
-    out = None
+    outs: list[_Dest] = []
     workers = StreamWorkers(socks)                  # owns the data sockets from here
     try:
-        out = _Dest(dest, 0 if duration else ready.size)
-        reasm = Reassembly(ready.size, ready.file_id, streams, open_ended=bool(duration))
+        sizes = ready.sizes if names else [ready.size]
+        if sizes is None or len(sizes) != len(targets):
+            raise ProtocolError("ready: the server's file sizes do not match the request")
+        for target, size in zip(targets, sizes):
+            outs.append(_Dest(target, 0 if duration else size))
+        reasm = FileSet(sizes, streams, open_ended=bool(duration))
         progress = Progress(streams)
         intervals = Intervals(progress, opts.interval_s)
-        futs = workers.start(receiver(reasm, out.fd, opts.block, progress, opts.checksum))
+        fds = {i + 1: o.fd for i, o in enumerate(outs)} if names else outs[0].fd
+        futs = workers.start(receiver(reasm, fds, opts.block, progress, opts.checksum))
         *_, done = await run_all(futs + [ctrl.recv()],
                                  progress=progress, stall_s=opts.stall_s, what="get",
                                  background=(_ticker(progress, hook, t0), intervals.run()))
@@ -210,19 +236,23 @@ async def _get(addr: str, port: int, name: str, dest: str | None, *, streams: in
         except IntegrityError as e:
             await ctrl.send(Verdict(False, str(e)))
             raise
-        out.commit()
+        for o in outs:
+            o.commit()
         await ctrl.send(Verdict(True))
         cpu1 = cpu_times()
+        files = None if names is None else [
+            {"name": n, "dest": t, "bytes": b, "adler32": None if a is None else f"{a:08x}"}
+            for n, t, (b, a) in zip(names, targets, done.files or [])]
         return Stats("get", streams, reasm.received, seconds, reasm.per_stream,
                      cpu1[0] - cpu0[0], cpu1[1] - cpu0[1], done.cpu_user_s, done.cpu_sys_s,
                      opts.block, opts.bufsize,
                      None if done.adler32 is None else f"{done.adler32:08x}",
-                     mem_size is not None, setup_s, samples, opts.omit_s, duration)
+                     mem_size is not None, setup_s, samples, opts.omit_s, duration, files)
     finally:
         workers.close()
         ctrl.sock.close()
-        if out is not None:
-            out.close()
+        for o in outs:
+            o.close()
 
 
 async def _put(addr: str, port: int, src: str | None, name: str, *, streams: int,
@@ -241,10 +271,11 @@ async def _put(addr: str, port: int, src: str | None, name: str, *, streams: int
             source = FileSource(fd) if fd is not None else MemSource(opts.block)
             progress = Progress(streams)
             intervals = Intervals(progress, opts.interval_s)
-            sent, value = await send_all(
-                socks, source, size, opts.block, progress, checksum=opts.checksum,
+            sent, adlers = await send_all(
+                socks, [source], [size], opts.block, progress, checksum=opts.checksum,
                 duration=duration, stall_s=opts.stall_s, what="put",
                 background=(_ticker(progress, hook, t0), intervals.run()))
+            value = adlers[0]
             await ctrl.send(Done(sent, progress.per_stream, value))
             verdict = await asyncio.wait_for(ctrl.recv(), opts.stall_s)
             seconds = time.monotonic() - t0

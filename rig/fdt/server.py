@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Callable
 
 from .protocol import (DATA_HELLO_SIZE, DATA_MAGIC, CONTROL_MAGIC, DataHello,
-                       Done, Failure, Hello, IntegrityError, ProtocolError, Ready,
-                       Reassembly, Verdict)
+                       Done, Failure, FileSet, Hello, IntegrityError, ProtocolError, Ready,
+                       Verdict)
 from .streams import FileSource, MemSource, StreamWorkers, receiver, send_all
 from .transport import (Control, Options, Progress, TransferError, close_all, cpu_times,
                         recv_exact, reraise_as_transfer, run_all, set_bufsize)
@@ -133,7 +133,8 @@ class Server:
         token = os.urandom(16)
         session = Session(hello, token, [None] * hello.streams)
         self.sessions[token] = session
-        what = f"{peer[0]} {hello.op} {hello.name or '<mem>'} x{hello.streams}"
+        label = f"{len(hello.names)} files" if hello.names else (hello.name or "<mem>")
+        what = f"{peer[0]} {hello.op} {label} x{hello.streams}"
         try:
             await self._run_session(ctrl, session)
             self.log(f"{what}: ok")
@@ -150,18 +151,22 @@ class Server:
 
     async def _run_session(self, ctrl: Control, s: Session) -> None:
         h = s.hello
-        if h.op == "get":
-            fd = None if h.mem else _open_read(self._resolve(h.name))
-            try:
-                size = h.size if h.mem else os.fstat(fd).st_size
-                await ctrl.send(Ready(s.token.hex(), size))
-                await self._await_streams(s)
-                await self._send(ctrl, s, fd, size)
-            finally:
-                if fd is not None:
-                    os.close(fd)
-        else:
+        if h.op != "get":
             await self._receive_upload(ctrl, s)
+            return
+        fds: list[int] = []
+        try:
+            if not h.mem:
+                for name in h.names or [h.name]:
+                    fds.append(_open_read(self._resolve(name)))
+            sizes = [os.fstat(fd).st_size for fd in fds] if fds else [h.size or 0]
+            await ctrl.send(Ready(s.token.hex(), sum(sizes), 1,
+                                  sizes if h.names is not None else None))
+            await self._await_streams(s)
+            await self._send(ctrl, s, fds, sizes)
+        finally:
+            for fd in fds:
+                os.close(fd)
 
     async def _await_streams(self, s: Session) -> None:
         try:
@@ -174,18 +179,19 @@ class Server:
             for sock in s.socks:
                 set_bufsize(sock, s.hello.bufsize)
 
-    async def _send(self, ctrl: Control, s: Session, fd: int | None, size: int) -> None:
+    async def _send(self, ctrl: Control, s: Session, fds: list[int], sizes: list[int]) -> None:
         h = s.hello
-        source = MemSource(h.block) if fd is None else FileSource(fd)
+        sources = [FileSource(fd) for fd in fds] if fds else [MemSource(h.block)]
         progress = Progress(h.streams)
         cpu0 = cpu_times()
         socks = [x for x in s.socks if x is not None]
-        sent, adler = await send_all(socks, source, size, h.block, progress,
-                                     checksum=h.checksum, duration=h.duration,
-                                     stall_s=self.opts.stall_s, what="send")
+        sent, adlers = await send_all(socks, sources, sizes, h.block, progress,
+                                      checksum=h.checksum, duration=h.duration,
+                                      stall_s=self.opts.stall_s, what="send")
         cpu1 = cpu_times()
-        await ctrl.send(Done(sent, progress.per_stream, adler,
-                             cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]))
+        files = [[n, a] for n, a in zip(sizes, adlers)] if h.names is not None else None
+        await ctrl.send(Done(sent, progress.per_stream, adlers[0] if files is None else None,
+                             cpu1[0] - cpu0[0], cpu1[1] - cpu0[1], files))
         verdict = await asyncio.wait_for(ctrl.recv(), self.opts.stall_s)
         if isinstance(verdict, Verdict) and not verdict.ok:
             raise IntegrityError(f"client rejected the data: {verdict.message}")
@@ -202,7 +208,7 @@ class Server:
             await ctrl.send(Ready(s.token.hex(), h.size))
             await self._await_streams(s)
             cpu0 = cpu_times()
-            reasm = Reassembly(h.size, 1, h.streams, open_ended=h.duration is not None)
+            reasm = FileSet([h.size], h.streams, open_ended=h.duration is not None)
             progress = Progress(h.streams)
             workers = StreamWorkers([x for x in s.socks if x is not None])
             s.socks = []                           # the workers own them now

@@ -30,7 +30,7 @@ import time
 import zlib
 from typing import Callable
 
-from .protocol import (HEADER_SIZE, BlockHeader, BlockScheduler, Reassembly,
+from .protocol import (HEADER_SIZE, BlockHeader, BlockScheduler, FileSet, Reassembly,
                        adler32_combine, adler32_repeat)
 from .transport import Progress, TransferError, run_all
 
@@ -207,34 +207,38 @@ class MemSource:
                 progress.add(stream, n)
 
 
-async def send_stream(sock: socket.socket, stream: int, source: FileSource | MemSource,
-                      sched: BlockScheduler, file_id: int, progress: Progress) -> None:
+Source = FileSource | MemSource
+
+
+async def send_stream(sock: socket.socket, stream: int, sources: dict[int, Source],
+                      sched: BlockScheduler, progress: Progress) -> None:
     """One data stream's sender: take the next block, send it, repeat; then END."""
-    while (blk := sched.next_block()) is not None:
-        offset, length = blk
+    while (blk := sched.next_file_block()) is not None:
+        file_id, offset, length = blk
         await _send_header(sock, BlockHeader(file_id, offset, length).pack())
-        await source.send(sock, offset, length, progress, stream)
-    await asyncio.get_running_loop().sock_sendall(sock, BlockHeader.end(file_id).pack())
+        await sources[file_id].send(sock, offset, length, progress, stream)
+    await asyncio.get_running_loop().sock_sendall(sock, BlockHeader.end(1).pack())
     with contextlib.suppress(OSError):     # a vanished peer shows up in the verdict
         sock.shutdown(socket.SHUT_WR)        # nothing follows END on this stream
 
 
-async def send_all(socks: list[socket.socket], source: FileSource | MemSource, size: int,
+async def send_all(socks: list[socket.socket], sources: list[Source], sizes: list[int],
                    block: int, progress: Progress, *, checksum: bool,
                    duration: float | None, stall_s: float, what: str,
-                   background: tuple = ()) -> tuple[int, int | None]:
-    """Send `size` bytes (or, timed, what fits in `duration` seconds) over every socket.
+                   background: tuple = ()) -> tuple[int, list[int | None]]:
+    """Send the files (file ids 1..k, in order) or, timed, what fits in `duration`.
 
-    Returns (bytes sent, whole-stream adler32 or None).  A file's checksum is computed
-    in a thread while the data flows; memory mode's from the pattern, afterwards.
+    Returns (bytes sent, each file's adler32 or None).  Files are checksummed in a
+    thread while the data flows; memory mode from the pattern, afterwards.
     """
     loop = asyncio.get_running_loop()
-    sched = BlockScheduler(size, block)
+    sched = BlockScheduler(sizes, block)
     adler = None
-    if checksum and isinstance(source, FileSource):
-        adler = loop.run_in_executor(None, file_adler32, source.fd, size)
+    if checksum and isinstance(sources[0], FileSource):
+        adler = loop.run_in_executor(None, files_adler32, [s.fd for s in sources], sizes)
     timer = loop.call_later(duration, sched.stop) if duration else None
-    aws = [send_stream(sock, i, source, sched, 1, progress) for i, sock in enumerate(socks)]
+    by_id = {i + 1: src for i, src in enumerate(sources)}
+    aws = [send_stream(sock, i, by_id, sched, progress) for i, sock in enumerate(socks)]
     try:
         await run_all(aws, progress=progress, stall_s=stall_s, what=what,
                       background=background)
@@ -247,11 +251,12 @@ async def send_all(socks: list[socket.socket], source: FileSource | MemSource, s
             timer.cancel()
     sent = sched.handed_out
     if not checksum:
-        return sent, None
+        return sent, [None] * len(sources)
     if adler is not None:
         return sent, await adler
+    source = sources[0]
     assert isinstance(source, MemSource)
-    return sent, mem_adler32(source, sent, block)
+    return sent, [mem_adler32(source, sent, block)]
 
 
 def mem_adler32(source: MemSource, size: int, block: int) -> int:
@@ -261,6 +266,10 @@ def mem_adler32(source: MemSource, size: int, block: int) -> int:
     if rest:
         total = adler32_combine(total, source.block_adler(rest), rest)
     return total
+
+
+def files_adler32(fds: list[int], sizes: list[int]) -> list[int]:
+    return [file_adler32(fd, size) for fd, size in zip(fds, sizes)]
 
 
 def file_adler32(fd: int, size: int) -> int:
@@ -298,16 +307,18 @@ def _recv_exact(sock: socket.socket, view: memoryview, stop: threading.Event, st
             progress.add(stream, n)
 
 
-def receiver(reasm: Reassembly, out_fd: int | None, block: int, progress: Progress,
-             checksum: bool) -> StreamFn:
+def receiver(reasm: Reassembly | FileSet, out_fd: int | None | dict[int, int | None],
+             block: int, progress: Progress, checksum: bool) -> StreamFn:
     """The per-stream receiving loop: header, payload into a reusable buffer, pwrite.
 
     The kernel copies straight into the stream's buffer (allocated once per stream);
-    there is no per-block allocation.  Returns when END arrives; EOF, a reset or a
-    protocol violation raises.
+    there is no per-block allocation.  `out_fd` is one descriptor (or None: discard)
+    or, for several files, one per file id.  Returns when END arrives; EOF, a reset or
+    a protocol violation raises.
     """
     lock = threading.Lock()
     size = min(block, RECV_BUFFER)
+    fds = out_fd if isinstance(out_fd, dict) else None
 
     def run(i: int, sock: socket.socket, stop: threading.Event) -> None:
         buf, hbuf = memoryview(bytearray(size)), bytearray(HEADER_SIZE)
@@ -320,13 +331,14 @@ def receiver(reasm: Reassembly, out_fd: int | None, block: int, progress: Progre
             if h.is_end:
                 return
             done, adler = 0, 1
+            fd = fds.get(h.file_id) if fds is not None else out_fd
             while done < h.length:
                 chunk = buf[:min(size, h.length - done)]
                 _recv_exact(sock, chunk, stop, i, progress)
                 if checksum:
                     adler = zlib.adler32(chunk, adler)
-                if out_fd is not None:
-                    _pwrite_all(out_fd, chunk, h.offset + done)
+                if fd is not None:
+                    _pwrite_all(fd, chunk, h.offset + done)
                 done += len(chunk)
             with lock:
                 reasm.landed(i, h, adler if checksum else None)
