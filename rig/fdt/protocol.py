@@ -329,10 +329,7 @@ class Reassembly:
 
     def accept(self, stream: int, header: BlockHeader) -> None:
         """Validate a header before its payload is read: in range, no overlap."""
-        if self.ended[stream]:
-            raise ProtocolError(f"stream {stream}: block after END")
-        if header.is_end:
-            self.ended[stream] = True
+        if _take_end(self.ended, stream, header):
             return
         if header.file_id != self.file_id:
             raise ProtocolError(f"stream {stream}: unknown file id {header.file_id}")
@@ -390,6 +387,15 @@ class Reassembly:
                                      f" received {got:08x}")
 
 
+def _take_end(ended: list[bool], stream: int, header: BlockHeader) -> bool:
+    """A stream's END bookkeeping: True for the END header; nothing may follow it."""
+    if ended[stream]:
+        raise ProtocolError(f"stream {stream}: block after END")
+    if header.is_end:
+        ended[stream] = True
+    return header.is_end
+
+
 def _check_ended(ended: list[bool]) -> None:
     if not all(ended):
         missing = [i for i, e in enumerate(ended) if not e]
@@ -420,10 +426,7 @@ class FileSet:
         return sum(r.received for r in self.files.values())
 
     def accept(self, stream: int, header: BlockHeader) -> None:
-        if self.ended[stream]:
-            raise ProtocolError(f"stream {stream}: block after END")
-        if header.is_end:
-            self.ended[stream] = True
+        if _take_end(self.ended, stream, header):
             return
         r = self.files.get(header.file_id)
         if r is None:
