@@ -150,9 +150,11 @@ def _iperf3(argv: list[str], ns, timeout: float) -> dict:
     got = doc.get("end", {}).get("sum_received")
     if not got:
         raise RuntimeError(f"iperf3: {doc.get('error')}")
+    seconds = float(got["seconds"])
+    remote = doc["end"].get("cpu_utilization_percent", {}).get("remote_total")
     return dict(bytes=int(got["bytes"]), gbps=float(got["bits_per_second"]) / 1e9,
-                seconds=float(got["seconds"]), wall_s=r.wall_s,
-                cpu_s=r.cpu_user_s + r.cpu_sys_s, server_cpu_s=None)
+                seconds=seconds, wall_s=r.wall_s, cpu_s=r.cpu_user_s + r.cpu_sys_s,
+                server_cpu_s=None if remote is None else remote / 100 * seconds)
 
 
 def run_iperf3(ns, addr, n, a, rtt_ms) -> dict:
@@ -244,12 +246,15 @@ def stats(rows: list[dict]) -> dict:
         if "gbps" in r:
             d["gbps"].append(r["gbps"])
             d["cpu"].append(r["cpu_s_per_gb"])
+            if r.get("server_cpu_s") is not None:
+                d.setdefault("srv", []).append(r["server_cpu_s"] / (r["bytes"] / 1e9))
         else:
             d["errors"] += 1
     for d in out.values():
         d["median"] = statistics.median(d["gbps"]) if d["gbps"] else None
         d["best"] = max(d["gbps"]) if d["gbps"] else None
         d["cpu_med"] = statistics.median(d["cpu"]) if d["cpu"] else None
+        d["srv_med"] = statistics.median(d["srv"]) if d.get("srv") else None
     return out
 
 
@@ -271,6 +276,25 @@ def table(rows: list[dict], a) -> str:
                 f" | {_c(g['iperf3-file'])} | {_c(g['xrdcp'])} |")
     return "\n".join(out) + ("\n(Gbit/s, median of the repeats [best]; ratios of medians;"
                              " CPU: the client's, median s per GB)")
+
+
+def cpu_table(rows: list[dict], a) -> str:
+    """Both ends: CPU seconds per GB, client (receiver) + server (sender), medians."""
+    st = stats(rows)
+    tools = ("fdt", "fdt-mem", "iperf3")
+    out = ["| RTT ms | N | " + " | ".join(f"{t} client + server" for t in tools) + " |",
+           "|---|---|" + "---|" * len(tools)]
+    for rtt in a.rtts:
+        for n in a.streams:
+            cells = []
+            for t in tools:
+                m = st.get((rtt, n, t), {})
+                c, v = m.get("cpu_med"), m.get("srv_med")
+                cells.append("-" if c is None else
+                             f"{c:.2f} + {v:.2f} = {c + v:.2f}" if v is not None else f"{c:.2f}")
+            out.append(f"| {rtt:g} | {n} | " + " | ".join(cells) + " |")
+    return "\n".join(out) + ("\n(s per GB; server: rig-fdt's own rusage, iperf3's remote"
+                             " cpu_utilization_percent x seconds)")
 
 
 def _r(x: dict, y: dict) -> str:
@@ -370,6 +394,8 @@ def main() -> int:
           f"{'loopback' if a.loopback else 'rig path, backend ' + a.backend}, "
           f"{time.monotonic() - t0:.0f} s")
     print(table(rows, a))
+    print()
+    print(cpu_table(rows, a))
     for line in window_check(rows, a):
         print(line)
     return 0
