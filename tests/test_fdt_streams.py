@@ -40,7 +40,7 @@ def test_blocks_in_any_order_land_by_offset(tmp_path: Path) -> None:
         progress = Progress(2)
         workers = StreamWorkers(ours)
         try:
-            futs = workers.start(receiver(reasm, fd, BLOCK, progress, checksum=True))
+            futs = workers.start(receiver(reasm, {1: fd}, BLOCK, progress, checksum=True))
             for k, (off, n) in enumerate(reversed(blocks)):     # last block first
                 s = theirs[k % 2]
                 s.sendall(p.BlockHeader(1, off, n).pack() + data[off:off + n])
@@ -67,7 +67,7 @@ def _one_stream_fails(send, error: type[Exception], match: str) -> None:
         ours, theirs = _pairs(1)
         workers = StreamWorkers(ours)
         try:
-            futs = workers.start(receiver(p.Reassembly(BLOCK, 1, 1), None, BLOCK,
+            futs = workers.start(receiver(p.Reassembly(BLOCK, 1, 1), {}, BLOCK,
                                           Progress(1), checksum=False))
             send(theirs[0])
             with pytest.raises(error, match=match):
@@ -99,7 +99,7 @@ def test_close_ends_blocked_receivers_at_once_and_closes_their_sockets() -> None
         ours, theirs = _pairs(4)
         workers = StreamWorkers(ours)
         progress = Progress(4)
-        futs = workers.start(receiver(p.Reassembly(BLOCK, 1, 4), None, BLOCK, progress,
+        futs = workers.start(receiver(p.Reassembly(BLOCK, 1, 4), {}, BLOCK, progress,
                                       checksum=False))
         try:
             with pytest.raises(TransferError, match="no data moved"):

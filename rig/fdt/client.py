@@ -44,7 +44,7 @@ class Stats:
     setup_s: float = 0.0         # connect + handshake + data streams attached
     intervals: list[tuple[float, int]] = field(default_factory=list)
     omit_s: float = 0.0
-    duration_s: float | None = None
+    time_s: float | None = None
     files: list[dict] | None = None    # several files: name, dest, bytes, adler32 each
 
     def as_json(self) -> dict:
@@ -62,7 +62,7 @@ class Stats:
                 "server_cpu_sys_s": _r(self.peer_cpu_sys_s),
                 "block_bytes": self.block, "bufsize": self.bufsize,
                 "checksum_adler32": self.checksum, "mem": self.mem,
-                "time_s": self.duration_s, "omit_s": self.omit_s,
+                "time_s": self.time_s, "omit_s": self.omit_s,
                 "steady_throughput_bps": None if steady is None else round(steady * 8, 1),
                 "intervals": [[round(t, 4), b] for t, b in self.intervals],
                 **({"files": self.files} if self.files is not None else {})}
@@ -202,19 +202,19 @@ def _targets(names: list[str], dest: str | None) -> list[str | None]:
 async def _get(addr: str, port: int, name: str | list[str], dest: str | None, *,
                streams: int, opts: Options, mem_size: int | None, duration: float | None,
                hook: ProgressHook | None) -> Stats:
-    names = name if isinstance(name, list) and len(name) > 1 else None
-    single = name[0] if isinstance(name, list) and names is None else name
-    targets = _targets(names, dest) if names else [dest]
-    hello = Hello("get", "" if mem_size is not None or names else str(single), streams,
+    names = [name] if isinstance(name, str) else list(name)
+    several = len(names) > 1
+    targets = _targets(names, dest) if several else [dest]
+    hello = Hello("get", "" if mem_size is not None or several else names[0], streams,
                   opts.block, opts.checksum, mem_size, mem_size is not None, opts.bufsize,
-                  duration, names)
+                  duration, names if several else None)
     cpu0, t0 = cpu_times(), time.monotonic()
     ctrl, ready, socks = await _open_session(addr, port, hello, opts)
     setup_s = time.monotonic() - t0
     outs: list[_Dest] = []
     workers = StreamWorkers(socks)                  # owns the data sockets from here
     try:
-        sizes = ready.sizes if names else [ready.size]
+        sizes = ready.sizes if several else [ready.size]
         if sizes is None or len(sizes) != len(targets):
             raise ProtocolError("ready: the server's file sizes do not match the request")
         for target, size in zip(targets, sizes):
@@ -222,7 +222,7 @@ async def _get(addr: str, port: int, name: str | list[str], dest: str | None, *,
         reasm = FileSet(sizes, streams, open_ended=bool(duration))
         progress = Progress(streams)
         intervals = Intervals(progress, opts.interval_s)
-        fds = {i + 1: o.fd for i, o in enumerate(outs)} if names else outs[0].fd
+        fds = {i + 1: o.fd for i, o in enumerate(outs) if o.fd is not None}
         futs = workers.start(receiver(reasm, fds, opts.block, progress, opts.checksum))
         *_, done = await run_all(futs + [ctrl.recv()],
                                  progress=progress, stall_s=opts.stall_s, what="get",
@@ -240,7 +240,7 @@ async def _get(addr: str, port: int, name: str | list[str], dest: str | None, *,
             o.commit()
         await ctrl.send(Verdict(True))
         cpu1 = cpu_times()
-        files = None if names is None else [
+        files = None if not several else [
             {"name": n, "dest": t, "bytes": b, "adler32": None if a is None else f"{a:08x}"}
             for n, t, (b, a) in zip(names, targets, done.files or [])]
         return Stats("get", streams, reasm.received, seconds, reasm.per_stream,

@@ -212,7 +212,8 @@ class Server:
             progress = Progress(h.streams)
             workers = StreamWorkers([x for x in s.socks if x is not None])
             s.socks = []                           # the workers own them now
-            futs = workers.start(receiver(reasm, fd, h.block, progress, h.checksum))
+            futs = workers.start(receiver(reasm, {} if fd is None else {1: fd}, h.block,
+                                          progress, h.checksum))
             *_, done = await run_all(futs + [ctrl.recv()], progress=progress,
                                      stall_s=self.opts.stall_s, what="receive")
             if not isinstance(done, Done):

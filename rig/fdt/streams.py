@@ -341,18 +341,17 @@ def _recv_exact(sock: socket.socket, view: memoryview, stop: threading.Event, st
             progress.add(stream, n)
 
 
-def receiver(reasm: Reassembly | FileSet, out_fd: int | None | dict[int, int | None],
-             block: int, progress: Progress, checksum: bool) -> StreamFn:
+def receiver(reasm: Reassembly | FileSet, fds: dict[int, int], block: int,
+             progress: Progress, checksum: bool) -> StreamFn:
     """The per-stream receiving loop: header, payload into a reusable buffer, pwrite.
 
     The kernel copies straight into the stream's buffer (allocated once per stream);
-    there is no per-block allocation.  `out_fd` is one descriptor (or None: discard)
-    or, for several files, one per file id.  Returns when END arrives; EOF, a reset or
-    a protocol violation raises.
+    there is no per-block allocation.  `fds` maps file ids to the descriptors written
+    by offset; a file id without one is discarded (/dev/null, memory mode).  Returns
+    when END arrives; EOF, a reset or a protocol violation raises.
     """
     lock = threading.Lock()
     size = min(block, RECV_BUFFER)
-    fds = out_fd if isinstance(out_fd, dict) else None
 
     def run(i: int, sock: socket.socket, stop: threading.Event) -> None:
         buf, hbuf = memoryview(bytearray(size)), bytearray(HEADER_SIZE)
@@ -365,7 +364,7 @@ def receiver(reasm: Reassembly | FileSet, out_fd: int | None | dict[int, int | N
             if h.is_end:
                 return
             done, adler = 0, 1
-            fd = fds.get(h.file_id) if fds is not None else out_fd
+            fd = fds.get(h.file_id)
             while done < h.length:
                 chunk = buf[:min(size, h.length - done)]
                 _recv_exact(sock, chunk, stop, i, progress)
