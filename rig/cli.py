@@ -86,11 +86,14 @@ def cmd_net(a) -> int:
     if a.net_cmd == "list":
         print(json.dumps(netcmd.list_paths(), indent=1))
         return 0
-    _need_root(f"rig net {a.net_cmd}")
     if a.net_cmd == "up":
+        netcmd.parse_options(a.name, rtt=a.rtt, jitter=a.jitter, loss=a.loss, rate=a.rate,
+                             backend=a.backend)     # bad input: exit 2, even without root
+        _need_root("rig net up")
         print(json.dumps(netcmd.up(a.name, rtt=a.rtt, jitter=a.jitter, loss=a.loss, rate=a.rate,
-                                   backend=a.backend)))
+                                   backend=a.backend, owner_pid=a.owner_pid)))
     else:
+        _need_root("rig net down")
         netcmd.down(a.name)
     return 0
 
@@ -98,13 +101,21 @@ def cmd_net(a) -> int:
 def cmd_clean(a) -> int:
     from . import clean
     _need_root("rig clean")
-    n = clean.clean(force=a.force, say=lambda m: print(m, file=sys.stderr))
-    print(f"removed {n} leftover resource(s)")
+    res = clean.clean(force=a.force, say=lambda m: print(m, file=sys.stderr))
+    left = f"; left {len(res.left)} in use (see above)" if res.left else ""
+    print(f"removed {res.removed} leftover resource(s){left}")
     return 0
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors as one line `rig: ...`, exit 2, like every other bad input."""
+
+    def error(self, message: str):
+        self.exit(int(ExitStatus.BAD_INPUT), f"rig: {self.prog}: {message}\n")
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="rig", description="WAN-latency test rig for HEP data transfer")
+    p = _Parser(prog="rig", description="WAN-latency test rig for HEP data transfer")
     sub = p.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("doctor", help="what this host can do")
     d.add_argument("--json", action="store_true")
@@ -133,13 +144,16 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--jitter", default="0ms")
     up.add_argument("--loss", default="0%")
     up.add_argument("--rate")
-    up.add_argument("--backend", default="auto", choices=["auto", "netem", "userspace", "none"])
+    up.add_argument("--backend", default="auto", help="auto | netem | userspace | none")
+    up.add_argument("--owner-pid", type=int, help="the path lives until this process exits "
+                    "(default: the shell or script that ran rig net up; 1: until rig net down)")
     down = nsub.add_parser("down")
     down.add_argument("--name", required=True)
     nsub.add_parser("list")
     n.set_defaults(fn=cmd_net)
     cl = sub.add_parser("clean", help="remove what a killed run left behind (rig's own only)")
-    cl.add_argument("--force", action="store_true", help="also remove resources of live runs")
+    cl.add_argument("--force", action="store_true",
+                    help="also remove what is in use: live runs and net up paths")
     cl.set_defaults(fn=cmd_clean)
     return p
 

@@ -1,61 +1,119 @@
 """`rig net up|down|list`: one client—router—server path built by hand and left running.
 
 The state file /run/rig/<prefix>.json (kind "net") remembers it, so `rig net down`,
-`rig net list` and `rig clean` find it from another process. Must not import reports.
+`rig net list` and `rig clean` find it from another process. It records the path's
+owner (see rig/owner.py): `rig clean` removes the path only once that owner is gone.
+Names are unique: the name check and the state file's creation happen under one lock,
+so of two concurrent `rig net up --name X` exactly one builds anything.
+
+Options go through the scenario path parser (rig/scenario.py, rig/schema.py), so
+`rig net up` accepts exactly what a scenario's `paths:` entry accepts.
+Must not import reports.
 """
 from __future__ import annotations
 
 import os
+import re
 import shutil
+from typing import Any
 
-from . import netns, units
+from . import netns, owner, schema
 from .emul.profile import LinkProfile
 from .errors import InputError, RigError
 
+WHERE = "rig net up"
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
-def _profile(rtt: str, jitter: str, loss: str, rate: str | None) -> LinkProfile:
+
+def _scalar(text: str | None) -> Any:
+    """A command-line value read as the same YAML scalar a scenario would hold: a bare
+    number is a number (so `--rtt 60` is refused for lacking a unit, as `rtt: 60` is)."""
+    if text is None or not _NUMBER.fullmatch(text):
+        return text
+    return float(text) if any(c in text for c in ".eE") else int(text)
+
+
+def parse_options(name: str, *, rtt: str, jitter: str = "0ms", loss: str = "0%",
+                  rate: str | None = None, backend: str = "auto") -> tuple[str, LinkProfile, str]:
+    """Validate every option as a scenario path; return (name, profile, backend).
+    Pure: raises InputError `rig net up: --OPTION: message (got 'VALUE')`."""
+    given = {"name": name, "rtt": rtt, "jitter": jitter, "loss": loss, "rate": rate,
+             "backend": backend}
+    doc = {k: _scalar(v) if k not in ("name", "backend") else v
+           for k, v in given.items() if v is not None}
+    doc["kind"] = "emulated"
+    from .scenario import parse_path
     try:
-        rtt_s = units.parse_duration(rtt, default_unit="ms")
-        jit_s = units.parse_duration(jitter, default_unit="ms")
-        loss_f = units.parse_fraction(loss)
-        rate_bps = units.parse_rate(rate) if rate else None
-    except ValueError as e:
-        raise InputError(str(e), key="rig net up", value=f"{rtt} {jitter} {loss} {rate}") from None
-    if jit_s > rtt_s:
-        raise InputError("jitter exceeds the RTT", key="--jitter", value=jitter)
-    try:
-        return LinkProfile.symmetric(rtt_s, jitter_s=jit_s, loss=loss_f, rate_bps=rate_bps)
-    except ValueError as e:
-        raise InputError(str(e), key="rig net up", value=f"{rtt} {jitter} {loss} {rate}") from None
+        spec = parse_path(schema.Ctx(WHERE), doc)
+        profile = spec.profile(spec.rtts_s[0])
+    except InputError as e:
+        opt = re.split(r"[.\[]", e.key or "")[0]
+        if opt not in given:
+            raise InputError(e.message, file=WHERE) from None
+        raise InputError(e.message, file=WHERE, key=f"--{opt}", value=given[opt],
+                         has_value=True) from None
+    except ValueError as e:     # the profile's own checks
+        raise InputError(str(e), file=WHERE) from None
+    return spec.name, profile, spec.backend
 
 
-def _find(name: str) -> tuple[str, dict] | None:
-    for p, st in netns.read_states().items():
-        if st.get("kind") == "net" and st.get("name") == name:
-            return p, st
-    return None
+def _owner(owner_pid: int | None) -> dict:
+    if owner_pid is not None:
+        try:
+            return owner.record(owner_pid)
+        except ProcessLookupError:
+            raise InputError("no such process", file=WHERE, key="--owner-pid",
+                             value=owner_pid) from None
+    inv = owner.invoker()
+    if inv is None:       # invoked by a process that is gone already: nobody keeps it
+        raise RigError("cannot tell which process invoked rig net up; give --owner-pid")
+    return owner.record(inv.pid)
+
+
+def _named(name: str, states: dict[str, dict] | None = None) -> list[tuple[str, dict]]:
+    states = netns.read_states() if states is None else states
+    return sorted((p, st) for p, st in states.items()
+                  if st.get("kind") == "net" and st.get("name") == name)
+
+
+def _register(name: str, state: dict) -> str:
+    """Atomically claim `name` and a fresh prefix by writing the state file; return the
+    prefix. Nothing is built before this succeeds."""
+    with netns.registry_lock():
+        taken = _named(name)
+        if taken:
+            p, st = taken[0]
+            gone = "owner_pid" in st and not owner.alive(st["owner_pid"], st.get("owner_start"))
+            hint = "its owner is gone: rig clean removes it" if gone else "rig net down first"
+            raise InputError(f"a path of that name is up ({p}; {hint})", file=WHERE,
+                             key="--name", value=name)
+        prefix = netns.new_prefix()
+        while netns.prefix_in_use(prefix):
+            prefix = netns.new_prefix()
+        netns.write_state(prefix, dict(state, prefix=prefix))
+    return prefix
 
 
 def up(name: str, *, rtt: str, jitter: str = "0ms", loss: str = "0%", rate: str | None = None,
-       backend: str = "auto") -> dict:
-    if not name or len(name) > 40:
-        raise InputError("name must be 1-40 characters", key="--name", value=name)
-    if _find(name):
-        raise InputError("a path of that name is up (rig net down first)", key="--name", value=name)
-    profile = _profile(rtt, jitter, loss, rate)
+       backend: str = "auto", owner_pid: int | None = None) -> dict:
+    name, profile, backend = parse_options(name, rtt=rtt, jitter=jitter, loss=loss, rate=rate,
+                                           backend=backend)
     from .orchestrate import make_backend
-    prefix = netns.new_prefix()
-    subnet = netns.lease_subnet(prefix)
-    names = netns.PathNames(prefix, 0, name, subnet)
-    state = {"kind": "net", "name": name, "prefix": prefix, "pid": os.getpid()}
-    netns.write_state(prefix, state)
+    state = {"kind": "net", "name": name, "pid": os.getpid(), **_owner(owner_pid)}
+    prefix = _register(name, state)
+    state["prefix"] = prefix
+    names = None
     try:
+        subnet = netns.lease_subnet(prefix)
+        names = netns.PathNames(prefix, 0, name, subnet)
         net = netns.build(names, workdir=netns.STATE_DIR / prefix / "net")
         be = make_backend(backend)
         be.apply(net.site, profile)
     except BaseException:
-        netns.destroy(names)
+        if names is not None:
+            netns.destroy(names)
         netns.release_subnet(prefix)
+        shutil.rmtree(netns.STATE_DIR / prefix, ignore_errors=True)
         netns.drop_state(prefix)
         raise
     info = dict(net.describe(), backend=be.name, prefix=prefix,
@@ -66,14 +124,25 @@ def up(name: str, *, rtt: str, jitter: str = "0ms", loss: str = "0%", rate: str 
 
 
 def down(name: str) -> None:
-    found = _find(name)
+    try:
+        schema.name(name)
+    except ValueError as e:
+        raise InputError(str(e), file="rig net down", key="--name", value=name) from None
+    found = _named(name)
     if not found:
         raise RigError(f"no path named {name!r} is up (see `rig net list`)")
-    prefix, st = found
+    if len(found) > 1:      # only paths made by an older rig, without the lock, can clash
+        raise RigError(f"{len(found)} paths are named {name!r} "
+                       f"({', '.join(p for p, _ in found)}): remove them with rig clean --force")
+    prefix, st = found[0]
+    teardown(prefix, name)
+
+
+def teardown(prefix: str, name: str = "net") -> None:
     netns.destroy(netns.PathNames(prefix, 0, name, "198.18.0.0/24"))
     netns.release_subnet(prefix)
-    netns.drop_state(prefix)
     shutil.rmtree(netns.STATE_DIR / prefix, ignore_errors=True)
+    netns.drop_state(prefix)
 
 
 def list_paths() -> list[dict]:
@@ -81,5 +150,7 @@ def list_paths() -> list[dict]:
     out = []
     for p, st in netns.read_states().items():
         if st.get("kind") == "net":
-            out.append(dict(st, alive=st.get("router_ns") in live))
+            out.append(dict(st, alive=st.get("router_ns") in live,
+                            owner_alive=owner.alive(st.get("owner_pid"), st.get("owner_start"))
+                            if "owner_pid" in st else None))
     return out

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
 
-from . import proc
+from . import owner, proc
 from .emul.base import LinkSite
 from .errors import RigError
 
@@ -142,9 +142,9 @@ def lease_subnet(prefix: str) -> str:
         try:
             fd = os.open(f, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
         except FileExistsError:
-            owner = f.read_text().strip() if f.exists() else ""
-            if owner and not any(ns.startswith(owner + "-") for ns in live) \
-                    and not (STATE_DIR / f"{owner}.json").exists():
+            holder = f.read_text().strip() if f.exists() else ""
+            if holder and not any(ns.startswith(holder + "-") for ns in live) \
+                    and not (STATE_DIR / f"{holder}.json").exists():
                 with contextlib.suppress(FileNotFoundError):
                     f.unlink()
             continue
@@ -199,6 +199,35 @@ def read_states() -> dict[str, dict]:
 def drop_state(prefix: str) -> None:
     with contextlib.suppress(FileNotFoundError):
         (STATE_DIR / f"{prefix}.json").unlink()
+
+
+@contextlib.contextmanager
+def registry_lock(timeout: float = 10.0) -> Iterator[None]:
+    """Serialize check-then-write on the state files (e.g. `rig net up`'s unique names).
+    Held for milliseconds; the deadline only guards against a wedged holder."""
+    import fcntl
+    import time
+    STATE_DIR.mkdir(parents=True, exist_ok=True)
+    fd = os.open(STATE_DIR / "registry.lock", os.O_CREAT | os.O_RDWR, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise RigError(f"{STATE_DIR}/registry.lock held for over {timeout:g} s") \
+                        from None
+                time.sleep(0.01)
+        yield
+    finally:
+        os.close(fd)     # releases the lock
+
+
+def prefix_in_use(prefix: str) -> bool:
+    return (STATE_DIR / f"{prefix}.json").exists() or \
+        any(ns.startswith(prefix + "-") for ns in list_namespaces())
 
 
 # --- realization ---------------------------------------------------------------------
@@ -291,7 +320,8 @@ def path_net(prefix: str, name: str, index: int, *, workdir: Path, mtu: int = 15
     """Build one client—router—server path and always tear it down (incl. its lease)."""
     own_state = not (STATE_DIR / f"{prefix}.json").exists()
     if own_state:   # a live owner: a concurrent `rig clean` leaves this path alone
-        write_state(prefix, {"kind": "run", "prefix": prefix, "pid": os.getpid()})
+        write_state(prefix, {"kind": "run", "prefix": prefix, "pid": os.getpid(),
+                             "pid_start": owner.start_time(os.getpid())})
     own_lease = subnet is None
     try:
         subnet = subnet or lease_subnet(prefix)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from . import hostinfo, netns, proc, steps as S, transfer, tuning
+from . import hostinfo, netns, owner, proc, steps as S, transfer, tuning
 from .emul.base import Backend, LinkSite
 from .emul.none import NoneBackend
 from .errors import RigError, StepAborted
@@ -67,6 +67,7 @@ class Run:
         self.store: Store | None = None
         self.lives: list[Live] = []
         self.state: dict = {"prefix": self.prefix, "pid": os.getpid(), "kind": "run",
+                            "pid_start": owner.start_time(os.getpid()),
                             "out": str(out_dir), "sysctls_restore": {}, "mounts": []}
 
     # --- setup ---------------------------------------------------------------------
@@ -160,7 +161,8 @@ class Run:
 
     def _record_pid(self, svc: proc.Service) -> None:
         """So `rig clean` can kill it after a SIGKILL of this run (host-side servers)."""
-        self.state.setdefault("pids", []).append([svc.pid, svc.argv[0]])
+        self.state.setdefault("pids", []).append([svc.pid, svc.argv[0],
+                                                  owner.start_time(svc.pid)])
         netns.write_state(self.prefix, self.state)
 
     # --- the sweep -----------------------------------------------------------------

@@ -195,6 +195,12 @@ def _path(ctx: S.Ctx, v: Any) -> PathSpec:
                     rate_bps=d["rate"], queue_pkts=d["queue"], backend=d["backend"])
 
 
+def parse_path(ctx: S.Ctx, v: Any) -> PathSpec:
+    """One entry of a scenario's `paths:`; `rig net up` validates its options with it, so
+    both accept exactly the same values."""
+    return _path(ctx, v)
+
+
 def _file(ctx: S.Ctx, v: Any) -> FileSpec:
     d = S.check_mapping(ctx, v, {"name": S.Field(S.name), "size": S.Field(S.size)})
     if d["size"] > 64 * 2**30:
