@@ -89,9 +89,10 @@ class _Sweep:
 
 
 def _kill_recorded(st: dict, say) -> None:
-    for pid, argv0, *start in st.get("pids", []):
+    starts = st.get("pid_starts", {})
+    for pid, argv0 in st.get("pids", []):
         cmd = _cmdline(pid)
-        same = owner.alive(pid, start[0]) if start and start[0] is not None else True
+        same = owner.alive(pid, starts.get(str(pid)))
         if same and cmd and argv0 in cmd:   # the very process we started, not a reused pid
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)

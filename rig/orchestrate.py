@@ -161,8 +161,9 @@ class Run:
 
     def _record_pid(self, svc: proc.Service) -> None:
         """So `rig clean` can kill it after a SIGKILL of this run (host-side servers)."""
-        self.state.setdefault("pids", []).append([svc.pid, svc.argv[0],
-                                                  owner.start_time(svc.pid)])
+        self.state.setdefault("pids", []).append([svc.pid, svc.argv[0]])
+        # apart from "pids", whose [pid, argv0] pairs an older `rig clean` unpacks
+        self.state.setdefault("pid_starts", {})[str(svc.pid)] = owner.start_time(svc.pid)
         netns.write_state(self.prefix, self.state)
 
     # --- the sweep -----------------------------------------------------------------

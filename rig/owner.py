@@ -9,7 +9,12 @@ For `rig net up` the owner is, by default, the process that invoked the rig (the
 shell or script), skipping privilege wrappers such as sudo that live only as long as the
 rig command itself: a path built by hand lasts as long as the terminal or script that
 built it, or until `rig net down`. `--owner-pid` names another process (`--owner-pid 1`:
-until `rig net down`, since pid 1 never exits).
+until `rig net down`, since pid 1 never exits). Why this default: while someone works in
+that terminal or script the path is theirs, and `rig clean` must not pull it from under
+a running ping or iperf3; once the terminal or script is gone (ssh dropped, CI job
+killed) nobody will ever run `rig net down`, so `rig clean` may reclaim it. A caller
+that exits right after the rig (a Makefile's `sh -c` line, `timeout rig ...`) should
+pass --owner-pid, or the path is reclaimable at once.
 
 Reads /proc only; must not import anything else from rig.
 """
