@@ -39,7 +39,7 @@ class Ctx:
     def child(self, key: str | int) -> "Ctx":
         if isinstance(key, int):
             return Ctx(self.file, f"{self.path}[{key}]")
-        key = printable(str(key), 40)       # a key can be anything a YAML file holds
+        key = printable(str(key), 40) or "''"   # a key can be anything a YAML file holds
         return Ctx(self.file, f"{self.path}.{key}" if self.path else key)
 
     def error(self, message: str, value: Any = _MISSING) -> InputError:
