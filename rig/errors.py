@@ -1,10 +1,43 @@
 """Typed errors and exit codes shared by every layer.
 
-Must not import anything else from rig: every module may raise these.
+Must not import anything else from rig but the constants of rig.limits: every module
+may raise these.
 """
 from __future__ import annotations
 
 import enum
+import reprlib
+
+from .limits import QUOTE_CHARS
+
+_MAX_MESSAGE = 4 * QUOTE_CHARS
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, QUOTE_CHARS + 2, QUOTE_CHARS + 2
+
+
+def printable(text: str, limit: int | None = None) -> str:
+    """`text` on one line, control and invisible characters escaped, at most `limit`
+    characters (cut with '…'): safe to print in a one-line error."""
+    if limit is not None and len(text) > limit:
+        text = text[:limit]
+        cut = True
+    else:
+        cut = False
+    out = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    if limit is not None and (cut or len(out) > limit):
+        out = out[:limit - 1] + "…"
+    return out
+
+
+def quote(value: object, limit: int = QUOTE_CHARS) -> str:
+    """The repr of a value, at most `limit` characters: a 30 MB string or a huge nested
+    list costs no more than a short one."""
+    if isinstance(value, str):
+        text = repr(value[:limit + 1])
+    else:
+        text = _REPR.repr(value)
+    text = printable(text)
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 class ExitStatus(enum.IntEnum):
@@ -34,10 +67,11 @@ class InputError(RigError):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        head = ": ".join(p for p in (self.file, self.key) if p)
-        text = f"{head}: {self.message}" if head else self.message
+        head = ": ".join(printable(p) for p in (self.file, self.key) if p)
+        message = printable(self.message, _MAX_MESSAGE)
+        text = f"{head}: {message}" if head else message
         if self.has_value:
-            text += f" (got {self.value!r})"
+            text += f" (got {quote(self.value)})"
         return text
 
 

@@ -26,12 +26,12 @@ from typing import Iterator
 from . import owner, proc
 from .emul.base import LinkSite
 from .errors import RigError
+from .limits import MAX_PATHS   # stated once, with the scenario's limits
 
 STATE_DIR = Path(os.environ.get("RIG_STATE_DIR", "/run/rig"))
 PREFIX_RE = re.compile(r"^rig[0-9a-f]{4}$")
 NS_RE = re.compile(r"^(rig[0-9a-f]{4})-[0-9]+[crs]$")
 _SUBNETS = [ipaddress.ip_network(f"198.{18 + (n >> 8)}.{n & 255}.0/24") for n in range(512)]
-MAX_PATHS = 32
 CMD_TIMEOUT = 20.0
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 from . import netns, steps as S, tuning
 from .emul.netem import NetemBackend
 from .emul.userspace import UserspaceBackend
+from .errors import printable
 from .scenario import Scenario
 from .services import data, servers
 from .services.clients import adapter
@@ -23,12 +24,20 @@ IPERF_PORT = servers.BASE_PORTS["iperf3"]["iperf3"]
 
 
 def _fmt(argv: list[str], env: dict | None = None) -> str:
-    pre = " ".join(f"{k}={shlex.quote(v)}" for k, v in (env or {}).items())
+    """One line safe to paste into a shell: every token, env keys too, through shlex.quote
+    (keys are identifiers once loaded; quoting them anyway keeps a bad one inert)."""
+    pre = " ".join(f"{shlex.quote(k)}={shlex.quote(v)}" for k, v in (env or {}).items())
     return (pre + " " if pre else "") + shlex.join(argv)
 
 
+def _comment(text: str) -> str:
+    """A `# ...` line whose text cannot end the comment (no newline reaches the shell)."""
+    return "# " + printable(text)
+
+
 def plan_lines(sc: Scenario) -> list[str]:
-    out: list[str] = [f"# scenario {sc.name} ({sc.source}); prefix {PREFIX} stands for the run's"]
+    out: list[str] = [_comment(f"scenario {sc.name} ({sc.source}); prefix {PREFIX} stands for "
+                               "the run's")]
     wd = netns.STATE_DIR / PREFIX
     out += [_fmt(a) for a in tuning.global_argv(sc.tuning, "<host's list>")]
     out.append(_fmt(data.mount_argv(PREFIX, wd / "data", sum(f.size for f in sc.files) + (16 << 20))))

@@ -11,9 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from . import schema as S
+from . import limits as L, safeyaml, schema as S
 from .emul.profile import Direction, GilbertElliott, LinkProfile
 from .errors import InputError
 
@@ -25,7 +23,7 @@ SERVER_KINDS = ("xrootd", "nginx", "fdt")
 # Which server kinds and protocols each client tool can talk to.
 TOOL_SERVERS = {"xrdcp": {"xrootd"}, "davix-get": {"xrootd", "nginx"},
                 "curl": {"xrootd", "nginx"}, "fdt": {"fdt"}, "iperf3": set()}
-MULTI_STREAM_TOOLS = {"xrdcp": 15, "fdt": 128, "iperf3": 128}
+MULTI_STREAM_TOOLS = {"xrdcp": 15, "fdt": L.MAX_STREAMS, "iperf3": L.MAX_STREAMS}
 
 
 @dataclass(frozen=True)
@@ -152,13 +150,16 @@ def _gemodel(ctx: S.Ctx, v: Any) -> GilbertElliott:
 
 _PATH_FIELDS = {
     "name": S.Field(S.name), "kind": S.Field(S.choice("emulated", "real"), "emulated"),
-    "rtt": S.Field(S.list_of(S.duration), None), "jitter": S.Field(S.duration, 0.0),
+    "rtt": S.Field(S.list_of(S.duration_in(0.0, L.MAX_RTT_S), max_len=L.MAX_RTTS), None),
+    "jitter": S.Field(S.duration_in(0.0, L.MAX_RTT_S), 0.0),
     "jitter_distribution": S.Field(S.choice("uniform", "normal"), "uniform"),
     "loss": S.Field(S.fraction, 0.0), "gemodel": S.Field(S.with_ctx(_gemodel), None),
-    "rate": S.Field(S.optional(S.rate), None), "queue": S.Field(S.optional(S.integer(1)), None),
+    "rate": S.Field(S.optional(S.rate), None),
+    "queue": S.Field(S.optional(S.integer(1, L.MAX_QUEUE_PKTS)), None),
     "backend": S.Field(S.choice(*BACKENDS), "auto"),
-    "client_ns": S.Field(S.optional(S.text), None), "server_ns": S.Field(S.optional(S.text), None),
-    "server_addr": S.Field(S.optional(S.text), None),
+    "client_ns": S.Field(S.optional(S.ns_name), None),
+    "server_ns": S.Field(S.optional(S.ns_name), None),
+    "server_addr": S.Field(S.optional(S.ip_address), None),
 }
 
 
@@ -181,9 +182,7 @@ def _path(ctx: S.Ctx, v: Any) -> PathSpec:
         if d[k] is not None:
             raise ctx.child(k).error("only real paths name existing namespaces/addresses", d[k])
     rtts = d["rtt"] if d["rtt"] is not None else [0.0]
-    for i, r in enumerate(rtts):
-        if r > 10.0:
-            raise ctx.child("rtt").child(i).error("RTT above 10 s is not a network", r)
+    for r in rtts:        # each RTT within 0..limits.MAX_RTT_S (checked by its parser)
         if d["jitter"] > r:
             raise ctx.child("jitter").error(f"jitter exceeds the RTT {r * 1e3:g}ms", d["jitter"])
     if d["loss"] and d["gemodel"]:
@@ -203,32 +202,42 @@ def parse_path(ctx: S.Ctx, v: Any) -> PathSpec:
 
 def _file(ctx: S.Ctx, v: Any) -> FileSpec:
     d = S.check_mapping(ctx, v, {"name": S.Field(S.name), "size": S.Field(S.size)})
-    if d["size"] > 64 * 2**30:
-        raise ctx.child("size").error("files above 64 GiB do not fit a tmpfs here", v["size"])
+    if d["size"] > L.MAX_FILE_SIZE:
+        raise ctx.child("size").error(f"files above {S.fmt_size(L.MAX_FILE_SIZE)} do not fit "
+                                      "a tmpfs here", v["size"])
     return FileSpec(**d)
 
 
 def _server(ctx: S.Ctx, v: Any) -> ServerSpec:
     d = S.check_mapping(ctx, v, {"name": S.Field(S.name), "kind": S.Field(S.choice(*SERVER_KINDS)),
-                                 "binary": S.Field(S.optional(S.text), None)})
+                                 "binary": S.Field(S.optional(S.path_text), None)})
     return ServerSpec(**d)
 
 
-def _env(v: Any) -> dict:
-    if not isinstance(v, dict) or not all(isinstance(k, str) for k in v):
-        raise ValueError("expected a mapping of variable names to values")
-    return {k: str(x) for k, x in v.items()}
+@S.with_ctx
+def _env(ctx: S.Ctx, v: Any) -> dict:
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise ctx.error("expected a mapping of variable names to values", v)
+    if len(v) > L.MAX_ENV:
+        raise ctx.error(f"at most {L.MAX_ENV} variables (has {len(v)})")
+    return {S.call(ctx.child(str(k)), S.env_key, k): S.call(ctx.child(str(k)), S.env_value, x)
+            for k, x in v.items()}
 
 
 _CLIENT_FIELDS = {
     "name": S.Field(S.name), "tool": S.Field(S.choice(*TOOLS)),
     "server": S.Field(S.optional(S.name), None), "file": S.Field(S.optional(S.name), None),
-    "streams": S.Field(S.integer(1, 128), 1),
+    "streams": S.Field(S.integer(1, L.MAX_STREAMS), 1),
     "protocol": S.Field(S.choice("root", "http"), None),
-    "binary": S.Field(S.optional(S.text), None),
+    "binary": S.Field(S.optional(S.path_text), None),
     "page_checksum": S.Field(S.optional(S.boolean), None),
-    "block": S.Field(S.optional(S.size), None), "buffer": S.Field(S.optional(S.size), None),
-    "duration": S.Field(S.positive_duration, 10.0), "env": S.Field(_env, {}),
+    "block": S.Field(S.optional(S.size_in(L.MIN_BLOCK, L.MAX_BLOCK)), None),
+    "buffer": S.Field(S.optional(S.size_in(L.MIN_SOCKET_BUFFER, L.MAX_BUFFER)), None),
+    # iperf3 -t takes whole seconds
+    "duration": S.Field(S.duration_in(1.0, L.MAX_IPERF_S, whole=True), 10.0),
+    "env": S.Field(_env, {}),
 }
 
 
@@ -257,36 +266,37 @@ def _client(ctx: S.Ctx, v: Any) -> ClientSpec:
 
 def _sweep(ctx: S.Ctx, v: Any) -> Sweep:
     d = S.check_mapping(ctx, v, {
-        "repeats": S.Field(S.integer(1, 1000), 1),
-        "concurrency": S.Field(S.list_of(S.integer(1, 256)), [1]),
-        "streams": S.Field(S.optional(S.list_of(S.integer(1, 128))), None)})
+        "repeats": S.Field(S.integer(1, L.MAX_REPEATS), 1),
+        "concurrency": S.Field(S.list_of(S.integer(1, L.MAX_CONCURRENCY),
+                                         max_len=L.MAX_SWEEP_VALUES), [1]),
+        "streams": S.Field(S.optional(S.list_of(S.integer(1, L.MAX_STREAMS),
+                                                max_len=L.MAX_SWEEP_VALUES)), None)})
     return Sweep(**d)
 
 
 def _tuning(ctx: S.Ctx, v: Any) -> Tuning:
     d = S.check_mapping(ctx, v, {
         "congestion_control": S.Field(S.optional(S.choice("bbr", "cubic", "reno", "htcp")), None),
-        "tcp_rmem_max": S.Field(S.optional(S.size), None),
-        "tcp_wmem_max": S.Field(S.optional(S.size), None),
-        "core_rmem_max": S.Field(S.optional(S.size), None),
-        "core_wmem_max": S.Field(S.optional(S.size), None),
-        "mtu": S.Field(S.integer(576, 65000), 1500)})
-    for k in ("tcp_rmem_max", "tcp_wmem_max", "core_rmem_max", "core_wmem_max"):
-        if d[k] is not None and d[k] < 65536:
-            raise ctx.child(k).error("buffer maximum below 64 KiB", d[k])
+        "tcp_rmem_max": S.Field(S.optional(_buffer), None),
+        "tcp_wmem_max": S.Field(S.optional(_buffer), None),
+        "core_rmem_max": S.Field(S.optional(_buffer), None),
+        "core_wmem_max": S.Field(S.optional(_buffer), None),
+        "mtu": S.Field(S.integer(L.MIN_MTU, L.MAX_MTU), 1500)})
     return Tuning(**d)
+
+
+_buffer = S.size_in(L.MIN_BUFFER, L.MAX_BUFFER)
 
 
 def _validation(ctx: S.Ctx, v: Any) -> Validation:
     d = S.check_mapping(ctx, v, {
-        "ping_count": S.Field(S.integer(3, 10000), 20),
-        "ping_interval": S.Field(S.positive_duration, 0.05),
-        "iperf_duration": S.Field(S.positive_duration, 3.0),
-        "iperf_streams": S.Field(S.integer(1, 128), 8),
-        "rtt_tolerance": S.Field(S.duration, 0.0003),
+        "ping_count": S.Field(S.integer(L.MIN_PING_COUNT, L.MAX_PING_COUNT), 20),
+        "ping_interval": S.Field(S.duration_in(L.MIN_PING_INTERVAL_S, L.MAX_PING_INTERVAL_S),
+                                 0.05),
+        "iperf_duration": S.Field(S.duration_in(1.0, L.MAX_IPERF_S, whole=True), 3.0),
+        "iperf_streams": S.Field(S.integer(1, L.MAX_STREAMS), 8),
+        "rtt_tolerance": S.Field(S.duration_in(0.0, L.MAX_RTT_TOLERANCE_S), 0.0003),
         "rtt_tolerance_relative": S.Field(S.fraction, 0.01)})
-    if d["ping_interval"] < 0.002:
-        raise ctx.child("ping_interval").error("ping interval below 2 ms floods", d["ping_interval"])
     return Validation(d["ping_count"], d["ping_interval"], d["iperf_duration"],
                       d["iperf_streams"], d["rtt_tolerance"] * 1e3, d["rtt_tolerance_relative"])
 
@@ -305,35 +315,35 @@ def parse_topology(p: Path) -> Topology:
 
 
 def _load_yaml(p: Path) -> Any:
-    try:
-        text = p.read_text()
-    except OSError as e:
-        raise InputError(f"cannot read ({e.strerror})", file=str(p)) from None
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}: " if mark else ""
-        raise InputError(f"{where}not valid YAML ({getattr(e, 'problem', e)})", file=str(p)) from None
+    return _read(p)[0]
+
+
+def _read(p: Path) -> tuple[Any, str]:
+    """The document and its text, read once (size-capped, strict UTF-8, no aliases,
+    no duplicate keys: rig.safeyaml)."""
+    text = safeyaml.read_text(p)
+    return safeyaml.load(text, str(p)), text
 
 
 _SCENARIO_FIELDS = {
     "name": S.Field(S.name), "description": S.Field(S.text, ""),
     "topology": S.Field(S.name, "client-router-server"),
-    "paths": S.Field(S.list_of(S.with_ctx(_path), scalar_ok=False)),
-    "files": S.Field(S.list_of(S.with_ctx(_file), scalar_ok=False, min_len=0), []),
-    "servers": S.Field(S.list_of(S.with_ctx(_server), scalar_ok=False, min_len=0), []),
-    "clients": S.Field(S.list_of(S.with_ctx(_client), scalar_ok=False)),
+    "paths": S.Field(S.list_of(S.with_ctx(_path), scalar_ok=False, max_len=L.MAX_PATHS)),
+    "files": S.Field(S.list_of(S.with_ctx(_file), scalar_ok=False, min_len=0,
+                               max_len=L.MAX_FILES), []),
+    "servers": S.Field(S.list_of(S.with_ctx(_server), scalar_ok=False, min_len=0,
+                                 max_len=L.MAX_SERVERS), []),
+    "clients": S.Field(S.list_of(S.with_ctx(_client), scalar_ok=False, max_len=L.MAX_CLIENTS)),
     "sweep": S.Field(S.with_ctx(_sweep), None), "tuning": S.Field(S.with_ctx(_tuning), None),
     "validation": S.Field(S.with_ctx(_validation), None),
-    "transfer_timeout": S.Field(S.positive_duration, 600.0),
+    "transfer_timeout": S.Field(S.duration_in(1.0), 600.0),
 }
 
 
 def load(path: str | Path) -> Scenario:
     p = Path(path)
-    data = _load_yaml(p)
-    return parse(data, source=str(p), text=p.read_text())
+    data, text = _read(p)
+    return parse(data, source=str(p), text=text)
 
 
 def parse(data: Any, *, source: str, text: str = "") -> Scenario:
@@ -382,6 +392,23 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> None:
             if limit is not None and s > limit:
                 raise ctx.child("sweep").child("streams").error(
                     f"client {c.name} ({c.tool}) supports at most {limit} streams", s)
+    total = sum(f.size for f in sc.files)
+    if total > L.MAX_FILE_SIZE:
+        raise ctx.child("files").error(f"files above {S.fmt_size(L.MAX_FILE_SIZE)} in all do not "
+                                       "fit a tmpfs here", S.fmt_size(total))
+    n = measurements(sc)
+    if n > L.MAX_MEASUREMENTS:
+        raise ctx.child("sweep").error(f"{n} transfer groups (RTTs x clients x streams x "
+                                       f"concurrency x repeats): at most {L.MAX_MEASUREMENTS}")
     real = [p for p in sc.paths if p.kind == "real"]
     if sc.topology.layout == "host" and len(real) != len(sc.paths):
         raise ctx.child("topology").error("layout 'host' carries real paths only", sc.topology.name)
+
+
+def measurements(sc: Scenario) -> int:
+    """Transfer groups of the whole sweep (what rig.steps expands), counted without
+    expanding them."""
+    steps = sum(1 if p.kind == "real" else len(p.rtts_s) for p in sc.paths)
+    configs = sum(len(sc.sweep.streams) if sc.sweep.streams and c.tool in MULTI_STREAM_TOOLS
+                  else 1 for c in sc.clients)
+    return steps * configs * len(sc.sweep.concurrency) * sc.sweep.repeats

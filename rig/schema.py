@@ -1,15 +1,20 @@
 """A small strict schema checker for YAML documents: unknown keys are errors, units are
 parsed once here, every error names the file, the key path and the bad value.
 
-Pure; imports only rig.errors and rig.units.
+Every number a parser returns is finite and inside the range rig.limits states.
+
+Pure; imports only rig.errors, rig.limits and rig.units.
 """
 from __future__ import annotations
 
+import ipaddress
+import math
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from . import units
-from .errors import InputError
+from . import limits as L, units
+from .errors import InputError, printable
 
 Parser = Callable[[Any], Any]
 _MISSING = object()
@@ -34,6 +39,7 @@ class Ctx:
     def child(self, key: str | int) -> "Ctx":
         if isinstance(key, int):
             return Ctx(self.file, f"{self.path}[{key}]")
+        key = printable(str(key), 40) or "''"   # a key can be anything a YAML file holds
         return Ctx(self.file, f"{self.path}.{key}" if self.path else key)
 
     def error(self, message: str, value: Any = _MISSING) -> InputError:
@@ -80,7 +86,8 @@ def with_ctx(fn: Callable[[Ctx, Any], Any]) -> Parser:
     return fn
 
 
-def list_of(parse: Parser, *, min_len: int = 1, scalar_ok: bool = True) -> Parser:
+def list_of(parse: Parser, *, min_len: int = 1, scalar_ok: bool = True,
+            max_len: int | None = None) -> Parser:
     @with_ctx
     def p(ctx: Ctx, v: Any) -> list:
         if scalar_ok and not isinstance(v, list):
@@ -89,6 +96,8 @@ def list_of(parse: Parser, *, min_len: int = 1, scalar_ok: bool = True) -> Parse
             raise ctx.error("expected a list", v)
         if len(v) < min_len:
             raise ctx.error(f"needs at least {min_len} item(s)", v)
+        if max_len is not None and len(v) > max_len:
+            raise ctx.error(f"at most {max_len} item(s) (has {len(v)})")
         return [call(ctx.child(i), parse, x) for i, x in enumerate(v)]
     return p
 
@@ -127,7 +136,6 @@ def boolean(v: Any) -> bool:
 
 
 def name(v: Any) -> str:
-    import re
     if not isinstance(v, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,39}", v):
         raise ValueError("expected a name of letters, digits, '_', '.', '+', '-' (max 40)")
     return v
@@ -136,39 +144,134 @@ def name(v: Any) -> str:
 def text(v: Any) -> str:
     if not isinstance(v, str):
         raise ValueError("expected text")
+    if len(v) > L.MAX_TEXT_CHARS:
+        raise ValueError(f"longer than {L.MAX_TEXT_CHARS} characters")
+    if "\0" in v:
+        raise ValueError("contains a NUL character")
     return v
 
 
+def path_text(v: Any) -> str:
+    """A file system path given to a program (a binary): one printable line."""
+    v = text(v)
+    if not v or not v.isprintable():
+        raise ValueError("expected a path on one line without control characters")
+    return v
+
+
+def ns_name(v: Any) -> str:
+    """An existing network namespace's name, as `ip netns` accepts it (a file name
+    under /run/netns: no '/', not '.' or '..')."""
+    if not isinstance(v, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", v) \
+            or ".." in v:
+        raise ValueError("expected a namespace name of letters, digits, '_', '.', '-' "
+                         "(max 64, no '/' or '..')")
+    return v
+
+
+def ip_address(v: Any) -> str:
+    if isinstance(v, bool) or not isinstance(v, str) or len(v) > 64:
+        raise ValueError("expected an IP address like 192.0.2.1 or 2001:db8::1")
+    try:
+        return str(ipaddress.ip_address(v))
+    except ValueError:
+        raise ValueError("expected an IP address like 192.0.2.1 or 2001:db8::1") from None
+
+
+def env_key(v: Any) -> str:
+    if not isinstance(v, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", v):
+        raise ValueError("an environment variable name is letters, digits and '_', "
+                         "not starting with a digit")
+    return v
+
+
+def env_value(v: Any) -> str:
+    """Text or a number, as the variable's value."""
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+        raise ValueError("expected text or a number")
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError("number is not finite")
+    if isinstance(v, int) and abs(v) >= 10**18:
+        raise ValueError("number too large")
+    return text(str(v))
+
+
+def fmt_s(seconds: float) -> str:
+    for unit, scale in (("h", 3600.0), ("min", 60.0), ("s", 1.0), ("ms", 1e-3)):
+        if seconds >= scale:
+            return f"{seconds / scale:g}{unit}"
+    return f"{seconds * 1e6:g}us"
+
+
+def fmt_size(n: float) -> str:
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale:g}{unit}"
+    return f"{n:g}B"
+
+
+def duration_in(lo: float = 0.0, hi: float = L.MAX_DURATION_S, *,
+                whole: bool = False) -> Parser:
+    """A duration in seconds within lo..hi (0 < lo means: must be > 0)."""
+    def p(v: Any) -> float:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v != 0:
+            raise ValueError("give a unit, e.g. '50ms'")
+        s = units.parse_duration(v)
+        if s < 0:
+            raise ValueError("must be >= 0")
+        if lo > 0 and s <= 0:
+            raise ValueError("must be > 0")
+        if 0 < s < max(lo, L.MIN_NONZERO_S):
+            raise ValueError(f"must be 0 or at least {fmt_s(max(lo, L.MIN_NONZERO_S))}")
+        if s > hi:
+            raise ValueError(f"must be at most {fmt_s(hi)}")
+        if whole and s != int(s):
+            raise ValueError("must be a whole number of seconds")
+        return s
+    return p
+
+
+_duration = duration_in()
+_positive_duration = duration_in(L.MIN_NONZERO_S)
+
+
 def duration(v: Any) -> float:
-    if isinstance(v, (int, float)) and not isinstance(v, bool) and v != 0:
-        raise ValueError("give a unit, e.g. '50ms'")
-    s = units.parse_duration(v)
-    if s < 0:
-        raise ValueError("must be >= 0")
-    return s
+    """Seconds, 0 .. one day."""
+    return _duration(v)
 
 
 def positive_duration(v: Any) -> float:
-    s = duration(v)
-    if s <= 0:
-        raise ValueError("must be > 0")
-    return s
+    return _positive_duration(v)
 
 
 def rate(v: Any) -> float:
+    """Bits per second within rig.limits' MIN_RATE_BPS..MAX_RATE_BPS."""
     if isinstance(v, (int, float)) and not isinstance(v, bool):
         raise ValueError("give a unit, e.g. '10gbit'")
     r = units.parse_rate(v)
-    if r <= 0:
-        raise ValueError("must be > 0")
+    if not L.MIN_RATE_BPS <= r <= L.MAX_RATE_BPS:
+        raise ValueError(f"must be within {units.fmt_rate(L.MIN_RATE_BPS)}.."
+                         f"{units.fmt_rate(L.MAX_RATE_BPS)}")
     return r
 
 
+def size_in(lo: int = 1, hi: int = L.MAX_SIZE) -> Parser:
+    def p(v: Any) -> int:
+        n = units.parse_size(v)
+        if n <= 0:
+            raise ValueError("must be > 0")
+        if not lo <= n <= hi:
+            raise ValueError(f"must be within {fmt_size(lo)}..{fmt_size(hi)}")
+        return n
+    return p
+
+
+_size = size_in()
+
+
 def size(v: Any) -> int:
-    n = units.parse_size(v)
-    if n <= 0:
-        raise ValueError("must be > 0")
-    return n
+    """Bytes, 1 B .. 1 TiB."""
+    return _size(v)
 
 
 def fraction(v: Any) -> float:

@@ -1,34 +1,59 @@
 """Unit parsing at the boundary: '50ms' -> 0.05 s, '10gbit' -> 1e10 bit/s,
 '256MiB' -> bytes, '1.5%' -> 0.015.
 
+Every result is a finite number. Units are case-exact where case changes the meaning
+(`Mib` is mebibits, not `MiB`; `b` is a bit, `B` a byte); rates are bits per second
+with an explicit unit: a bare number (tc reads bytes/s) and `*bps` (tc reads `mbps` as
+megaBYTES per second) are refused with the spelling to use instead.
+
 Pure functions; raise ValueError with a short reason, callers add file/key context.
 """
 from __future__ import annotations
 
+import math
 import re
 
 _NUM = r"([0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)"
+_MAX_TEXT = 64        # longer than any quantity anyone writes
 
 _TIME = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "sec": 1.0,
          "min": 60.0, "m": 60.0, "h": 3600.0}
-_RATE = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12,
-         "bps": 1, "kbps": 1e3, "mbps": 1e6, "gbps": 1e9, "tbps": 1e12,
-         "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12}
-_SIZE = {"b": 1, "": 1, "k": 1e3, "kb": 1e3, "m": 1e6, "mb": 1e6, "g": 1e9, "gb": 1e9,
-         "t": 1e12, "tb": 1e12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+_RATE = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}   # any case, as tc
+_SIZE = {"": 1, "B": 1, "kB": 10**3, "MB": 10**6, "GB": 10**9, "TB": 10**12,
+         "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40}
+_SIZE_HINT = "B, kB, MB, GB, TB, KiB, MiB, GiB, TiB"
+_EXP = {"k": 3, "m": 6, "g": 9, "t": 12}
+
+
+def _show(unit: str) -> str:
+    """A unit as quoted in a message: short, whatever the input."""
+    return repr(unit if len(unit) <= 12 else unit[:11] + "…")
+
+
+def _finite(x: float) -> float:
+    if not math.isfinite(x):
+        raise ValueError("number is not finite (too large, inf or nan)")
+    return x
 
 
 def _split(text: object, what: str) -> tuple[float, str]:
     if isinstance(text, bool):
         raise ValueError(f"expected a {what}")
-    if isinstance(text, (int, float)):
-        return float(text), ""
+    if isinstance(text, int):
+        try:
+            return _finite(float(text)), ""
+        except OverflowError:
+            raise ValueError("number is not finite (too large, inf or nan)") from None
+    if isinstance(text, float):
+        return _finite(text), ""
     if not isinstance(text, str):
         raise ValueError(f"expected a {what}")
+    if len(text) > _MAX_TEXT:
+        raise ValueError(f"too long for a {what}")
     m = re.fullmatch(_NUM + r"\s*([A-Za-zµ%]*)", text.strip())
     if not m:
         raise ValueError(f"not a {what}")
-    return float(m.group(1)), m.group(2)
+    return _finite(float(m.group(1))), m.group(2)
 
 
 def parse_duration(text: object, *, default_unit: str = "s") -> float:
@@ -36,28 +61,54 @@ def parse_duration(text: object, *, default_unit: str = "s") -> float:
     value, unit = _split(text, "duration like '50ms'")
     unit = unit or default_unit
     if unit not in _TIME:
-        raise ValueError(f"unknown time unit {unit!r} (use ns, us, ms, s, min)")
-    return value * _TIME[unit]
+        if unit.lower() in _TIME:
+            raise ValueError(f"time units are lower-case: write {unit.lower()!r}")
+        raise ValueError(f"unknown time unit {_show(unit)} (use ns, us, ms, s, min)")
+    return _finite(value * _TIME[unit])
+
+
+def _num(value: float) -> str:
+    return f"{value:g}"
 
 
 def parse_rate(text: object) -> float:
-    """Return bits per second. Bare numbers are bit/s."""
+    """Return bits per second. The unit is required: kbit, mbit, gbit, tbit (any case)."""
     value, unit = _split(text, "rate like '10gbit'")
     key = unit.lower()
     if key == "":
-        return value
+        raise ValueError(f"a bare number is ambiguous (tc reads bytes/s): add a unit, "
+                         f"e.g. '{_num(value)}mbit'")
+    if key.endswith("bps") and key[:-3] in ("", "k", "m", "g", "t"):
+        raise ValueError(f"unit {_show(unit)} is ambiguous (tc reads 'mbps' as megaBYTES "
+                         f"per second): write '{_num(value)}{key[:-3]}bit' for bits per second")
+    if key in ("k", "m", "g", "t"):
+        raise ValueError(f"give the whole unit: write '{_num(value)}{key}bit'")
     if key not in _RATE:
-        raise ValueError(f"unknown rate unit {unit!r} (use kbit, mbit, gbit, tbit)")
-    return value * _RATE[key]
+        raise ValueError(f"unknown rate unit {_show(unit)} (use kbit, mbit, gbit, tbit)")
+    return _finite(value * _RATE[key])
+
+
+def _size_hint(unit: str) -> str:
+    low = unit.lower()
+    if low in ("kib", "mib", "gib", "tib"):
+        right = low[0].upper() + "iB"
+        why = "mebibits" if low == "mib" else "bits"
+        return f"{_show(unit)} would be {why}: write {right!r} (size units are case-exact)"
+    if low in ("kb", "mb", "gb", "tb", "k", "m", "g", "t"):
+        dec = "kB" if low[0] == "k" else low[0].upper() + "B"
+        return (f"{_show(unit)} is ambiguous: write {dec!r} (10^{_EXP[low[0]]} bytes) or "
+                f"{low[0].upper() + 'iB'!r} (2^{_EXP[low[0]] // 3 * 10}); size units are case-exact")
+    if unit == "b":
+        return "'b' is a bit: write 'B' for bytes"
+    return f"unknown size unit {_show(unit)} (use {_SIZE_HINT})"
 
 
 def parse_size(text: object) -> int:
     """Return bytes. Bare numbers are bytes."""
     value, unit = _split(text, "size like '256MiB'")
-    key = unit.lower()
-    if key not in _SIZE:
-        raise ValueError(f"unknown size unit {unit!r} (use B, KiB, MiB, GiB, kB, MB, GB)")
-    result = value * _SIZE[key]
+    if unit not in _SIZE:
+        raise ValueError(_size_hint(unit))
+    result = _finite(value * _SIZE[unit])
     if result != int(result):
         raise ValueError("size must be a whole number of bytes")
     return int(result)
@@ -69,7 +120,7 @@ def parse_fraction(text: object) -> float:
     if unit == "%":
         value /= 100.0
     elif unit:
-        raise ValueError(f"unknown unit {unit!r} (use % or a fraction)")
+        raise ValueError(f"unknown unit {_show(unit)} (use % or a fraction)")
     if not 0.0 <= value <= 1.0:
         raise ValueError("must be between 0% and 100%")
     return value

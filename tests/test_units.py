@@ -10,7 +10,7 @@ def test_duration(text, want):
 
 
 @pytest.mark.parametrize("text,want", [("10gbit", 10e9), ("1Gbit", 1e9), ("100mbit", 1e8),
-                                       ("400Gbps", 400e9)])
+                                       ("400GBIT", 400e9)])
 def test_rate(text, want):
     assert units.parse_rate(text) == pytest.approx(want)
 
@@ -35,3 +35,36 @@ def test_fraction(text, want):
 def test_bad_units_raise(fn, bad):
     with pytest.raises(ValueError):
         fn(bad)
+
+
+@pytest.mark.parametrize("fn,bad,words", [
+    (units.parse_size, "256Mib", "write 'MiB'"),           # mebibits, not bytes
+    (units.parse_size, "256mib", "write 'MiB'"),
+    (units.parse_size, "4mb", "write 'MB' (10^6 bytes) or 'MiB'"),
+    (units.parse_size, "4KB", "write 'kB' (10^3 bytes) or 'KiB'"),
+    (units.parse_size, "4M", "write 'MB'"),
+    (units.parse_size, "8b", "write 'B' for bytes"),
+    (units.parse_rate, "100mbps", "write '100mbit' for bits per second"),  # tc: megaBYTES/s
+    (units.parse_rate, "10Gbps", "write '10gbit'"),
+    (units.parse_rate, "1000", "add a unit"),
+    (units.parse_rate, 1000, "add a unit"),
+    (units.parse_rate, "10G", "write '10gbit'"),
+    (units.parse_duration, "50MS", "write 'ms'"),
+    (units.parse_duration, "1e400s", "not finite"),
+    (units.parse_rate, "1e400gbit", "not finite"),
+    (units.parse_size, "1e400MiB", "not finite"),
+    (units.parse_size, 10**400, "not finite"),
+    (units.parse_size, float("inf"), "not finite"),
+    (units.parse_fraction, float("nan"), "not finite"),
+    (units.parse_duration, "1" * 10**6 + "s", "too long"),
+])
+def test_traps_are_refused_with_what_to_write(fn, bad, words):
+    with pytest.raises(ValueError) as e:
+        fn(bad)
+    assert words in str(e.value) and len(str(e.value)) < 200, str(e.value)
+
+
+def test_huge_unit_is_not_echoed():
+    with pytest.raises(ValueError) as e:
+        units.parse_size("1" + "x" * 60)
+    assert len(str(e.value)) < 120
