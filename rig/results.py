@@ -152,6 +152,8 @@ class Store:
             version = int(st.meta().get("format_version", "0"))
         except sqlite3.DatabaseError as e:
             raise InputError(f"not a rig results database ({e})", file=str(path)) from e
+        except (TypeError, ValueError) as e:
+            raise InputError("meta.format_version is not an integer", file=str(path)) from e
         if version != FORMAT_VERSION:
             raise InputError(f"results format {version} is not supported (want {FORMAT_VERSION})",
                              file=str(path))
