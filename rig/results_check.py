@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from .errors import InputError
-from .results import _TABLES, FORMAT_VERSION
+from .results import _TABLES, FORMAT_VERSION, read_only_uri
 
 BASE_TABLES: dict[str, dict[str, str]] = {
     "meta": {"key": "TEXT NOT NULL", "value": "TEXT"},
@@ -169,7 +169,7 @@ def _range_defect(name: str, v: float, ok: bool) -> str | None:
 def check(path: Path) -> None:
     """Raise InputErrors (one line per defect) unless path is a valid results.sqlite."""
     from .errors import InputErrors
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    conn = sqlite3.connect(read_only_uri(Path(path)), uri=True)
     try:
         errors = check_connection(conn, Path(path))
     finally:
