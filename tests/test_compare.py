@@ -200,3 +200,44 @@ def test_compare_works_without_matplotlib(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("1 ") and ".png" not in done.stdout
     assert "matplotlib is not available" in (tmp_path / "o" / "compare.md").read_text()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rig", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_cli_prints_the_summary_line_and_exit_code(tmp_path: Path) -> None:
+    """Issue #12: stdout was `<bound method CompareResult.summary ...>`."""
+    base = make_run(tmp_path / "a", seed=1)
+    cand = make_run(tmp_path / "b", seed=2, factor=_drop("curl", {60.0}, 0.7))
+    done = _cli("compare", str(base), str(cand), "--out", str(tmp_path / "o"))
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines() == [
+        "REGRESSION: 1 of 16 matched measurements dropped by more than 10% outside the "
+        "noise (0 improved, 0 within noise)"], done.stdout
+    same = _cli("compare", str(base), str(base), "--out", str(tmp_path / "o2"))
+    assert same.returncode == 0 and same.stdout.startswith("no regression: 16 matched")
+    helptext = _cli("compare", "--help").stdout
+    assert "Holm" in helptext and "undecided" in helptext and "exit status: 0" in helptext
+
+
+def test_out_pointing_at_a_file_is_one_line_exit_2(tmp_path: Path) -> None:
+    base = make_run(tmp_path / "a", seed=1)
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("x")
+    done = _cli("compare", str(base), str(base), "--out", str(blocker))
+    assert done.returncode == 2
+    assert done.stderr == f"rig: {blocker}: --out: output folder is a file\n"
+    assert sorted(p.name for p in base.iterdir()) == ["results.sqlite"]
+
+
+def test_every_candidate_repeat_failed_rule(tmp_path: Path) -> None:
+    """All candidate repeats failed: a regression when most baseline repeats worked,
+    undecided when the baseline itself failed as often as it worked."""
+    base = make_run(tmp_path / "a", seed=1, repeats=3)
+    cand = make_run(tmp_path / "b", seed=2, repeats=3, failing=[("curl", 60.0)])
+    r = compare(base, cand, tmp_path / "o")
+    assert [(p.key.client, p.status) for p in r.regressions] == [("curl", "failed")]
+    d = decide([Draft([1e9], [], 2, 3), Draft([1e9, 1e9], [], 1, 1)], 0.1)
+    assert [x.status for x in d] == ["undecided", "failed"]
