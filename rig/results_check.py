@@ -142,6 +142,8 @@ def _cell_defect(table: str, name: str, decl: str, v: Any, ok: bool) -> str | No
                 parsed = json.loads(v)
             except ValueError:
                 return "not JSON"
+            if parsed is None and "NOT NULL" not in decl:
+                return None                 # JSON null in a nullable column: absent
             if not isinstance(parsed, want):
                 return f"JSON is not a{'n object' if want is dict else ' list'}"
         return None
