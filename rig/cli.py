@@ -75,9 +75,7 @@ def cmd_compare(a) -> int:
     from . import compare
     res = compare.compare(Path(a.baseline), Path(a.candidate),
                           Path(a.out) if a.out else None, threshold=a.threshold)
-    summary = getattr(res, "summary", None)
-    if summary:
-        print(summary)
+    print(res.summary())
     return int(res.exit_code)
 
 
@@ -130,7 +128,16 @@ def parser() -> argparse.ArgumentParser:
     rp = sub.add_parser("report", help="redraw charts and tables from DIR/results.sqlite")
     rp.add_argument("dir")
     rp.set_defaults(fn=cmd_report)
-    c = sub.add_parser("compare", help="regression check between two runs (exit 1: regression)")
+    c = sub.add_parser(
+        "compare", help="regression check between two runs (exit 1: regression)",
+        description="Regression check between two runs. A point regresses when its "
+        "geometric-mean throughput dropped by more than --threshold AND Welch's t on log "
+        "throughput is significant after Holm's correction over all matched points "
+        "(family-wise 5 %%), or when every candidate repeat failed while most baseline "
+        "repeats succeeded. Points with fewer than 3 successful repeats on a side that "
+        "moved by more than the threshold are 'undecided'.",
+        epilog="exit status: 0 no regression (also when some points are only undecided: "
+        "the summary line starts with UNDECIDED), 1 regression, 2 unusable input")
     c.add_argument("baseline")
     c.add_argument("candidate")
     c.add_argument("--out")
@@ -167,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = program(argv)
     except InputError as e:
-        print(f"rig: {e}", file=sys.stderr)
+        for line in str(e).splitlines() or [""]:     # InputErrors: one line per defect
+            print(f"rig: {line}", file=sys.stderr)
         code = ExitStatus.BAD_INPUT
     except RigError as e:
         print(f"rig: {e}", file=sys.stderr)

@@ -1,15 +1,26 @@
 """Regression check between two stored runs (`rig compare BASELINE CANDIDATE`).
 
 Measurements are matched on (path, configured RTT, client configuration, streams,
-concurrency). For each pair the change is the relative difference of the mean
-throughputs, with a 95 % bootstrap interval from the repeats of both runs (resampling
-each run's repeats independently, seeded so that results are reproducible).
+concurrency). For each pair the change is that of the geometric mean throughput over
+the successful repeats, candidate vs baseline. Its noise is judged by Welch's t on log
+throughput (rig.stats): a 95 % interval of the change and a two-sided p-value, which keep
+their stated coverage at 3 repeats. The p-values of all pairs tested together are
+Holm-adjusted, so that comparing two runs of one setup calls *anything* a regression in
+at most 5 % of comparisons, however many points are matched.
 
-A pair is a *regression* when the candidate dropped by more than `threshold` AND the
-drop is outside the noise (the interval's upper end is below zero), or when every
-candidate repeat failed where the baseline worked. With a single repeat on either side
-the noise is unknown and the threshold alone decides (the report says so).
-Exit code: 0 nothing regressed, 1 something did; unusable input raises InputError (2).
+Status of a pair (decide()):
+  regression    change < -threshold AND significant after Holm (both sides >= 3 repeats)
+  failed        every candidate repeat failed while most baseline repeats succeeded
+                (a transfer that stopped working is never noise)
+  improvement   change > +threshold AND significant after Holm
+  noise         |change| > threshold but not significant
+  unchanged     |change| <= threshold
+  undecided     |change| > threshold with fewer than 3 successful repeats on a side (the
+                noise is unknown), or every candidate repeat failed where the baseline
+                itself failed as often as it worked
+  no-baseline   the baseline never succeeded
+Exit code: 1 when a pair regressed or failed, else 0 -- also when some pairs are only
+undecided (the summary line says so); unusable input raises InputError (2).
 
 Writes compare.md, compare.csv, compare.html and, when matplotlib is importable,
 overlay charts. The verdict never needs matplotlib.
@@ -21,22 +32,21 @@ from __future__ import annotations
 import difflib
 import json
 import math
-import random
-import statistics
-import zlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from .errors import ExitStatus, InputError
 from .report.model import SETTINGS, Key, Point, Run, key_order, load_run
 from .report.verdict import verdict
+from .stats import holm, welch_log
 
-BOOTSTRAP_RESAMPLES = 2000
 CONFIDENCE = 0.95
+ALPHA = 1 - CONFIDENCE          # family-wise error over all tested pairs (Holm)
+MIN_REPEATS = 3                 # fewer successful repeats on a side: undecided
 
 REGRESSION, IMPROVEMENT, UNCHANGED, NOISE = "regression", "improvement", "unchanged", "noise"
-FAILED, NO_BASELINE = "failed", "no-baseline"
+FAILED, NO_BASELINE, UNDECIDED = "failed", "no-baseline", "undecided"
 
 
 @dataclass(frozen=True)
@@ -45,8 +55,8 @@ class Pair:
     key: Key
     base: tuple[float, ...]             # aggregate bits/s per successful repeat
     cand: tuple[float, ...]
-    change: float                       # mean(cand) / mean(base) - 1; nan without data
-    low: float | None                   # bootstrap interval of `change`, None: no repeats
+    change: float                       # geometric mean change; nan without data
+    low: float | None                   # 95 % Welch interval of `change`, None: untested
     high: float | None
     status: str
     base_failed: int = 0
@@ -54,6 +64,8 @@ class Pair:
     base_verdict: str = ""
     cand_verdict: str = ""
     settings: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    p: float | None = None              # two-sided Welch p-value, None: untested
+    p_holm: float | None = None         # Holm-adjusted over every tested pair
 
     @property
     def regressed(self) -> bool:
@@ -61,7 +73,7 @@ class Pair:
 
     def interval_text(self) -> str:
         if self.low is None or self.high is None:
-            return "n/a (1 repeat)"
+            return "n/a (< 3 repeats)" if self.base and self.cand else "n/a"
         return f"[{self.low:+.1%}, {self.high:+.1%}]"
 
 
@@ -84,42 +96,95 @@ class CompareResult:
         return [p for p in self.pairs if p.regressed]
 
     @property
+    def undecided(self) -> list[Pair]:
+        return [p for p in self.pairs if p.status == UNDECIDED]
+
+    @property
     def exit_code(self) -> int:
         return int(ExitStatus.REGRESSION if self.regressions else ExitStatus.OK)
 
     def summary(self) -> str:
-        n, r = len(self.pairs), len(self.regressions)
+        return summary_line(self.pairs, self.threshold)
+
+
+def summary_line(pairs: Sequence[Pair], threshold: float) -> str:
+    n = len(pairs)
+    count = {s: sum(1 for p in pairs if p.status == s) for s in
+             (REGRESSION, FAILED, IMPROVEMENT, NOISE, UNDECIDED)}
+    r = count[REGRESSION] + count[FAILED]
+    if r:
         head = (f"REGRESSION: {r} of {n} matched measurements dropped by more than "
-                f"{self.threshold:.0%} outside the noise" if r else
-                f"no regression: {n} matched measurements, none dropped by more than "
-                f"{self.threshold:.0%} outside the noise")
-        better = sum(1 for p in self.pairs if p.status == IMPROVEMENT)
-        noisy = sum(1 for p in self.pairs if p.status == NOISE)
-        return head + f" ({better} improved, {noisy} within noise)"
+                f"{threshold:.0%} outside the noise")
+        if count[FAILED]:
+            head += f" ({count[FAILED]} of them failed in every candidate repeat)"
+    elif count[UNDECIDED]:
+        head = (f"UNDECIDED (exit 0): no regression shown, but {count[UNDECIDED]} of {n} "
+                f"matched measurements moved by more than {threshold:.0%} with fewer "
+                f"than {MIN_REPEATS} repeats on a side (noise unknown)")
+    else:
+        head = (f"no regression: {n} matched measurements, none dropped by more than "
+                f"{threshold:.0%} outside the noise")
+    tail = f"{count[IMPROVEMENT]} improved, {count[NOISE]} within noise"
+    if r and count[UNDECIDED]:
+        tail += f", {count[UNDECIDED]} undecided"
+    return f"{head} ({tail})"
 
 
-def bootstrap_change(base: list[float], cand: list[float], seed: int,
-                     resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float] | None:
-    """Percentile interval of mean(cand)/mean(base) - 1; None with < 2 repeats a side."""
-    if len(base) < 2 or len(cand) < 2:
-        return None
-    rng = random.Random(seed)
-    stats = []
-    for _ in range(resamples):
-        b = statistics.fmean(rng.choices(base, k=len(base)))
-        c = statistics.fmean(rng.choices(cand, k=len(cand)))
-        stats.append(c / b - 1 if b > 0 else math.inf)
-    stats.sort()
-    tail = (1 - CONFIDENCE) / 2
-    return stats[int(tail * (resamples - 1))], stats[int((1 - tail) * (resamples - 1))]
+@dataclass(frozen=True)
+class Draft:
+    """What decide() needs of a pair: successful repeats and failure counts."""
+    base: Sequence[float]
+    cand: Sequence[float]
+    base_failed: int = 0
+    cand_failed: int = 0
 
 
-def classify(change: float, interval: tuple[float, float] | None, threshold: float) -> str:
-    if change < -threshold:
-        return REGRESSION if interval is None or interval[1] < 0 else NOISE
-    if change > threshold:
-        return IMPROVEMENT if interval is None or interval[0] > 0 else NOISE
-    return UNCHANGED
+@dataclass(frozen=True)
+class Decision:
+    status: str
+    change: float
+    low: float | None = None
+    high: float | None = None
+    p: float | None = None
+    p_holm: float | None = None
+
+
+def _geo_change(base: Sequence[float], cand: Sequence[float]) -> float:
+    lb = sum(math.log(v) for v in base) / len(base)
+    lc = sum(math.log(v) for v in cand) / len(cand)
+    return math.expm1(lc - lb)
+
+
+def _untested(d: Draft, threshold: float) -> Decision:
+    if not d.base:
+        return Decision(NO_BASELINE, math.nan)
+    if not d.cand:      # failed everywhere: a regression unless the baseline was flaky
+        ok = len(d.base) > d.base_failed
+        return Decision(FAILED if ok else UNDECIDED, -1.0)
+    change = _geo_change(d.base, d.cand)
+    return Decision(UNCHANGED if abs(change) <= threshold else UNDECIDED, change)
+
+
+def decide(drafts: Sequence[Draft], threshold: float) -> list[Decision]:
+    """Status of every pair; the Holm family is every pair with >= 3 repeats a side."""
+    out: list[Decision | None] = [None] * len(drafts)
+    tested: list[tuple[int, Any]] = []
+    for i, d in enumerate(drafts):
+        if len(d.base) >= MIN_REPEATS and len(d.cand) >= MIN_REPEATS:
+            tested.append((i, welch_log(list(d.base), list(d.cand), CONFIDENCE)))
+        else:
+            out[i] = _untested(d, threshold)
+    adjusted = holm([w.p for _, w in tested])
+    for (i, w), p_holm in zip(tested, adjusted):
+        significant = p_holm <= ALPHA
+        if w.change < -threshold:
+            status = REGRESSION if significant else NOISE
+        elif w.change > threshold:
+            status = IMPROVEMENT if significant else NOISE
+        else:
+            status = UNCHANGED
+        out[i] = Decision(status, w.change, w.low, w.high, w.p, p_holm)
+    return [d for d in out if d is not None]
 
 
 def _settings_diff(b: Point, c: Point) -> dict[str, tuple[Any, Any]]:
@@ -135,21 +200,12 @@ def _one(values: set) -> Any:
     return next(iter(values)) if len(values) == 1 else sorted(map(str, values))
 
 
-def compare_points(b: Point, c: Point, threshold: float, base_run: Run,
-                   cand_run: Run) -> Pair:
-    base, cand = list(b.samples_bps), list(c.samples_bps)
-    common = dict(base_failed=b.failed, cand_failed=c.failed,
-                  base_verdict=verdict(b, base_run).kind,
-                  cand_verdict=verdict(c, cand_run).kind, settings=_settings_diff(b, c))
-    if not base:
-        return Pair(b.key, (), tuple(cand), math.nan, None, None, NO_BASELINE, **common)
-    if not cand:
-        return Pair(b.key, tuple(base), (), -1.0, None, None, FAILED, **common)
-    change = statistics.fmean(cand) / statistics.fmean(base) - 1
-    interval = bootstrap_change(base, cand, zlib.crc32(b.key.label().encode()))
-    low, high = interval if interval else (None, None)
-    return Pair(b.key, tuple(base), tuple(cand), change, low, high,
-                classify(change, interval, threshold), **common)
+def compare_points(b: Point, c: Point, base_run: Run, cand_run: Run) -> Pair:
+    """The pair before decide(): status and change are filled in by match()."""
+    return Pair(b.key, tuple(b.samples_bps), tuple(c.samples_bps), math.nan, None, None,
+                UNDECIDED, base_failed=b.failed, cand_failed=c.failed,
+                base_verdict=verdict(b, base_run).kind,
+                cand_verdict=verdict(c, cand_run).kind, settings=_settings_diff(b, c))
 
 
 def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
@@ -202,19 +258,36 @@ def settings_lines(pairs: list[Pair]) -> list[str]:
 
 def _load(d: Path, role: str) -> Run:
     d = Path(d)
-    if not d.exists():
-        raise InputError(f"{role} run directory does not exist", file=str(d))
+    if not d.is_dir():
+        raise InputError(f"{role} run folder does not exist" if not d.exists() else
+                         f"{role} run is not a folder", file=str(d))
     run = load_run(d)
     if not run.points:
         raise InputError(f"{role} run has no transfers", file=str(d))
     return run
 
 
+def _out_dir(out_dir: Path | None, cand: Run) -> Path:
+    out = Path(out_dir) if out_dir is not None else cand.dir / "compare"
+    for parent in (out, *out.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError("output folder is a file" if parent == out else
+                                 f"output folder's parent {parent} is a file",
+                                 file=str(out), key="--out")
+            break
+    return out
+
+
 def match(base: Run, cand: Run, threshold: float) -> tuple[list[Pair], list[Key], list[Key]]:
     bmap = {p.key: p for p in base.points}
     cmap = {p.key: p for p in cand.points}
     common = sorted(set(bmap) & set(cmap), key=key_order)
-    pairs = [compare_points(bmap[k], cmap[k], threshold, base, cand) for k in common]
+    raw = [compare_points(bmap[k], cmap[k], base, cand) for k in common]
+    decisions = decide([Draft(p.base, p.cand, p.base_failed, p.cand_failed) for p in raw],
+                       threshold)
+    pairs = [replace(p, status=d.status, change=d.change, low=d.low, high=d.high, p=d.p,
+                     p_holm=d.p_holm) for p, d in zip(raw, decisions)]
     return (pairs, sorted(set(bmap) - set(cmap), key=key_order),
             sorted(set(cmap) - set(bmap), key=key_order))
 
@@ -232,8 +305,12 @@ def compare(baseline_dir: Path, candidate_dir: Path, out_dir: Path | None = None
         raise InputError("no measurement in common (matched on path, RTT, client, streams, "
                          "concurrency)", file=f"{baseline_dir} vs {candidate_dir}")
     env_lines, scen_diff = environment_diffs(base.env, cand.env)
-    out = Path(out_dir) if out_dir is not None else cand.dir / "compare"
-    out.mkdir(parents=True, exist_ok=True)
+    out = _out_dir(out_dir, cand)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"cannot create the output folder ({e.strerror})", file=str(out),
+                         key="--out") from e
     result = CompareResult(base.dir, cand.dir, out, threshold, pairs, only_b, only_c,
                            env_lines + settings_lines(pairs), scen_diff)
     from .report import compare_report

@@ -75,5 +75,27 @@ class InputError(RigError):
         return text
 
 
+class InputErrors(InputError):
+    """Several defects found at once (e.g. a results folder): one line each."""
+
+    MAX_LINES = 20
+
+    def __init__(self, errors: list[InputError]) -> None:
+        self.errors = list(errors)
+        first = self.errors[0]
+        super().__init__(first.message, file=first.file, key=first.key, value=first.value,
+                         has_value=first.has_value)
+
+    def lines(self) -> list[str]:
+        out = [str(e) for e in self.errors[:self.MAX_LINES]]
+        if len(self.errors) > self.MAX_LINES:
+            out.append(f"{self.errors[0].file}: ... and {len(self.errors) - self.MAX_LINES}"
+                       f" more defect(s)")
+        return out
+
+    def __str__(self) -> str:
+        return "\n".join(self.lines()) if hasattr(self, "errors") else super().__str__()
+
+
 class StepAborted(RigError):
     """The current sweep step cannot be measured honestly (e.g. emulator died)."""

@@ -117,6 +117,15 @@ def _encode(v: Any) -> Any:
     return v
 
 
+def read_only_uri(path: Path) -> str:
+    """URI that reads a results.sqlite without writing next to it. A WAL-mode database
+    opened read-only still gets -wal/-shm files created beside it, unless it is opened
+    as immutable -- which is only right when no -wal file holds unmerged rows (a
+    finished run, or a copy); a killed or live run keeps its -wal and is read through it."""
+    wal = Path(f"{path}-wal")
+    return f"file:{path}?mode=ro" + ("" if wal.exists() else "&immutable=1")
+
+
 class Store:
     """One run's results database."""
 
@@ -146,12 +155,14 @@ class Store:
             path = path / "results.sqlite"
         if not path.is_file():
             raise InputError("no results.sqlite here", file=str(path))
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+        conn = sqlite3.connect(read_only_uri(path), uri=True, check_same_thread=False)
         st = cls(conn, path)
         try:
             version = int(st.meta().get("format_version", "0"))
         except sqlite3.DatabaseError as e:
             raise InputError(f"not a rig results database ({e})", file=str(path)) from e
+        except (TypeError, ValueError) as e:
+            raise InputError("meta.format_version is not an integer", file=str(path)) from e
         if version != FORMAT_VERSION:
             raise InputError(f"results format {version} is not supported (want {FORMAT_VERSION})",
                              file=str(path))

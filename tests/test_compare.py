@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fixtures_results import make_run
-from rig.compare import bootstrap_change, classify, compare
+from rig.compare import Draft, decide, compare
 from rig.errors import InputError
 from rig.results import Store
 
@@ -81,13 +81,22 @@ def test_failed_candidate_is_a_regression(tmp_path: Path) -> None:
     assert r.regressions[0].status == "failed"
 
 
-def test_single_repeat_uses_threshold_alone_and_says_so(tmp_path: Path) -> None:
+def test_single_repeat_is_undecided_and_exits_zero(tmp_path: Path) -> None:
     base = make_run(tmp_path / "a", seed=1, repeats=1)
     cand = make_run(tmp_path / "b", seed=2, repeats=1, factor=_drop("curl", {60.0}, 0.7))
     r = compare(base, cand, tmp_path / "out")
-    assert _flagged(r) == {("curl", 60.0)}
-    assert r.regressions[0].low is None
-    assert "threshold alone decided" in (tmp_path / "out" / "compare.md").read_text()
+    assert r.exit_code == 0 and r.regressions == []
+    assert [(p.key.client, p.key.rtt_ms) for p in r.undecided] == [("curl", 60.0)]
+    assert r.undecided[0].low is None and r.undecided[0].change == pytest.approx(-0.3, abs=0.03)
+    assert r.summary().startswith("UNDECIDED (exit 0): no regression shown, but 1 of 16")
+    assert "fewer than 3 successful repeats" in (tmp_path / "out" / "compare.md").read_text()
+
+
+def test_failed_candidate_with_one_repeat_is_still_a_regression(tmp_path: Path) -> None:
+    base = make_run(tmp_path / "a", seed=1, repeats=1)
+    cand = make_run(tmp_path / "b", seed=2, repeats=1, failing=[("curl", 20.0)])
+    r = compare(base, cand, tmp_path / "out")
+    assert r.exit_code == 1 and [p.status for p in r.regressions] == ["failed"]
 
 
 def test_smaller_window_flags_exactly_the_window_limited_points(tmp_path: Path) -> None:
@@ -155,17 +164,29 @@ def test_unusable_input_raises_input_error(tmp_path: Path) -> None:
     assert InputError("x").exit_status == 2
 
 
-def test_bootstrap_interval_and_classification() -> None:
-    assert bootstrap_change([1.0], [1.0, 2.0], 1) is None
-    lo, hi = bootstrap_change([100, 101, 99, 100], [80, 81, 79, 80], 1)
-    assert lo <= -0.2 <= hi and hi < 0
-    lo, hi = bootstrap_change([100, 130, 70], [95, 125, 65], 1)
-    assert lo < 0 < hi
-    assert classify(-0.2, (-0.25, -0.15), 0.1) == "regression"
-    assert classify(-0.2, (-0.4, 0.05), 0.1) == "noise"
-    assert classify(-0.05, (-0.06, -0.04), 0.1) == "unchanged"
-    assert classify(-0.2, None, 0.1) == "regression"
-    assert classify(0.3, (0.2, 0.4), 0.1) == "improvement"
+def test_decide_statuses_and_holm_family() -> None:
+    drop = Draft([100, 101, 99, 100], [80, 81, 79, 80])
+    wide = Draft([100, 130, 70], [85, 110, 60])
+    small = Draft([100, 101, 99], [95, 96, 94])
+    up = Draft([100, 101, 99], [130, 131, 129])
+    d = decide([drop, wide, small, up, Draft([100], [70]), Draft([100], [95]),
+                Draft([100, 100, 100], [], 0, 3), Draft([100], [], 2, 3),
+                Draft([], [100], 3, 0)], 0.1)
+    assert [x.status for x in d] == ["regression", "noise", "unchanged", "improvement",
+                                     "undecided", "unchanged", "failed", "undecided",
+                                     "no-baseline"]
+    assert d[0].change == pytest.approx(-0.2, abs=1e-3)
+    assert d[0].low < -0.2 < d[0].high < 0
+    assert d[1].low < 0 < d[1].high
+    assert d[0].p_holm == pytest.approx(min(1.0, 4 * d[0].p))   # 4 tested pairs
+    assert d[4].p is None and d[4].low is None
+    # the same drop, alone, is significant; among 400 noisy points Holm keeps it only
+    # if it is strong enough: p <= 0.05 / 400 would be needed
+    lone = decide([Draft([100, 104, 96], [85, 89, 82])], 0.1)[0]
+    crowd = decide([Draft([100, 104, 96], [85, 89, 82])]
+                   + [Draft([100, 104, 96], [101, 97, 103])] * 399, 0.1)[0]
+    assert lone.status == "regression" and lone.p < 0.05
+    assert crowd.status == "noise" and crowd.p_holm > 0.05
 
 
 def test_compare_works_without_matplotlib(tmp_path: Path) -> None:
@@ -179,3 +200,44 @@ def test_compare_works_without_matplotlib(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("1 ") and ".png" not in done.stdout
     assert "matplotlib is not available" in (tmp_path / "o" / "compare.md").read_text()
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "rig", *args], capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_cli_prints_the_summary_line_and_exit_code(tmp_path: Path) -> None:
+    """Issue #12: stdout was `<bound method CompareResult.summary ...>`."""
+    base = make_run(tmp_path / "a", seed=1)
+    cand = make_run(tmp_path / "b", seed=2, factor=_drop("curl", {60.0}, 0.7))
+    done = _cli("compare", str(base), str(cand), "--out", str(tmp_path / "o"))
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines() == [
+        "REGRESSION: 1 of 16 matched measurements dropped by more than 10% outside the "
+        "noise (0 improved, 0 within noise)"], done.stdout
+    same = _cli("compare", str(base), str(base), "--out", str(tmp_path / "o2"))
+    assert same.returncode == 0 and same.stdout.startswith("no regression: 16 matched")
+    helptext = _cli("compare", "--help").stdout
+    assert "Holm" in helptext and "undecided" in helptext and "exit status: 0" in helptext
+
+
+def test_out_pointing_at_a_file_is_one_line_exit_2(tmp_path: Path) -> None:
+    base = make_run(tmp_path / "a", seed=1)
+    blocker = tmp_path / "file.txt"
+    blocker.write_text("x")
+    done = _cli("compare", str(base), str(base), "--out", str(blocker))
+    assert done.returncode == 2
+    assert done.stderr == f"rig: {blocker}: --out: output folder is a file\n"
+    assert sorted(p.name for p in base.iterdir()) == ["results.sqlite"]
+
+
+def test_every_candidate_repeat_failed_rule(tmp_path: Path) -> None:
+    """All candidate repeats failed: a regression when most baseline repeats worked,
+    undecided when the baseline itself failed as often as it worked."""
+    base = make_run(tmp_path / "a", seed=1, repeats=3)
+    cand = make_run(tmp_path / "b", seed=2, repeats=3, failing=[("curl", 60.0)])
+    r = compare(base, cand, tmp_path / "o")
+    assert [(p.key.client, p.status) for p in r.regressions] == [("curl", "failed")]
+    d = decide([Draft([1e9], [], 2, 3), Draft([1e9, 1e9], [], 1, 1)], 0.1)
+    assert [x.status for x in d] == ["undecided", "failed"]

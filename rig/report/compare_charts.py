@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 MAX_ROWS = 80
 MAX_PANELS = 12
 STATUS_COLOR = {"regression": style.REGRESSION_COLOR, "failed": style.REGRESSION_COLOR,
-                "improvement": style.IMPROVED_COLOR}
+                "improvement": style.IMPROVED_COLOR, "undecided": style.UNDECIDED_COLOR}
 
 
 def _pair_label(p: "Pair", labels: dict) -> str:
@@ -61,10 +61,11 @@ def change_chart(result: "CompareResult", base: Run, out: Path) -> list[Path]:
     ax.grid(True, axis="x", alpha=0.3)
     for status, color in (("regression", style.REGRESSION_COLOR),
                           ("improvement", style.IMPROVED_COLOR),
+                          ("undecided (< 3 repeats)", style.UNDECIDED_COLOR),
                           ("unchanged / within noise", style.NEUTRAL_COLOR)):
         ax.plot([], [], marker="o", linestyle="", color=color, label=status)
     ax.plot([], [], color=style.NEUTRAL_COLOR, linewidth=2.5, alpha=0.5,
-            label="95 % bootstrap interval")
+            label="95 % interval (Welch, log)")
     n, r = len(result.pairs), len(result.regressions)
     fig.legend(loc="outside right upper", fontsize=8, frameon=False,
                title=f"{r} regression(s) in {n} pairs", title_fontsize=9)

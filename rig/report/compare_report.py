@@ -25,11 +25,15 @@ PAIR_HEADER = ["path", "RTT (ms)", "client", "streams", "conc", "baseline Gbit/s
 CSV_COLUMNS = ["path", "rtt_ms", "client", "streams", "concurrency", "status", "change_pct",
                "interval_low_pct", "interval_high_pct", "base_mean_gbps", "cand_mean_gbps",
                "base_n", "cand_n", "base_failed", "cand_failed", "base_verdict",
-               "cand_verdict", "settings_changed"]
+               "cand_verdict", "settings_changed", "p_value", "p_holm"]
 
 
 def _pct(v: float | None) -> str:
     return "" if v is None or math.isnan(v) else f"{v * 100:.2f}"
+
+
+def _p(v: float | None) -> str:
+    return "" if v is None else f"{v:.3g}"
 
 
 def _gb(samples: tuple[float, ...]) -> str:
@@ -59,7 +63,8 @@ def write_csv(result: "CompareResult", path: Path) -> Path:
                         _pct(p.high), _gb(p.base) if p.base else "",
                         _gb(p.cand) if p.cand else "", len(p.base), len(p.cand),
                         p.base_failed, p.cand_failed, p.base_verdict, p.cand_verdict,
-                        "; ".join(f"{n}: {b} -> {c}" for n, (b, c) in p.settings.items())])
+                        "; ".join(f"{n}: {b} -> {c}" for n, (b, c) in p.settings.items()),
+                        _p(p.p), _p(p.p_holm)])
     return path
 
 
@@ -68,14 +73,21 @@ def _run_line(run: Run) -> str:
 
 
 def _method(result: "CompareResult") -> str:
-    single = sum(1 for p in result.pairs if p.low is None and p.base and p.cand)
-    text = (f"Matched on path, RTT, client configuration, streams and concurrency. "
-            f"A regression is a drop of more than {result.threshold:.0%} whose 95 % "
-            f"bootstrap interval over the repeats lies below zero, or a point that failed "
-            f"in every candidate repeat.")
-    if single:
-        text += (f" {single} pair(s) have a single repeat on one side: their noise is "
-                 f"unknown and the threshold alone decided.")
+    from ..compare import MIN_REPEATS
+    tested = sum(1 for p in result.pairs if p.p is not None)
+    few = sum(1 for p in result.pairs if p.p is None and p.base and p.cand)
+    text = (f"Matched on path, RTT, client configuration, streams and concurrency. The "
+            f"change is that of the geometric mean throughput over the successful repeats; "
+            f"its 95 % interval and p-value come from Welch's t on log throughput. A "
+            f"regression is a drop of more than {result.threshold:.0%} that stays "
+            f"significant after Holm's correction over the {tested} pair(s) with at least "
+            f"{MIN_REPEATS} repeats on both sides (at most 5 % chance of any false alarm), "
+            f"or a point that failed in every candidate repeat while most baseline repeats "
+            f"succeeded.")
+    if few:
+        text += (f" {few} pair(s) have fewer than {MIN_REPEATS} successful repeats on a "
+                 f"side: their noise is unknown; those that moved by more than the "
+                 f"threshold are 'undecided' and do not fail the comparison.")
     return text
 
 
@@ -102,7 +114,8 @@ def markdown_text(result: "CompareResult", base: Run, cand: Run) -> str:
 
 
 def html_text(result: "CompareResult", base: Run, cand: Run, images: list[Path]) -> str:
-    status_cls = {"regression": "flag", "failed": "flag", "improvement": "good"}
+    status_cls = {"regression": "flag", "failed": "flag", "improvement": "good",
+                  "undecided": "note"}
     body = ["<h1>rig compare</h1>",
             f'<p class="meta">baseline: {H.esc(_run_line(base))}<br>'
             f"candidate: {H.esc(_run_line(cand))}</p>",

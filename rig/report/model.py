@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import InputError
+from .. import results_check
 from ..results import Store
 
 # Per-measurement settings that, when they differ between two runs, explain a change.
@@ -222,6 +223,16 @@ def build_points(transfers: list[dict], validations: list[dict]) -> list[Point]:
 def load_run(run_dir: Path) -> Run:
     """Read everything a report needs; raises rig.errors.InputError for a bad directory."""
     run_dir = Path(run_dir)
+    if not run_dir.exists():
+        raise InputError("results folder does not exist", file=str(run_dir))
+    if not run_dir.is_dir():
+        raise InputError("not a folder (give the run's folder, which holds results.sqlite)",
+                         file=str(run_dir))
+    db = run_dir / "results.sqlite"
+    if not db.is_file():
+        raise InputError("no results.sqlite in this folder" if not db.exists() else
+                         "results.sqlite is not a file", file=str(run_dir))
+    results_check.check(db)          # one line per defect, before anything is read
     store = Store.open(run_dir)
     try:
         transfers = store.transfers()

@@ -56,6 +56,7 @@ BASELINE_LINESTYLE = "--"
 REGRESSION_COLOR = "#c0392b"
 IMPROVED_COLOR = "#2e8b3a"
 NEUTRAL_COLOR = "#7f7f7f"
+UNDECIDED_COLOR = "#d68910"          # rig compare: moved, but too few repeats to tell
 
 
 def family(name: str, tool: str | None = None) -> str:
