@@ -46,15 +46,16 @@ def up(name: str, *, rtt: str, jitter: str = "0ms", loss: str = "0%", rate: str 
     from .orchestrate import make_backend
     prefix = netns.new_prefix()
     subnet = netns.lease_subnet(prefix)
-    names = netns.PathNames(prefix, 0, name, subnet)
+    path = netns.lay_out(netns.default_topology(), prefix, 0, name, subnet,
+                         workdir=netns.STATE_DIR / prefix / "net")
     state = {"kind": "net", "name": name, "prefix": prefix, "pid": os.getpid()}
     netns.write_state(prefix, state)
     try:
-        net = netns.build(names, workdir=netns.STATE_DIR / prefix / "net")
+        net = netns.build(path)
         be = make_backend(backend)
         be.apply(net.site, profile)
     except BaseException:
-        netns.destroy(names)
+        netns.destroy(path)
         netns.release_subnet(prefix)
         netns.drop_state(prefix)
         raise
@@ -70,7 +71,7 @@ def down(name: str) -> None:
     if not found:
         raise RigError(f"no path named {name!r} is up (see `rig net list`)")
     prefix, st = found
-    netns.destroy(netns.PathNames(prefix, 0, name, "198.18.0.0/24"))
+    netns.destroy(netns.lay_out(netns.default_topology(), prefix, 0, name, "198.18.0.0/24"))
     netns.release_subnet(prefix)
     netns.drop_state(prefix)
     shutil.rmtree(netns.STATE_DIR / prefix, ignore_errors=True)
