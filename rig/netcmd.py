@@ -102,16 +102,17 @@ def up(name: str, *, rtt: str, jitter: str = "0ms", loss: str = "0%", rate: str 
     state = {"kind": "net", "name": name, "pid": os.getpid(), **_owner(owner_pid)}
     prefix = _register(name, state)
     state["prefix"] = prefix
-    names = None
+    path = None
     try:
         subnet = netns.lease_subnet(prefix)
-        names = netns.PathNames(prefix, 0, name, subnet)
-        net = netns.build(names, workdir=netns.STATE_DIR / prefix / "net")
+        path = netns.lay_out(netns.default_topology(), prefix, 0, name, subnet,
+                             workdir=netns.STATE_DIR / prefix / "net")
+        net = netns.build(path)
         be = make_backend(backend)
         be.apply(net.site, profile)
     except BaseException:
-        if names is not None:
-            netns.destroy(names)
+        if path is not None:
+            netns.destroy(path)
         netns.release_subnet(prefix)
         shutil.rmtree(netns.STATE_DIR / prefix, ignore_errors=True)
         netns.drop_state(prefix)
@@ -139,7 +140,7 @@ def down(name: str) -> None:
 
 
 def teardown(prefix: str, name: str = "net") -> None:
-    netns.destroy(netns.PathNames(prefix, 0, name, "198.18.0.0/24"))
+    netns.destroy(netns.lay_out(netns.default_topology(), prefix, 0, name, "198.18.0.0/24"))
     netns.release_subnet(prefix)
     shutil.rmtree(netns.STATE_DIR / prefix, ignore_errors=True)
     netns.drop_state(prefix)

@@ -40,17 +40,23 @@ def make_backend(name: str) -> Backend:
 
 @dataclass
 class Live:
-    """One realized path: namespaces (or the host), its backend, its servers."""
+    """A path during a run: its names and addresses (netns.RealizedPath) plus the
+    runtime state: backend, whether the emulation is applied, its servers."""
     spec: PathSpec
-    index: int
-    client_ns: str | None
-    server_ns: str | None
-    server_addr: str
-    site: LinkSite | None
+    path: netns.RealizedPath
     backend: Backend
     servers: dict[str, servers.ServerPlan] = field(default_factory=dict)
     iperf_port: int = 0
     applied: bool = False
+
+    index = property(lambda self: self.path.index)
+    client_ns = property(lambda self: self.path.client_ns)
+    server_ns = property(lambda self: self.path.server_ns)
+    server_addr = property(lambda self: self.path.server_addr)
+
+    @property
+    def site(self) -> LinkSite | None:
+        return self.path.site
 
 
 def _stderr(msg: str) -> None:
@@ -95,15 +101,17 @@ class Run:
 
     def _build_path(self, stack: contextlib.ExitStack, i: int, p: PathSpec) -> Live:
         if p.kind == "real":
-            live = Live(p, i, p.client_ns, p.server_ns, p.server_addr, None, NoneBackend())
+            live = Live(p, netns.real_path(i, p.name, client_ns=p.client_ns,
+                                           server_ns=p.server_ns, server_addr=p.server_addr),
+                        NoneBackend())
         else:
-            net = stack.enter_context(netns.path_net(
+            path = stack.enter_context(netns.path_net(
                 self.prefix, p.name, i, workdir=self.workdir / p.name,
-                mtu=self.sc.tuning.mtu, subnet=self.subnet))
-            for ns in (net.client_ns, net.server_ns):
-                tuning.apply_ns(self.sc.tuning, ns)
-            backend = make_backend(p.backend)
-            live = Live(p, i, net.client_ns, net.server_ns, net.server_addr, net.site, backend)
+                mtu=self.sc.tuning.mtu, subnet=self.subnet, topology=self.sc.topology))
+            for node in path.nodes:
+                if node.role != "router":
+                    tuning.apply_ns(self.sc.tuning, node.ns)
+            live = Live(p, path, make_backend(p.backend))
             stack.callback(self._remove_backend, live)
         self.say(f"path {p.name}: client {live.client_ns or 'host'} -> server "
                  f"{live.server_addr} ({live.server_ns or 'host'}), backend {live.backend.name}")

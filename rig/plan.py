@@ -46,18 +46,21 @@ def plan_lines(sc: Scenario) -> list[str]:
     for i, p in enumerate(sc.paths):
         out.append(f"# path {p.name} ({p.kind})")
         if p.kind == "real":
-            names[p.name] = (p.client_ns, p.server_ns, p.server_addr, None)
+            names[p.name] = netns.real_path(i, p.name, client_ns=p.client_ns,
+                                            server_ns=p.server_ns, server_addr=p.server_addr)
             continue
-        n = netns.PathNames(PREFIX, i, p.name, "198.18.0.0/24")
+        n = netns.lay_out(sc.topology, PREFIX, i, p.name, "198.18.0.0/24", workdir=wd / p.name)
         out += [_fmt(a) for a in netns.build_argv(n, mtu=sc.tuning.mtu)]
         out += [f"# write {netns.ETC_NETNS / ns / 'resolv.conf'} (no resolver in the namespace)"
-                for ns in (n.client_ns, n.router_ns, n.server_ns)]
-        for ns in (n.client_ns, n.server_ns):
-            out += [_fmt(a) for a in tuning.ns_argv(sc.tuning, ns)]
-        names[p.name] = (n.client_ns, n.server_ns, n.server_addr, n.site(wd / p.name))
+                for ns in n.namespaces]
+        for node in n.nodes:
+            if node.role != "router":
+                out += [_fmt(a) for a in tuning.ns_argv(sc.tuning, node.ns)]
+        names[p.name] = n
         _servers(sc, out, p.name, n.server_ns, n.server_addr, wd)
     for step in S.expand(sc):
-        client_ns, server_ns, addr, site = names[step.path.name]
+        n = names[step.path.name]
+        client_ns, server_ns, addr, site = n.client_ns, n.server_ns, n.server_addr, n.site
         out.append(f"# step {step.index + 1}: {step.label()}")
         if site is not None and step.profile is not None:
             out += _emulation(step, site)

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from . import limits as L, safeyaml, schema as S
+from . import topology as T
 from .emul.profile import Direction, GilbertElliott, LinkProfile
-from .errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPOLOGY_DIR = ROOT / "topologies"
@@ -26,11 +26,7 @@ TOOL_SERVERS = {"xrdcp": {"xrootd"}, "davix-get": {"xrootd", "nginx"},
 MULTI_STREAM_TOOLS = {"xrdcp": 15, "fdt": L.MAX_STREAMS, "iperf3": L.MAX_STREAMS}
 
 
-@dataclass(frozen=True)
-class Topology:
-    name: str
-    layout: str                # client-router-server | host
-    description: str = ""
+Topology = T.Topology         # nodes and links: rig/topology.py
 
 
 @dataclass(frozen=True)
@@ -306,12 +302,7 @@ def list_topologies() -> list[str]:
 
 
 def parse_topology(p: Path) -> Topology:
-    data = _load_yaml(p)
-    ctx = S.Ctx(str(p))
-    d = S.check_mapping(ctx, data, {
-        "name": S.Field(S.name), "description": S.Field(S.text, ""),
-        "layout": S.Field(S.choice("client-router-server", "host"))})
-    return Topology(**d)
+    return T.parse(_load_yaml(p), source=str(p))
 
 
 def _load_yaml(p: Path) -> Any:
@@ -403,6 +394,10 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> None:
     real = [p for p in sc.paths if p.kind == "real"]
     if sc.topology.layout == "host" and len(real) != len(sc.paths):
         raise ctx.child("topology").error("layout 'host' carries real paths only", sc.topology.name)
+    if sc.topology.layout == "netns" and (sc.topology.counted or sc.topology.server_slots() != 1):
+        raise ctx.child("topology").error(
+            "rig run drives one server node per path for now (several: issue #10)",
+            sc.topology.name)
 
 
 def measurements(sc: Scenario) -> int:

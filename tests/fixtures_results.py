@@ -6,7 +6,6 @@ limits every point and how much a candidate run dropped against its baseline.
 """
 from __future__ import annotations
 
-import json
 import random
 from dataclasses import dataclass
 from pathlib import Path

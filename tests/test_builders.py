@@ -13,11 +13,15 @@ DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).resolve().parent.parent
 
 
+def _names(prefix: str, index: int, subnet: str = "198.18.0.0/24") -> netns.RealizedPath:
+    return netns.lay_out(netns.default_topology(), prefix, index, "p", subnet)
+
+
 def test_names_fit_linux_limits_and_carry_the_prefix():
-    n = netns.PathNames("rig3f2a", 31, "wan", "198.18.7.0/24")
-    for a, b in (("c", "r"), ("r", "c"), ("r", "s"), ("s", "r")):
-        name = n.ifname(a, b)
-        assert len(name) <= 15 and name.startswith("rig3f2a")
+    n = _names("rig3f2a", 31, "198.18.7.0/24")
+    for ln in n.links:
+        for name in ln.devs:
+            assert len(name) <= 15 and name.startswith("rig3f2a")
     assert n.client_ns == "rig3f2a-31c" and netns.NS_RE.match(n.router_ns)
     assert (n.client_addr, n.server_addr) == ("198.18.7.249", "198.18.7.254")
 
@@ -25,21 +29,21 @@ def test_names_fit_linux_limits_and_carry_the_prefix():
 def test_addresses_of_paths_do_not_overlap():
     addrs = set()
     for i in range(netns.MAX_PATHS):
-        n = netns.PathNames("rig0001", i, "p", "198.18.0.0/24")
+        n = _names("rig0001", i)
         got = {n.client_addr, n.router_client_addr, n.router_server_addr, n.server_addr}
-        assert not (got & addrs)
+        assert len(got) == 4 and not (got & addrs)
         addrs |= got
     with pytest.raises(ValueError):
-        netns.PathNames("rig0001", netns.MAX_PATHS, "p", "198.18.0.0/24")
+        _names("rig0001", netns.MAX_PATHS)
 
 
 def test_bad_prefix_refused():
     with pytest.raises(ValueError):
-        netns.PathNames("eth0", 0, "p", "198.18.0.0/24")
+        _names("eth0", 0)
 
 
 def test_build_argv_is_argv_only():
-    cmds = netns.build_argv(netns.PathNames("rig0001", 0, "p", "198.18.0.0/24"), mtu=9000)
+    cmds = netns.build_argv(_names("rig0001", 0), mtu=9000)
     assert all(isinstance(c, list) and all(isinstance(x, str) for x in c) for c in cmds)
     assert ["ip", "-n", "rig0001-0c", "link", "set", "rig00010cr", "mtu", "9000", "up"] in cmds
     assert cmds[-1][-1] == "net.ipv4.ip_forward=1"

@@ -260,7 +260,7 @@ def test_concurrent_net_up_of_one_name_builds_exactly_one_path():
         lost = [o for o in outs if o[0] != 0]
         assert len(won) == 1, outs
         assert all(rc == 2 and err.count("\n") == 1 and err.startswith(
-            f"rig: rig net up: --name: a path of that name is up (") for rc, _, err in lost), lost
+            "rig: rig net up: --name: a path of that name is up (") for rc, _, err in lost), lost
         prefix = json.loads(won[0][1])["prefix"]
         assert list(_states_named(name)) == [prefix]
         # nothing else appeared that no state file explains, or that carries this name

@@ -3,7 +3,6 @@ naming the file, the key path and the value."""
 from pathlib import Path
 
 import pytest
-import yaml
 
 from rig import scenario, steps
 from rig.errors import InputError
