@@ -32,6 +32,7 @@ from . import owner, proc
 from . import topology as T
 from .emul.base import LinkSite
 from .errors import RigError
+from .limits import MAX_PATHS  # noqa: F401  (of the default topology: 8 addresses each in a /24)
 from .topology import Topology
 
 STATE_DIR = Path(os.environ.get("RIG_STATE_DIR", "/run/rig"))
