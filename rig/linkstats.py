@@ -340,9 +340,9 @@ def qdisc_dir_stats(direction: str, qdiscs: list[dict]) -> DirStats:
     loss, its `limit` overflows *and* every drop of a child qdisc (sch_netem.c,
     netem_dequeue: a failed child enqueue is counted with qdisc_qstats_drop on netem).
     So netem's own drops are its drops minus those of the TBF/HTB under it, and what
-    it was offered is packets + drops + what is queued. A qdisc without `parent` (old
-    stored rows) under a netem root is taken for netem's child: the only shape the
-    netem backend builds.
+    it was offered is packets + drops + what is queued (netem's qlen leaves out what
+    its child holds). A qdisc without `parent` (old stored rows) next to a netem root
+    is taken for netem's child: the only shape the netem backend builds.
     """
     if not isinstance(qdiscs, list) or not all(isinstance(q, dict) for q in qdiscs):
         raise StatsFormatError(f"{direction}: want a list of qdisc objects")
@@ -351,21 +351,29 @@ def qdisc_dir_stats(direction: str, qdiscs: list[dict]) -> DirStats:
             if q.get(k) is not None:
                 _nonneg_int(q[k], f"{direction}.{q.get('kind', '?')}.{k}")
     n = lambda q, k: int(q.get(k) or 0)          # noqa: E731
-    netem = next((q for q in qdiscs if q.get("kind") == "netem"), None)
-    limiters = [q for q in qdiscs if q.get("kind") in RATE_LIMITERS]
-    rate_drops = sum(n(q, "drops") for q in limiters) if limiters else None
     digest = [{k: q.get(k) for k in _QDISC_KEYS if q.get(k) is not None} for q in qdiscs]
+    # A parent qdisc counts its children's drops and queue as its own (seen here with
+    # htb over tbf, and in sch_netem.c), so only the topmost of nested limiters counts.
+    limiters = [q for q in qdiscs if q.get("kind") in RATE_LIMITERS]
+    handles = {_major(q.get("handle")) for q in limiters}
+    top = [q for q in limiters if q.get("parent") is None or _major(q["parent"]) not in handles]
+    rate_drops = sum(n(q, "drops") for q in top) if limiters else None
+    netem = next((q for q in qdiscs if q.get("kind") == "netem"), None)
     if netem is None:
         return DirStats(direction, dropped_rate_limiter=rate_drops, extra={"qdiscs": digest})
-    major = str(netem.get("handle") or "1:").split(":")[0] + ":"
+    major = _major(netem.get("handle") or "1:")
     children = [q for q in qdiscs if q is not netem
-                and (q.get("parent") is None or str(q.get("parent")).startswith(major))]
+                and (q.get("parent") is None or _major(q["parent"]) == major)]
     child_drops = sum(n(q, "drops") for q in children)
     held = n(netem, "qlen") + sum(n(q, "qlen") for q in children)
     return DirStats(direction, seen=n(netem, "packets") + n(netem, "drops") + held,
                     released=n(netem, "packets"), held=held,
                     dropped_unattributed=max(0, n(netem, "drops") - child_drops),
                     dropped_rate_limiter=rate_drops, extra={"qdiscs": digest})
+
+
+def _major(handle: Any) -> str:
+    return str(handle).split(":")[0] + ":"
 
 
 # --- version 1: the free-form JSON stored before stats_version existed ---------------------
