@@ -96,7 +96,7 @@ def _direction_issues(d: DirStats, rtt_ms: float | None, loss: float | None) -> 
             issues.append(f"engine {label}={v:g} is {v / d.seen:.2%} of packets "
                           f"(configured loss {(loss or 0):.2%}){at}")
     target_ms = max(LATE_MS, LATE_RTT_FRACTION * (rtt_ms or 0.0))
-    if d.lateness is not None and d.lateness.count and d.lateness.mean_s * 1e3 > target_ms:
+    if d.lateness is not None and d.lateness.mean_s * 1e3 > target_ms:
         issues.append(f"engine adds {d.lateness.mean_s * 1e3:.3g} ms mean release "
                       f"lateness, > {target_ms:.3g} ms{at}")
     return issues
