@@ -121,7 +121,7 @@ class Cpu:
 
     def _now(self) -> tuple[float, float]:
         st = self.backend.stats(self.site)
-        return (st.get("cpu_user_s", 0.0) + st.get("cpu_sys_s", 0.0), time.monotonic())
+        return ((st.cpu_user_s or 0.0) + (st.cpu_sys_s or 0.0), time.monotonic())
 
     def share(self) -> float:
         c1, t1 = self._now()
@@ -145,9 +145,10 @@ def set_engine_in_path(net, be, on: bool) -> None:
 def engine_io(be, site) -> dict:
     """Engine I/O counters summed over both directions (packets, wake-ups, syscalls)."""
     st = be.stats(site)
-    keys = ("seen", "wakeups", "recvs", "verdict_sends")
-    out = {k: sum(st.get(d, {}).get(k, 0) for d in ("forward", "reverse")) for k in keys}
-    out["timer_wakeups"] = st.get("timer_wakeups", 0)
+    out = {"seen": sum(d.seen or 0 for d in st.directions)}
+    for k in ("wakeups", "recvs", "verdict_sends"):
+        out[k] = sum(d.extra.get(k, 0) for d in st.directions)
+    out["timer_wakeups"] = st.extra.get("timer_wakeups", 0)
     return out
 
 
@@ -195,7 +196,7 @@ def measure_rtts(net, be, secs: int, pings: int) -> list[dict]:
             row[f"p{p}"] = iperf(net, p, secs)
             row[f"p{p}"]["engine_cpu"] = cpu.share()
         be.check(net.site)
-        row["stats"] = be.stats(net.site)
+        row["stats"] = be.stats(net.site).to_dict()
         rows.append(row)
         print(f"# rtt {rtt} ms done: {row['ping']} {row['p1']} {row['p8']}", file=sys.stderr)
     return rows
@@ -208,12 +209,11 @@ def measure_loss(net, be, secs: int, loss_probes: int = 50000) -> list[dict]:
         # loss on the data direction (client -> server), none on the ACKs
         be.update(net.site, LinkProfile(forward=Direction(delay_s=half, loss=0.01),
                                         reverse=Direction(delay_s=half)))
-        s0 = be.stats(net.site).get("forward", {})
+        s0 = be.stats(net.site).direction("forward")
         r = iperf(net, 1, secs, cc="reno")
         probe = udp_loss(net, loss_probes)
-        s1 = be.stats(net.site).get("forward", {})
-        seen = s1.get("seen", 0) - s0.get("seen", 0)
-        lost = s1.get("dropped_loss", 0) - s0.get("dropped_loss", 0)
+        d = be.stats(net.site).direction("forward").since(s0)
+        seen, lost = d.seen or 0, d.dropped_loss or 0
         mathis = MSS * 8 / (rtt / 1000) * 1.22 / math.sqrt(0.01) / 1e9
         rows.append({"rtt_ms": rtt, "loss": lost / seen if seen else None, "seen": seen,
                      **probe, **r, "mathis_gbps": mathis})

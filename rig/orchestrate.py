@@ -22,6 +22,7 @@ from . import hostinfo, netns, owner, proc, steps as S, transfer, tuning
 from .emul.base import Backend, LinkSite
 from .emul.none import NoneBackend
 from .errors import RigError, StepAborted
+from .linkstats import EmulStats
 from .results import Store
 from .scenario import PathSpec, Scenario
 from .services import data, servers
@@ -273,10 +274,10 @@ class Run:
         try:
             stats = live.backend.stats(live.site)
         except RigError as e:
-            stats = {"error": str(e)}
+            stats = EmulStats(live.backend.name, error=str(e))
         self.store.add_engine_stats({"run_id": self.run_id, "step": step.index,
                                      "path": live.spec.name, "backend": live.backend.name,
-                                     "taken_at": time.time(), "stats": json.dumps(stats)})
+                                     "taken_at": time.time(), "stats": stats.to_json()})
 
     def _common(self, step: S.Step, live: Live) -> dict:
         t = self.sc.tuning

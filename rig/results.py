@@ -93,7 +93,7 @@ ENGINE_COLUMNS: dict[str, str] = {
     "path": "TEXT NOT NULL",
     "backend": "TEXT NOT NULL",
     "taken_at": "REAL",
-    "stats": "TEXT NOT NULL",              # JSON from Backend.stats()
+    "stats": "TEXT NOT NULL",              # EmulStats.to_json() (rig/linkstats.py)
 }
 
 _TABLES = {"transfers": TRANSFER_COLUMNS, "validations": VALIDATION_COLUMNS,

@@ -11,6 +11,7 @@ from rig.emul.engine import nfq
 from rig.emul.engine.core import (DROP_LOSS, DROP_QUEUE, HOLD, HOLD_DUP, DirectionQueue,
                                   WakeCompensator)
 from rig.emul.profile import Direction, GilbertElliott
+from rig.linkstats import LATENESS_LABELS
 
 
 def q(**kw) -> DirectionQueue:
@@ -28,7 +29,7 @@ def test_fixed_delay_releases_exactly_when_due():
     assert dq.release(10.0215) == ([2], [])
     assert dq.held == 0
     assert dq.stats.released == 2
-    assert dq.stats.as_dict(0)["applied_delay_mean_s"] == pytest.approx(0.020)
+    assert dq.stats.report("forward", 0).applied_delay_mean_s == pytest.approx(0.020)
 
 
 def test_early_window_and_lateness_histogram():
@@ -39,10 +40,14 @@ def test_early_window_and_lateness_histogram():
     assert ids == [0, 1, 2, 3]
     ids, _ = dq.release(1.0113)                      # 1.26 ms late
     assert ids == [4]
-    s = dq.stats.as_dict(dq.held)
-    assert s["late_hist"]["-50..0us"] == 3 and s["late_hist"]["0..50us"] == 1
-    assert s["late_hist"]["1..2ms"] == 1
-    assert s["late_max_s"] == pytest.approx(0.00126)
+    late = dq.stats.report("forward", dq.held).lateness
+    hist = dict(zip(LATENESS_LABELS, late.hist))
+    assert hist["-50..0us"] == 3 and hist["0..50us"] == 1
+    assert hist["1..2ms"] == 1
+    assert late.max_s == pytest.approx(0.00126)
+    assert late.count == 5 and late.share_late(1e-3) == pytest.approx(1 / 5)
+    # quantiles: upper edge of the bin holding them, never above the measured max
+    assert late.p50_s == 0.0 and late.p99_s == pytest.approx(0.00126)
 
 
 @pytest.mark.parametrize("dist", ["uniform", "normal"])
@@ -81,7 +86,7 @@ def test_order_preserving_jitter_never_reorders_and_reports_ratchet():
         t += 1e-4
         out += dq.release(t)[0]
     assert out == list(range(2000))
-    mean = dq.stats.as_dict(0)["applied_delay_mean_s"]
+    mean = dq.stats.report("forward", 0).applied_delay_mean_s
     assert 0.0125 < mean <= 0.0151                 # ratcheted towards delay + jitter
 
 
@@ -91,7 +96,8 @@ def test_random_loss_rate():
     lost = verdicts.count(DROP_LOSS)
     assert lost / 40_000 == pytest.approx(0.05, rel=0.06)
     assert dq.held == 40_000 - lost
-    assert dq.stats.as_dict(dq.held)["loss_ratio"] == pytest.approx(lost / 40_000)
+    s = dq.stats.report("forward", dq.held)
+    assert s.dropped_loss / s.seen == pytest.approx(lost / 40_000)
 
 
 def test_gilbert_elliott_mean_loss_and_bursts():
@@ -216,7 +222,7 @@ def test_arrive_many_fast_path_equals_arrive():
     for pid, t in pkts:
         b.arrive(pid, t)
     assert list(a._fifo) == list(b._fifo)
-    assert a.stats.as_dict(a.held) == b.stats.as_dict(b.held)
+    assert a.stats.report("forward", a.held) == b.stats.report("forward", b.held)
     lossy = q(delay_s=0.005, loss=0.5, limit=3)
     codes = dict(lossy.arrive_many([(i, 0.0) for i in range(50)]))
     assert set(codes.values()) == {DROP_LOSS, DROP_QUEUE} and lossy.held == 3
@@ -271,7 +277,8 @@ def test_arrive_batch_stores_one_run_and_releases_it_whole():
     assert dq.arrive_batch((8,), 1.0001) == []
     assert dq.release(1.0100) == ([5, 6, 7], [])
     assert dq.release(1.0102) == ([8], []) and dq.held == 0
-    s = dq.stats.as_dict(dq.held)
-    assert s["seen"] == s["released"] == 4
-    assert s["applied_delay_mean_s"] == pytest.approx(0.010)
-    assert s["late_hist"]["0..50us"] == 3 and sum(s["late_hist"].values()) == 4
+    s = dq.stats.report("forward", dq.held)
+    assert s.seen == s.released == 4
+    assert s.applied_delay_mean_s == pytest.approx(0.010)
+    assert s.lateness.hist[LATENESS_LABELS.index("0..50us")] == 3
+    assert sum(s.lateness.hist) == 4

@@ -16,6 +16,8 @@ from fixtures_results import Client, DEFAULT_CLIENTS, make_run
 from rig.errors import InputError
 from rig.report import load_run, render, verdicts
 from rig.report import style
+from rig.linkstats import load_stats
+from rig.report.tables import engine_rows
 from rig.report.verdict import engine_issues
 from rig.results import Store
 
@@ -137,38 +139,75 @@ def test_engine_stats_make_a_step_emulator_limited(tmp_path: Path) -> None:
     assert _verdict_of(run, "curl", 60) == "emulator-limited"
 
 
+def _issues(stats: dict, rtt_ms: float, loss: float) -> list[str]:
+    """Old (stats_version 1) free-form JSON, through the adapter, judged as typed stats."""
+    return engine_issues(load_stats(json.dumps(stats), "userspace"), rtt_ms, loss)
+
+
 def test_engine_issues_reads_userspace_engine_and_netem_stats() -> None:
     lane = {"seen": 10_000, "released": 10_000, "dropped_loss": 50, "dropped_queue": 0,
             "late_mean_s": 30e-6, "late_max_s": 4e-3,
             "late_hist": {"0..50us": 9990, "2..5ms": 10}}
     ok = {"backend": "userspace", "alive": True, "forward": lane, "reverse": lane,
           "kernel_queues": [{"queue": 1, "queue_dropped": 0, "user_dropped": 0}]}
-    assert engine_issues(ok, 60, 0.005) == []
-    assert engine_issues({**ok, "forward": {**lane, "dropped_queue": 3}}, 60, 0.005)
-    assert engine_issues({**ok, "forward": {**lane, "dropped_loss": 300}}, 60, 0.005)
-    assert engine_issues({**ok, "forward": {**lane, "late_mean_s": 4e-3}}, 60, 0.005)
-    assert engine_issues({**ok, "forward": {**lane, "late_mean_s": 2.5e-3}}, 60, 0.005) == []
-    assert engine_issues({**ok, "kernel_queues": [{"queue": 1, "queue_dropped": 7}]}, 60, 0)
-    assert engine_issues({"backend": "userspace", "alive": False}, 60, 0)
-    netem = {"backend": "netem", "forward": {"netem": {"packets": 1000, "drops": 0},
+    assert _issues(ok, 60, 0.005) == []
+    assert _issues({**ok, "forward": {**lane, "dropped_queue": 3}}, 60, 0.005) == [
+        "engine dropped_queue=3 (forward)"]
+    assert _issues({**ok, "forward": {**lane, "dropped_loss": 300}}, 60, 0.005) == [
+        "engine dropped_loss=300 is 3.00% of packets (configured loss 0.50%) (forward)"]
+    assert _issues({**ok, "forward": {**lane, "late_mean_s": 4e-3}}, 60, 0.005) == [
+        "engine adds 4 ms mean release lateness, > 3 ms (forward)"]
+    assert _issues({**ok, "forward": {**lane, "late_mean_s": 2.5e-3}}, 60, 0.005) == []
+    assert _issues({**ok, "kernel_queues": [{"queue": 1, "queue_dropped": 7}]}, 60, 0.005) == [
+        "engine queue_dropped=7 (queue 1)"]
+    # with the lanes' queue numbers (as the engine stored them) the kernel's drops are
+    # attributed to the direction reading that queue
+    named = {**ok, "forward": {**lane, "queue": 0}, "reverse": {**lane, "queue": 1},
+             "kernel_queues": [{"queue": 1, "queue_dropped": 0, "user_dropped": 9}]}
+    assert _issues(named, 60, 0.005) == ["engine user_dropped=9 (reverse)"]
+    assert _issues({"backend": "userspace", "alive": False}, 60, 0) == ["engine not alive"]
+    assert _issues({"error": "engine control /x: timed out"}, 60, 0) == [
+        "engine error: engine control /x: timed out"]
+    # netem counts its TBF child's drops in its own `drops` (sch_netem.c netem_dequeue):
+    # 40 drops at both is the rate limiter's queue, the path's bottleneck, not netem's
+    netem = {"backend": "netem", "forward": {"netem": {"packets": 1000, "drops": 40},
                                             "tbf": {"packets": 1000, "drops": 40}}}
-    assert engine_issues(netem, 60, 0.0) == []
-    netem["forward"]["netem"]["drops"] = 40
-    assert engine_issues(netem, 60, 0.0)
+    assert _issues(netem, 60, 0.0) == []
+    netem["forward"]["netem"]["drops"] = 80
+    assert _issues(netem, 60, 0.0) == [
+        "engine netem drops=40 is 3.70% of packets (configured loss 0.00%) (forward)"]
 
 
 def test_engine_stats_are_differenced_per_step() -> None:
-    from rig.report.verdict import stats_delta
-    prev = {"pid": 7, "forward": {"seen": 1000, "released": 1000, "dropped_queue": 5,
-                                  "late_mean_s": 0.01, "late_hist": {"0..50us": 1000}}}
-    cur = {"pid": 7, "forward": {"seen": 3000, "released": 3000, "dropped_queue": 5,
-                                 "late_mean_s": 0.0034, "late_hist": {"0..50us": 3000}}}
-    d = stats_delta(cur, prev)["forward"]
-    assert d["seen"] == 2000 and d["dropped_queue"] == 0
-    assert d["late_mean_s"] == pytest.approx(0.0001)
-    assert d["late_hist"] == {"0..50us": 2000}
-    assert engine_issues(stats_delta(cur, prev), 60, 0.0) == []
+    prev = load_stats({"pid": 7, "forward": {"seen": 1000, "released": 1000,
+                                             "dropped_queue": 5, "late_mean_s": 0.01,
+                                             "late_hist": {"0..50us": 1000}}}, "userspace")
+    cur = load_stats({"pid": 7, "forward": {"seen": 3000, "released": 3000,
+                                            "dropped_queue": 5, "late_mean_s": 0.0034,
+                                            "late_hist": {"0..50us": 3000}}}, "userspace")
+    d = cur.since(prev).direction("forward")
+    assert d.seen == 2000 and d.dropped_queue == 0
+    assert d.lateness.mean_s == pytest.approx(0.0001)
+    assert d.lateness.hist[2] == 2000 and sum(d.lateness.hist) == 2000
+    assert engine_issues(cur.since(prev), 60, 0.0) == []
     assert engine_issues(cur, 60, 0.0)          # the cumulative view would blame this step
+    other = load_stats({"pid": 8, "forward": {"seen": 10}}, "userspace")
+    assert cur.since(other) is cur              # another engine: nothing to difference
+
+
+def test_engine_table_in_report_reads_typed_and_old_rows(tmp_path: Path) -> None:
+    run = make_run(tmp_path / "r", rtts=(20,),
+                   engine_stats={"forward": {"seen": 10_000, "released": 9_988,
+                                             "dropped_queue": 12}})
+    rows = engine_rows(load_run(run))
+    assert [(r["direction"], r["seen"], r["dropped_queue"]) for r in rows] == [
+        ("forward", "10000", "12")]
+    assert rows[0]["engine"] == "(stats v1)"
+    bad = make_run(tmp_path / "b", rtts=(20,), engine_stats="{not json")
+    (row,) = engine_rows(load_run(bad))
+    assert row["engine"].startswith("unreadable: not JSON")
+    render(bad)                                  # an unreadable row does not stop a report
+    assert "unreadable: not JSON" in (bad / "report.html").read_text()
 
 
 def test_charts_not_drawn_when_nothing_varies_say_why(tmp_path: Path) -> None:

@@ -16,6 +16,8 @@ from rig import netns, proc
 from rig.emul.profile import Direction, LinkProfile
 from rig.emul.userspace import UserspaceBackend, control_path, kernel_has_nfqueue
 from rig.errors import StepAborted
+from rig.linkstats import load_stats
+from rig.report.verdict import engine_issues
 
 pytestmark = [
     pytest.mark.netns,
@@ -80,7 +82,8 @@ def test_rtt_is_the_configured_one(path, backend):
     assert p["avg_ms"] == pytest.approx(40.0, rel=0.15)
     assert p["min_ms"] >= 40.0 * 0.97                # never (much) faster than configured
     st = backend.stats(path.site)
-    assert st["forward"]["released"] >= 60 and st["reverse"]["released"] >= 60
+    assert st.alive is True and st.error is None
+    assert st.direction("forward").released >= 60 and st.direction("reverse").released >= 60
 
 
 def test_reconfigure_between_steps(path, backend):
@@ -103,9 +106,27 @@ def test_random_loss_rate(path, backend):
     p = ping(path, 2000, 0.002)
     loss = 1 - p["received"] / p["sent"]
     assert loss == pytest.approx(0.05, rel=0.3)
-    fwd = backend.stats(path.site)["forward"]
-    assert fwd["dropped_loss"] == p["sent"] - p["received"]
-    assert fwd["gso"] is False                        # loss acts per wire segment
+    fwd = backend.stats(path.site).direction("forward")
+    assert fwd.dropped_loss == p["sent"] - p["received"]
+    assert fwd.extra["gso"] is False                  # loss acts per wire segment
+
+
+def test_real_engine_overflow_is_the_verdicts_evidence(path, backend):
+    """The stats contract on the real engine: a 10-packet queue and a burst of 100 pings
+    (-l: sent without waiting); the engine's own overflow count, through to_json and
+    load_stats as a stored row, is what the verdict cites."""
+    backend.apply(path.site, LinkProfile(forward=Direction(delay_s=0.020, queue_pkts=10),
+                                         reverse=Direction(delay_s=0.020)))
+    res = proc.run(["ping", "-n", "-q", "-c", "100", "-l", "100", "-W", "2",
+                    path.server_addr], netns=path.client_ns, timeout=30)
+    m = re.search(r"(\d+) packets transmitted, (\d+) received", res.stdout)
+    assert m, res.stdout
+    lost = int(m[1]) - int(m[2])
+    st = load_stats(backend.stats(path.site).to_json(), "userspace")
+    fwd = st.direction("forward")
+    assert fwd.dropped_queue == lost and lost >= 50, (fwd, res.stdout)
+    assert fwd.dropped_loss == 0 and fwd.seen == 100
+    assert f"engine dropped_queue={lost} (forward)" in engine_issues(st, 40.0, 0.0)
 
 
 def test_duplication(path, backend):

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from ..linkstats import EmulStats
 from .profile import Direction, LinkProfile, MTU_WIRE_BYTES
 
 
@@ -46,8 +47,10 @@ class Backend(Protocol):
     def check(self, site: LinkSite) -> None:
         """Raise rig.errors.StepAborted when the emulation is not in force."""
 
-    def stats(self, site: LinkSite) -> dict:
-        """Live counters (packets seen/released/dropped, lateness...), JSON-able."""
+    def stats(self, site: LinkSite) -> EmulStats:
+        """Live counters as the typed contract rig.linkstats.EmulStats (packets
+        seen/released, drops by cause, lateness, engine alive/error); never raises for
+        a backend that stopped answering: the error goes in EmulStats.error."""
 
     def remove(self, site: LinkSite) -> None:
         """Undo apply; never raises for already-missing state."""

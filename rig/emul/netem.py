@@ -18,6 +18,7 @@ import json
 
 from .. import proc
 from ..errors import RigError, StepAborted
+from ..linkstats import EmulStats, StatsFormatError, qdisc_dir_stats
 from .base import LinkSite, qdisc_del_argv, tbf_argv
 from .profile import Direction, LinkProfile
 
@@ -95,6 +96,18 @@ def parse_qdiscs(stdout: str) -> list[dict]:
     return data if isinstance(data, list) else []
 
 
+def netem_stats(per_dir: dict[str, list[dict] | str]) -> EmulStats:
+    """Parsed `tc -s -j qdisc show` of each egress (or why it could not be read) ->
+    the typed stats every backend returns (pure; see rig.linkstats.qdisc_dir_stats)."""
+    errors = [f"{d}: {v}" for d, v in per_dir.items() if isinstance(v, str)]
+    try:
+        dirs = tuple(qdisc_dir_stats(d, v) for d, v in per_dir.items()
+                     if not isinstance(v, str))
+    except StatsFormatError as e:
+        return EmulStats("netem", error=f"tc -j: {e}")
+    return EmulStats("netem", dirs, error="; ".join(errors) or None)
+
+
 class NetemBackend:
     """Backend protocol implementation on sch_netem (+ TBF)."""
 
@@ -142,18 +155,14 @@ class NetemBackend:
                        for q in self._qdiscs(site, dev)):
                 raise StepAborted(f"{site.router_ns}: {direction} netem qdisc on {dev} missing")
 
-    def stats(self, site: LinkSite) -> dict:
-        out: dict = {"backend": self.name}
+    def stats(self, site: LinkSite) -> EmulStats:
+        per_dir: dict[str, list[dict] | str] = {}
         for direction, dev, _ in egresses(site, LinkProfile()):
             try:
-                qs = self._qdiscs(site, dev)
+                per_dir[direction] = self._qdiscs(site, dev)
             except StepAborted as e:
-                out[direction] = {"error": str(e)}
-                continue
-            out[direction] = {q.get("kind", "?"): {k: q.get(k) for k in
-                              ("packets", "bytes", "drops", "overlimits", "requeues",
-                               "backlog", "qlen", "options")} for q in qs}
-        return out
+                per_dir[direction] = str(e)
+        return netem_stats(per_dir)
 
     def remove(self, site: LinkSite) -> None:
         for _, dev, _ in egresses(site, LinkProfile()):

@@ -1,6 +1,7 @@
 """The `none` backend: a plain path (or a real one) with nothing emulated."""
 from __future__ import annotations
 
+from ..linkstats import EmulStats
 from .base import LinkSite
 from .profile import LinkProfile
 
@@ -20,8 +21,8 @@ class NoneBackend:
     def check(self, site: LinkSite) -> None:
         return None
 
-    def stats(self, site: LinkSite) -> dict:
-        return {}
+    def stats(self, site: LinkSite) -> EmulStats:
+        return EmulStats(self.name)
 
     def remove(self, site: LinkSite) -> None:
         return None

@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 from .. import proc
 from ..errors import RigError, StepAborted
+from ..linkstats import EmulStats, StatsFormatError
 from .base import LinkSite, qdisc_del_argv, tbf_argv
 from .engine import control
 from .profile import Direction, LinkProfile
@@ -191,17 +193,20 @@ class UserspaceBackend:
             if not proc.run(nfqueue_rule_argv(site, "-C", *rule), timeout=CMD_TIMEOUT).ok:
                 raise StepAborted(f"{site.router_ns}: NFQUEUE rule {rule} missing")
 
-    def stats(self, site: LinkSite) -> dict:
+    def stats(self, site: LinkSite) -> EmulStats:
         key = self._key(site)
         svc = self._engines.get(key)
-        base = {"backend": self.name, "alive": bool(svc and svc.alive()),
-                "queued": sorted(q for _, _, q in self._rules.get(key, ()))}
-        if not base["alive"]:
-            return base
+        queued = {"queued": sorted(q for _, _, q in self._rules.get(key, ()))}
+        if not (svc and svc.alive()):
+            return EmulStats(self.name, alive=False, extra=queued)
         try:
-            return {**base, **control.stats(control_path(site), timeout=CONTROL_TIMEOUT)}
+            st = EmulStats.from_json(control.stats(control_path(site), timeout=CONTROL_TIMEOUT))
         except control.ControlError as e:
-            return {**base, "error": str(e)}
+            return EmulStats(self.name, alive=True, error=str(e), extra=queued)
+        except StatsFormatError as e:
+            return EmulStats(self.name, alive=True, error=f"engine stats unreadable: {e}",
+                             extra=queued)
+        return replace(st, extra={**st.extra, **queued})
 
     def remove(self, site: LinkSite) -> None:
         key = self._key(site)

@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .model import Run
-from .tables import SUMMARY_COLUMNS, VALIDATION_COLUMNS, rtt_table, summary_rows, \
-    validation_rows
+from .tables import ENGINE_COLUMNS, SUMMARY_COLUMNS, VALIDATION_COLUMNS, engine_rows, \
+    rtt_table, summary_rows, validation_rows
 
 CSS = """
 body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5em auto;
@@ -121,14 +121,14 @@ def _charts(images: list[Path], notes: list[str]) -> list[str]:
 
 def _measurements(run: Run, verdicts: dict) -> list[str]:
     rows = summary_rows(run, verdicts)
-    cols = [c for c in SUMMARY_COLUMNS if c != "verdict"]
+    cols = [c for c in SUMMARY_COLUMNS if c not in ("verdict", "detail")] + ["verdict",
+                                                                             "detail"]
     classes = ["flag" if r["verdict"] in ("failed", "emulator-limited") else "" for r in rows]
     out = ["<h2>Measurements and bottleneck verdicts</h2>",
            "<p>Throughput in Gbit/s; window bound = concurrency x streams x window / "
            "measured RTT; path = min(validated iperf3 capacity, configured rate).</p>",
-           table(cols[:-1] + ["verdict", "detail"],
-                 [[r[c] for c in cols[:-1]] + [r["verdict"], r["detail"]] for r in rows],
-                 classes, {len(cols) - 1: "k-"})]
+           table(cols, [[r[c] for c in cols] for r in rows], classes,
+                 {cols.index("verdict"): "k-"})]
     for name, stat, title in (("mean", lambda p: p.mean_bps, "mean over repeats"),
                               ("max", lambda p: p.max_bps, "highest value over repeats")):
         header, body = rtt_table(run.points, stat)
@@ -138,16 +138,20 @@ def _measurements(run: Run, verdicts: dict) -> list[str]:
 
 def _validations(run: Run) -> list[str]:
     rows = validation_rows(run)
-    classes = ["flag" if r[13] == "FLAGGED" else "" for r in rows]
+    classes = ["flag" if r["flagged"] == "FLAGGED" else "" for r in rows]
     out = ["<h2>Path validation</h2>",
            "<p>ping and a short iperf3 run before and after each step; a step is flagged "
            "when the measured path differs from the configured one.</p>",
-           table(VALIDATION_COLUMNS, rows, classes) if rows else "<p>none recorded</p>"]
+           table(VALIDATION_COLUMNS, [[r[c] for c in VALIDATION_COLUMNS] for r in rows],
+                 classes) if rows else "<p>none recorded</p>"]
     if run.engine:
-        body = [[e["step"], e["path"], e["backend"], json.dumps(json.loads(e["stats"]),
-                 sort_keys=True)[:400]] for e in run.engine]
-        out += ["<details><summary>Engine statistics per step</summary>",
-                table(["step", "path", "backend", "stats"], body), "</details>"]
+        erows = engine_rows(run)
+        classes = ["flag" if r.get("engine", "").startswith(("not alive", "unreadable"))
+                   or "error" in r.get("engine", "") else "" for r in erows]
+        out += ["<details><summary>Engine statistics per step (packets during the step; "
+                "lateness quantiles are histogram-bin upper bounds)</summary>",
+                table(ENGINE_COLUMNS, [[r.get(c, "") for c in ENGINE_COLUMNS] for r in erows],
+                      classes), "</details>"]
     return out
 
 

@@ -16,8 +16,9 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from ..linkstats import STATS_VERSION, UnreadableStats
 from .model import Point, Run, series_id, series_labels
-from .verdict import Verdict
+from .verdict import Verdict, step_engine_stats
 
 SUMMARY_COLUMNS = ("client", "rtt_ms", "n", "mean_gbps", "min_gbps", "max_gbps",
                    "std_gbps", "path", "streams", "concurrency", "failed",
@@ -89,16 +90,68 @@ def write_csv(path: Path, header: Iterable[str], rows: Iterable[Iterable[Any]]) 
     return path
 
 
-def validation_rows(run: Run) -> list[list[str]]:
+def validation_rows(run: Run) -> list[dict[str, str]]:
+    """One dict per path check, keyed by VALIDATION_COLUMNS."""
     out = []
     for v in sorted(run.validations, key=lambda v: (v["step"], v["phase"] != "before")):
-        out.append([str(v["step"]), v["phase"], v["path"], v["backend"],
-                    _num(v.get("rtt_ms_configured"), "g"), _num(v.get("rtt_ms_measured")),
-                    _num(v.get("rtt_ms_stddev"), ".3g"), _num(v.get("ping_loss"), ".2%"),
-                    _num(v.get("loss_configured"), ".2%"),
-                    _g(v.get("rate_bps_configured")), _g(v.get("iperf_bps")),
-                    _num(v.get("iperf_retransmits"), "d"), _num(v.get("iperf_srtt_ms")),
-                    "FLAGGED" if v.get("flagged") else "ok", v.get("flag_reason") or ""])
+        out.append({
+            "step": str(v["step"]), "phase": v["phase"], "path": v["path"],
+            "backend": v["backend"], "rtt_ms_configured": _num(v.get("rtt_ms_configured"), "g"),
+            "rtt_ms_measured": _num(v.get("rtt_ms_measured")),
+            "rtt_ms_stddev": _num(v.get("rtt_ms_stddev"), ".3g"),
+            "ping_loss": _num(v.get("ping_loss"), ".2%"),
+            "loss_configured": _num(v.get("loss_configured"), ".2%"),
+            "rate_gbps_configured": _g(v.get("rate_bps_configured")),
+            "iperf_gbps": _g(v.get("iperf_bps")),
+            "iperf_retransmits": _num(v.get("iperf_retransmits"), "d"),
+            "iperf_srtt_ms": _num(v.get("iperf_srtt_ms")),
+            "flagged": "FLAGGED" if v.get("flagged") else "ok",
+            "flag_reason": v.get("flag_reason") or ""})
+    return out
+
+
+ENGINE_COLUMNS = ("step", "path", "backend", "direction", "seen", "released",
+                  "dropped_loss", "dropped_queue", "nfq_queue_dropped", "nfq_user_dropped",
+                  "dropped_unattributed", "dropped_rate_limiter", "applied_delay_ms",
+                  "late_mean_ms", "late_p50_ms", "late_p99_ms", "late_max_ms",
+                  "late_share_1ms", "engine")
+
+
+def _ms(s: float | None) -> str:
+    return "" if s is None else f"{s * 1e3:.3g}"
+
+
+def engine_rows(run: Run) -> list[dict[str, str]]:
+    """Per step and direction, what the emulation backend did during that step (counters
+    differenced against the same engine's previous snapshot), keyed by ENGINE_COLUMNS."""
+    out = []
+    for step in sorted({int(r["step"]) for r in run.engine}):
+        rows = sorted((r for r in run.engine if r["step"] == step),
+                      key=lambda r: r.get("taken_at") or 0)
+        for r, st in zip(rows, step_engine_stats(run, step)):
+            base = {"step": str(step), "path": r["path"], "backend": r["backend"]}
+            if isinstance(st, UnreadableStats):
+                out.append({**base, "engine": f"unreadable: {st.reason}"})
+                continue
+            state = ("not alive" if st.alive is False else "alive" if st.alive else "")
+            if st.error:
+                state = f"{state + ': ' if state else ''}error: {st.error}"
+            if st.source_version != STATS_VERSION:
+                state += f" (stats v{st.source_version})"
+            for d in st.directions or (None,):
+                row = dict(base, engine=state.strip())
+                if d is not None:
+                    late = d.lateness
+                    row.update({k: _num(getattr(d, k), "d") for k in ENGINE_COLUMNS[4:12]})
+                    share = late.share_late() if late else None
+                    row.update(direction=d.direction,
+                               applied_delay_ms=_ms(d.applied_delay_mean_s),
+                               late_mean_ms=_ms(late.mean_s if late and late.count else None),
+                               late_p50_ms=_ms(late.p50_s if late else None),
+                               late_p99_ms=_ms(late.p99_s if late else None),
+                               late_max_ms=_ms(late.max_s if late else None),
+                               late_share_1ms=_num(share, ".2%"))
+                out.append(row)
     return out
 
 
@@ -117,5 +170,5 @@ def write_tables(run: Run, verdicts: dict, out_dir: Path) -> list[Path]:
         md.write_text(f"### {title}\n\n" + markdown(header, body))
         written.append(md)
     written.append(write_csv(out_dir / "validations.csv", VALIDATION_COLUMNS,
-                             validation_rows(run)))
+                             [[r[c] for c in VALIDATION_COLUMNS] for r in validation_rows(run)]))
     return written

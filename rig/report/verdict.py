@@ -14,15 +14,16 @@ For one point (path, RTT, client configuration, streams, concurrency), in this o
 When several bounds fit, the tightest is the verdict and the others are listed in `also`.
 Seed 000 needed a profiler to find its CPU-bound poller thread; this makes it a column.
 
+Engine evidence comes from the typed stats contract (rig.linkstats), never from key
+names: a counter renamed in a backend breaks the contract test, not the verdict.
+
 Pure Python: must not import matplotlib, rig.netns, rig.proc, rig.services or rig.emul.
 """
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
-from typing import Any
 
+from ..linkstats import EMULATOR_DROPS, DirStats, EmulStats, UnreadableStats, load_stats
 from .model import Point, Run
 
 NEAR = 0.85          # at >= 85 % of a bound, the bound is what limits
@@ -42,14 +43,12 @@ LATE_RTT_FRACTION = 0.05
 KINDS = ("window-limited", "path-limited", "client-CPU-bound", "emulator-limited",
          "unexplained", "failed")
 
-_OVERFLOW = re.compile(r"overflow|queue_?full|tail_?drop|drop\w*_(queue|full)|"
-                       r"(queue|full|user)_drop")
-_TOTAL = ("seen", "packets", "pkts", "received", "released", "forwarded", "enqueued")
-_RATE_LIMITERS = ("tbf", "htb")     # their drops are the path's bottleneck queue, by design
-# Cumulative counters of a backend's stats(); consecutive snapshots are differenced.
-_COUNTERS = {"seen", "released", "dropped_loss", "dropped_queue", "duplicated",
-             "queue_dropped", "user_dropped", "packets", "drops", "bytes", "overlimits",
-             "requeues"}
+# What the emulator's own drops were called in the evidence text before the stats were
+# typed; kept so reports read the same.
+_EVIDENCE = {"dropped_queue": "dropped_queue", "nfq_queue_dropped": "queue_dropped",
+             "nfq_user_dropped": "user_dropped"}
+_LOSS_DROPS = (("dropped_loss", "dropped_loss"), ("dropped_unattributed", "netem drops"))
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -66,113 +65,56 @@ def _gbit(bps: float) -> str:
     return f"{bps / 1e9:.3g} Gbit/s"
 
 
-def engine_issues(stats: Any, rtt_ms: float | None, loss: float | None,
-                  where: str = "") -> list[str]:
-    """Signs in a backend's stats() JSON that the emulator itself limited the path.
-
-    Walks the JSON; in each object, judged against that object's own packet count:
-    queue-overflow drops (the userspace engine's dropped_queue, the kernel NFQUEUE's
-    queue_dropped/user_dropped), drops beyond the configured loss (netem's drops,
-    dropped_loss), a mean release lateness beyond max(0.5 ms, 5 % of the RTT),
-    and an engine that was not alive or
-    answered with an error. TBF/HTB drops are the path's own bottleneck queue: ignored.
-    """
-    if isinstance(stats, list):
-        return [i for n, v in enumerate(stats)
-                for i in engine_issues(v, rtt_ms, loss, f"{where}[{n}]")]
-    if not isinstance(stats, dict):
+def engine_issues(stats: EmulStats | UnreadableStats, rtt_ms: float | None,
+                  loss: float | None) -> list[str]:
+    """Signs in a backend's typed stats that the emulator itself limited the path:
+    its own queue overflowed (the userspace engine's dropped_queue, the kernel NFQUEUE's
+    queue_dropped/user_dropped), drops beyond the configured loss (dropped_loss, netem's
+    drops net of its rate limiter's), a mean release lateness beyond max(0.5 ms, 5 % of
+    the RTT), an engine that was not alive or answered with an error. Rate-limiter
+    (TBF/HTB) drops are the path's own bottleneck queue: never the emulator's fault.
+    Unreadable stats are no evidence either way."""
+    if not isinstance(stats, EmulStats):
         return []
-    issues = _object_issues(stats, rtt_ms, loss, where)
-    for k, v in stats.items():
-        if isinstance(v, (dict, list)) and str(k) not in _RATE_LIMITERS and k != "late_hist":
-            issues += engine_issues(v, rtt_ms, loss, f"{where}.{k}" if where else str(k))
-    return issues
-
-
-def _num_items(d: dict) -> dict[str, float]:
-    return {str(k).lower(): float(v) for k, v in d.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)}
-
-
-def _object_issues(d: dict, rtt_ms: float | None, loss: float | None,
-                   where: str) -> list[str]:
-    at = f" ({where})" if where else ""
     issues = []
-    if d.get("alive") is False:
-        issues.append(f"engine not alive{at}")
-    if isinstance(d.get("error"), str):
-        issues.append(f"engine error{at}: {d['error'][:120]}")
-    nums = _num_items(d)
-    total = max((nums[k] for k in _TOTAL if k in nums), default=0.0)
-    target_ms = max(LATE_MS, LATE_RTT_FRACTION * (rtt_ms or 0.0))
-    for name, v in nums.items():
-        if v <= 0:
-            continue
-        if _OVERFLOW.search(name):
-            issues.append(f"engine {name}={v:g}{at}")
-        elif name.startswith("drop") and total:
-            if v / total > (loss or 0.0) * 1.1 + 0.001:
-                issues.append(f"engine {name}={v:g} is {v / total:.2%} of packets "
-                              f"(configured loss {(loss or 0):.2%}){at}")
-        elif name in ("late_mean_s", "late_mean_ms"):
-            ms = v * 1e3 if name.endswith("_s") else v
-            if ms > target_ms:
-                issues.append(f"engine adds {ms:.3g} ms mean release lateness, "
-                              f"> {target_ms:.3g} ms{at}")
+    if stats.alive is False:
+        issues.append("engine not alive")
+    if stats.error:
+        issues.append(f"engine error: {stats.error[:120]}")
+    for d in stats.directions:
+        issues += _direction_issues(d, rtt_ms, loss)
     return issues
 
 
-def stats_delta(cur: Any, prev: Any) -> Any:
-    """What happened between two snapshots of cumulative counters (same engine): counters
-    and late_hist bins subtracted, late_mean_s recomputed over the new releases."""
-    if not isinstance(cur, dict) or not isinstance(prev, dict):
-        return cur
-    out: dict = {}
-    for k, v in cur.items():
-        p = prev.get(k)
-        if k in _COUNTERS and _is_num(v) and _is_num(p) and v >= p:
-            out[k] = v - p
-        elif k == "late_hist" and isinstance(v, dict) and isinstance(p, dict):
-            out[k] = {b: n - p.get(b, 0) for b, n in v.items() if _is_num(n)}
-        elif isinstance(v, dict):
-            out[k] = stats_delta(v, p)
-        elif isinstance(v, list) and isinstance(p, list) and len(v) == len(p):
-            out[k] = [stats_delta(a, b) for a, b in zip(v, p)]
-        else:
-            out[k] = v
-    rel, prel = cur.get("released"), prev.get("released")
-    if all(_is_num(x) for x in (rel, prel, cur.get("late_mean_s"), prev.get("late_mean_s"))):
-        if rel > prel:
-            out["late_mean_s"] = ((cur["late_mean_s"] * rel - prev["late_mean_s"] * prel)
-                                  / (rel - prel))
-    return out
+def _direction_issues(d: DirStats, rtt_ms: float | None, loss: float | None) -> list[str]:
+    at = f" ({d.direction})"
+    issues = [f"engine {_EVIDENCE[name]}={v:g}{at}" for name in EMULATOR_DROPS
+              if (v := getattr(d, name))]
+    for name, label in _LOSS_DROPS:
+        v = getattr(d, name)
+        if v and d.seen and v / d.seen > (loss or 0.0) * 1.1 + 0.001:
+            issues.append(f"engine {label}={v:g} is {v / d.seen:.2%} of packets "
+                          f"(configured loss {(loss or 0):.2%}){at}")
+    target_ms = max(LATE_MS, LATE_RTT_FRACTION * (rtt_ms or 0.0))
+    if d.lateness is not None and d.lateness.mean_s * 1e3 > target_ms:
+        issues.append(f"engine adds {d.lateness.mean_s * 1e3:.3g} ms mean release "
+                      f"lateness, > {target_ms:.3g} ms{at}")
+    return issues
 
 
-def _is_num(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
-
-
-def step_engine_stats(run: Run, step: int) -> list[dict]:
-    """Engine stats of one step, differenced against the same engine's previous snapshot
-    (the userspace engine and tc count from their start, not per step)."""
+def step_engine_stats(run: Run, step: int) -> list[EmulStats | UnreadableStats]:
+    """Engine stats of one step, typed, differenced against the same engine's previous
+    snapshot (the userspace engine and tc count from their start, not per step)."""
     rows = sorted((r for r in run.engine if r["step"] <= step),
                   key=lambda r: (r["step"], r.get("taken_at") or 0))
-    out = []
+    out: list[EmulStats | UnreadableStats] = []
     for r in (r for r in rows if r["step"] == step):
-        cur = _json(r["stats"])
-        prev = next((_json(q["stats"]) for q in reversed(rows) if q["step"] < step
-                     and q["path"] == r["path"] and q["backend"] == r["backend"]), None)
-        same = prev is not None and cur.get("pid") is not None and prev.get("pid") == cur.get("pid")
-        out.append(stats_delta(cur, prev) if same else cur)
+        cur = load_stats(r["stats"], r["backend"])
+        prev = next((load_stats(q["stats"], q["backend"]) for q in reversed(rows)
+                     if q["step"] < step and q["path"] == r["path"]
+                     and q["backend"] == r["backend"]), None)
+        out.append(cur.since(prev) if isinstance(cur, EmulStats) else cur)
     return out
-
-
-def _json(text: Any) -> dict:
-    try:
-        v = json.loads(text) if isinstance(text, str) else text
-    except ValueError:
-        return {}
-    return v if isinstance(v, dict) else {}
 
 
 def emulator_reasons(point: Point, run: Run) -> list[str]:

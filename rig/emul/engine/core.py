@@ -6,7 +6,8 @@ unless the profile allows reordering) and whether it is duplicated; keeps the li
 statistics (incl. a release-lateness histogram). Time is always passed in (`now`, in
 seconds of any monotonic clock), so tests drive it with a fake clock.
 
-Must not import asyncio, sockets or anything that does I/O; only rig.emul.profile.
+Must not import asyncio, sockets or anything that does I/O; only rig.emul.profile and
+the pure stats contract rig.linkstats (whose histogram edges it fills).
 
 Order-preserving jitter (netem's behaviour when packets may not overtake each other):
 a packet's deadline is max(own jittered deadline, previous deadline). At packet rates
@@ -20,21 +21,18 @@ import heapq
 import random
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import Any, Sequence
 
+from ...linkstats import LATENESS_EDGES_S, LATENESS_LABELS, DirStats, Lateness
 from ..profile import Direction
 
 HOLD, DROP_LOSS, DROP_QUEUE, HOLD_DUP = 0, 1, 2, 3
 
-# Release lateness histogram edges (s): bins are (<-50us), [-50us,0), [0,50us), ... (>=10ms).
-LATENESS_EDGES_S = (-50e-6, 0.0, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3)
-LATENESS_LABELS = ("<-50us", "-50..0us", "0..50us", "50..100us", "100..200us",
-                   "200..500us", "0.5..1ms", "1..2ms", "2..5ms", "5..10ms", ">=10ms")
-
 
 @dataclass
 class DirectionStats:
-    """Counters of one direction; JSON-able through as_dict()."""
+    """Live counters of one direction; reported through report() as the typed
+    rig.linkstats.DirStats every backend returns (the contract the verdicts read)."""
     seen: int = 0
     released: int = 0
     dropped_loss: int = 0
@@ -45,18 +43,17 @@ class DirectionStats:
     late_max_s: float = 0.0
     late_hist: list[int] = field(default_factory=lambda: [0] * len(LATENESS_LABELS))
 
-    def as_dict(self, held: int) -> dict:
+    def report(self, direction: str, held: int, **extra: Any) -> DirStats:
         accepted = self.seen - self.dropped_loss - self.dropped_queue
-        return {
-            "seen": self.seen, "released": self.released, "held": held,
-            "dropped_loss": self.dropped_loss, "dropped_queue": self.dropped_queue,
-            "duplicated": self.duplicated,
-            "loss_ratio": (self.dropped_loss / self.seen) if self.seen else 0.0,
-            "applied_delay_mean_s": (self.applied_delay_sum_s / accepted) if accepted else 0.0,
-            "late_mean_s": (self.late_sum_s / self.released) if self.released else 0.0,
-            "late_max_s": self.late_max_s,
-            "late_hist": dict(zip(LATENESS_LABELS, self.late_hist)),
-        }
+        return DirStats(
+            direction, seen=self.seen, released=self.released, held=held,
+            duplicated=self.duplicated, dropped_loss=self.dropped_loss,
+            dropped_queue=self.dropped_queue,
+            applied_delay_mean_s=(self.applied_delay_sum_s / accepted) if accepted else 0.0,
+            lateness=Lateness(self.released,
+                              (self.late_sum_s / self.released) if self.released else 0.0,
+                              self.late_max_s, tuple(self.late_hist)),
+            extra=extra)
 
 
 class DirectionQueue:

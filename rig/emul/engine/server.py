@@ -11,7 +11,8 @@ Fail-closed by construction: when this process dies its netlink sockets close, t
 unbinds the queues and drops what they held, and the NFQUEUE rules (no --queue-bypass)
 drop every later packet of the path.
 
-Must not import services, orchestration or reports; only rig.emul.profile and this package.
+Must not import services, orchestration or reports; only rig.emul.profile, this package
+and the pure stats contract rig.linkstats.
 """
 from __future__ import annotations
 
@@ -24,8 +25,10 @@ import resource
 import signal
 import socket
 import time
+from dataclasses import replace
 from pathlib import Path
 
+from ...linkstats import EmulStats
 from ..profile import Direction, LinkProfile
 from .core import HOLD_DUP, DirectionQueue, WakeCompensator
 from .nfq import NfQueue, verdict
@@ -193,28 +196,34 @@ class Engine:
         self.timer.arm(self.armed)
 
     # -- control channel -----------------------------------------------------------
-    def stats(self) -> dict:
+    def stats(self) -> EmulStats:
+        """The typed snapshot (rig.linkstats); the control channel carries its to_dict()."""
         ru = resource.getrusage(resource.RUSAGE_SELF)
-        out = {"pid": os.getpid(), "uptime_s": time.monotonic() - self.started,
-               "cpu_user_s": ru.ru_utime, "cpu_sys_s": ru.ru_stime,
-               "wake_compensation_s": self.comp.value_s, "timer_wakeups": self.timer_wakeups,
-               "profile": self.profile.to_dict(), "kernel_queues": kernel_queue_stats()}
+        kernel = {kq.get("queue"): kq for kq in kernel_queue_stats()}
+        dirs = []
         for lane in self.lanes:
-            d = lane.core.stats.as_dict(lane.core.held)
-            d.update(queue=lane.nfq.queue, gso=lane.nfq.gso, copy_packet=lane.nfq.copy_packet,
-                     limit=lane.core.limit, reorder=lane.core.reorder,
-                     netlink_errors=lane.nfq.errors, kernel_tstamps=lane.tstamp_used,
-                     wakeups=lane.wakeups, recvs=lane.nfq.recvs, messages=lane.nfq.msgs,
-                     verdict_sends=lane.nfq.sends)
-            out[lane.name] = d
-        return out
+            kq = kernel.get(lane.nfq.queue, {})
+            d = lane.core.stats.report(
+                lane.name, lane.core.held, queue=lane.nfq.queue, gso=lane.nfq.gso,
+                copy_packet=lane.nfq.copy_packet, limit=lane.core.limit,
+                reorder=lane.core.reorder, netlink_errors=lane.nfq.errors,
+                kernel_tstamps=lane.tstamp_used, wakeups=lane.wakeups, recvs=lane.nfq.recvs,
+                messages=lane.nfq.msgs, verdict_sends=lane.nfq.sends)
+            dirs.append(replace(d, nfq_queue_dropped=kq.get("queue_dropped"),
+                                nfq_user_dropped=kq.get("user_dropped")))
+        return EmulStats("userspace", tuple(dirs), alive=True, instance=os.getpid(),
+                         cpu_user_s=ru.ru_utime, cpu_sys_s=ru.ru_stime,
+                         extra={"uptime_s": time.monotonic() - self.started,
+                                "wake_compensation_s": self.comp.value_s,
+                                "timer_wakeups": self.timer_wakeups,
+                                "profile": self.profile.to_dict()})
 
     def handle(self, req: dict) -> dict:
         op = req.get("op")
         if op == "ping":
             return {"ok": True, "pid": os.getpid()}
         if op == "stats":
-            return {"ok": True, "stats": self.stats()}
+            return {"ok": True, "stats": self.stats().to_dict()}
         if op == "configure":
             profile = LinkProfile.from_dict(req["profile"])
             for lane, d in zip(self.lanes, (profile.forward, profile.reverse)):
