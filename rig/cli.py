@@ -10,6 +10,7 @@ import os
 import sys
 from pathlib import Path
 
+from .emul.profile import BACKENDS
 from .errors import ExitStatus, InputError, RigError
 
 
@@ -133,7 +134,7 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--jitter", default="0ms")
     up.add_argument("--loss", default="0%")
     up.add_argument("--rate")
-    up.add_argument("--backend", default="auto", choices=["auto", "netem", "userspace", "none"])
+    up.add_argument("--backend", default="auto", choices=BACKENDS)
     down = nsub.add_parser("down")
     down.add_argument("--name", required=True)
     nsub.add_parser("list")

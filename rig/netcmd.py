@@ -43,7 +43,7 @@ def up(name: str, *, rtt: str, jitter: str = "0ms", loss: str = "0%", rate: str 
     if _find(name):
         raise InputError("a path of that name is up (rig net down first)", key="--name", value=name)
     profile = _profile(rtt, jitter, loss, rate)
-    from .orchestrate import make_backend
+    from .emul.choose import make_backend
     prefix = netns.new_prefix()
     subnet = netns.lease_subnet(prefix)
     names = netns.PathNames(prefix, 0, name, subnet)

@@ -20,22 +20,16 @@ from typing import Callable, Iterator
 
 from . import hostinfo, netns, proc, steps as S, transfer, tuning
 from .emul.base import Backend, LinkSite
+from .emul.choose import make_backend
 from .emul.none import NoneBackend
 from .errors import RigError, StepAborted
 from .results import Store
 from .scenario import PathSpec, Scenario
 from .services import data, servers
+from .services.servers.start import start_iperf3_server, start_server
 from .validate import validate_path
 
-IPERF_PORT = 5201
 Progress = Callable[[str], None]
-
-
-def make_backend(name: str) -> Backend:
-    if name == "none":
-        return NoneBackend()
-    from .emul.choose import make_backend as choose
-    return choose(name)
 
 
 @dataclass
@@ -128,7 +122,7 @@ class Run:
             plan = servers.ServerPlan(spec, live.server_ns, live.server_addr,
                                       self._ports(live, spec.kind, k),
                                       self.workdir / f"{live.spec.name}-{spec.name}", datadir)
-            rs = servers.start_server(plan)
+            rs = start_server(plan)
             stack.callback(rs.stop)
             self._record_pid(rs.service)
             live.servers[spec.name] = plan
@@ -136,13 +130,13 @@ class Run:
                      + ", ".join(f"{k}={v}" for k, v in plan.ports.items()))
         iperf_port = self._ports(live, "iperf3", 0)["iperf3"]
         live.iperf_port = iperf_port
-        svc = servers.start_iperf3_server(live.server_ns, live.server_addr, iperf_port,
+        svc = start_iperf3_server(live.server_ns, live.server_addr, iperf_port,
                                           self.workdir / live.spec.name)
         stack.callback(svc.stop)
         self._record_pid(svc)
         for extra in range(1, max(self.sc.sweep.concurrency)):
             if any(c.tool == "iperf3" for c in self.sc.clients):
-                s2 = servers.start_iperf3_server(live.server_ns, live.server_addr,
+                s2 = start_iperf3_server(live.server_ns, live.server_addr,
                                                  iperf_port + extra, self.workdir / live.spec.name)
                 stack.callback(s2.stop)
                 self._record_pid(s2)
