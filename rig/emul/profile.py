@@ -111,14 +111,6 @@ class LinkProfile:
     def rtt_s(self) -> float:
         return self.forward.delay_s + self.reverse.delay_s
 
-    def with_rtt(self, rtt_s: float) -> "LinkProfile":
-        """Same profile, base delay rescaled to a new RTT (half each way)."""
-        return LinkProfile(
-            forward=dataclasses.replace(self.forward, delay_s=rtt_s / 2.0,
-                                        jitter_s=min(self.forward.jitter_s, rtt_s / 2.0)),
-            reverse=dataclasses.replace(self.reverse, delay_s=rtt_s / 2.0,
-                                        jitter_s=min(self.reverse.jitter_s, rtt_s / 2.0)))
-
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
 
