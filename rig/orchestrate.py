@@ -23,7 +23,7 @@ from .emul.choose import make_backend
 from .emul.none import NoneBackend
 from .errors import RigError, StepAborted
 from .reporter import Reporter, Say, stderr_say
-from .results import Store
+from .results import EngineStatsRow, Store, ValidationRow
 from .scenario import PathSpec, Scenario
 from .services import data, servers
 from .services.servers.start import start_iperf3_server, start_server
@@ -222,9 +222,9 @@ class Run:
                 self._group(step, live, g, common, f"{gi + 1}/{len(gs)}")
         except StepAborted as e:
             self.say(f"  step aborted: {e}")
-            self.store.add_validation(dict(self._step_fields(step, live), phase="aborted",
-                                           flagged=True, flag_reason=str(e),
-                                           started_at=time.time()))
+            self.store.add_validation(ValidationRow(**self._step_fields(step, live),
+                                                    phase="aborted", flagged=True,
+                                                    flag_reason=str(e), started_at=time.time()))
             self._recover(live, step)
             return
         self._engine_stats(step, live)
@@ -255,8 +255,7 @@ class Run:
                           iperf_port=live.iperf_port, configured_rtt_ms=step.rtt_ms,
                           v=self.sc.validation, rate_bps=live.spec.rate_bps)
         self._check(live)
-        row = dict(self._step_fields(step, live), phase=phase, **v)
-        self.store.add_validation(row)
+        self.store.add_validation(ValidationRow(**self._step_fields(step, live), phase=phase, **v))
         rtt = f"{v['rtt_ms_measured']:.3f} ms" if v["rtt_ms_measured"] is not None else "n/a"
         cap = f"{v['iperf_bps'] / 1e9:.2f} Gbit/s" if v["iperf_bps"] else "n/a"
         srtt = f"{v['iperf_srtt_ms']:.2f} ms" if v["iperf_srtt_ms"] else "n/a"
@@ -276,9 +275,9 @@ class Run:
             stats = live.backend.stats(live.site)
         except RigError as e:
             stats = {"error": str(e)}
-        self.store.add_engine_stats({"run_id": self.run_id, "step": step.index,
-                                     "path": live.spec.name, "backend": live.backend.name,
-                                     "taken_at": time.time(), "stats": json.dumps(stats)})
+        self.store.add_engine_stats(EngineStatsRow(
+            run_id=self.run_id, step=step.index, path=live.spec.name, backend=live.backend.name,
+            taken_at=time.time(), stats=json.dumps(stats)))
 
     def _common(self, step: S.Step, live: Live) -> dict:
         t = self.sc.tuning
@@ -304,22 +303,22 @@ class Run:
             server=g.client.server))
         for r in rows:
             if alive_after is not None:   # never store an undelayed measurement as good
-                r["ok"], r["error"] = False, f"emulation not in force: {alive_after}"
+                r.ok, r.error = False, f"emulation not in force: {alive_after}"
             self.store.add_transfer(r)
-        ok = [r for r in rows if r["ok"]]
+        ok = [r for r in rows if r.ok]
         pos = f"{pos}, {self.reporter.group_done()}"
         if ok:
-            agg = rows[0]["aggregate_bps"] or sum(r["throughput_bps"] for r in ok)
-            cpu = sum((r["cpu_user_s"] or 0) + (r["cpu_sys_s"] or 0) for r in ok)
-            lag = max(json.loads(r["extra"]).get("exit_lag_s", 0) or 0 for r in ok)
+            agg = rows[0].aggregate_bps or sum(r.throughput_bps or 0 for r in ok)
+            cpu = sum((r.cpu_user_s or 0) + (r.cpu_sys_s or 0) for r in ok)
+            lag = max(json.loads(r.extra or "{}").get("exit_lag_s", 0) or 0 for r in ok)
             note = f", exit lag {lag:.1f}s" if lag > 1.0 else ""
             self.say(f"  [{pos}] {g.client.name} streams={g.streams} x{g.concurrency} "
                      f"rep={g.repeat + 1}: {agg / 1e9:.3f} Gbit/s, "
-                     f"{rows[0]['duration_s']:.2f}s, cpu {cpu:.2f}s{note}"
+                     f"{rows[0].duration_s or 0:.2f}s, cpu {cpu:.2f}s{note}"
                      + ("" if len(ok) == len(rows) else f" ({len(rows) - len(ok)} failed)"))
         else:
             self.say(f"  [{pos}] {g.client.name} streams={g.streams} x{g.concurrency} "
-                     f"rep={g.repeat + 1}: FAILED: {rows[0]['error']}")
+                     f"rep={g.repeat + 1}: FAILED: {rows[0].error}")
         if alive_after is not None:
             raise alive_after
 

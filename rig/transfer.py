@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import proc
+from .results import TransferRow
 from .scenario import Scenario
 from .services import tools
 from .services.servers import ServerPlan
@@ -126,7 +127,7 @@ def measure(o: Outcome) -> dict:
             "ok": ok, "error": error, "exit_code": res.returncode, "extra": extra}
 
 
-def rows(outcomes: list[Outcome], common: dict) -> list[dict]:
+def rows(outcomes: list[Outcome], common: dict) -> list[TransferRow]:
     """Transfers rows for one group, with the group's aggregate throughput."""
     ms = [measure(o) for o in outcomes]
     starts = [o.t_start for o in outcomes]
@@ -138,8 +139,8 @@ def rows(outcomes: list[Outcome], common: dict) -> list[dict]:
     for i, (o, m) in enumerate(zip(outcomes, ms)):
         res = o.res
         env = o.env
-        row = dict(
-            common, instance=i, client=o.job.client.name, tool=o.job.client.tool,
+        row = TransferRow(
+            **common, instance=i, client=o.job.client.name, tool=o.job.client.tool,
             url=o.job.target, streams=o.job.streams,
             file_bytes=o.job.file_bytes or None, bytes=m["bytes"], duration_s=m["duration_s"],
             throughput_bps=m["throughput_bps"], aggregate_bps=aggregate,
@@ -148,6 +149,7 @@ def rows(outcomes: list[Outcome], common: dict) -> list[dict]:
             argv=json.dumps(res.argv if res else o.argv), env=json.dumps(env),
             stderr_tail=(res.tail(1000) if res else None),
             page_checksum=None, started_at=o.started_at, extra=json.dumps(m["extra"]))
-        row.update(tools.get(o.job.client.tool).row_fields(o.job, env))
+        for k, v in tools.get(o.job.client.tool).row_fields(o.job, env).items():
+            setattr(row, k, v)
         out.append(row)
     return out

@@ -53,7 +53,7 @@ def test_a_registered_tool_is_usable_everywhere(wget):
     assert job.url == "http://10.0.0.1:8080/f" and job.file_bytes == 1 << 20
     assert hostinfo.version_argvs()["wget-test"] == ["wget", "--version"]
     o = transfer.Outcome(job, ["wget"], {}, None, 0.0, 0.0, error="boom")
-    assert transfer.rows([o], {})[0]["page_checksum"] == 7
+    assert transfer.rows([o], {})[0].page_checksum == 7
 
 
 def test_unregistered_tool_is_refused_with_the_registry_in_the_message():
