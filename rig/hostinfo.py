@@ -9,14 +9,18 @@ import re
 import shutil
 
 from . import proc
+from .services import servers, tools
 
-TOOLS = {  # name -> argv printing its version
-    "xrootd": ["xrootd", "-v"], "xrdcp": ["xrdcp", "--version"],
-    "davix-get": ["davix-get", "--version"], "curl": ["curl", "--version"],
-    "iperf3": ["iperf3", "--version"], "nginx": ["nginx", "-v"],
-    "ping": ["ping", "-V"], "iptables": ["iptables", "--version"], "tc": ["tc", "-V"],
-    "ip": ["ip", "-V"],
-}
+# name -> argv printing its version: every server kind and client tool declares its
+# own; these are the system tools the rig itself runs.
+SYSTEM_TOOLS = {"ping": ["ping", "-V"], "iptables": ["iptables", "--version"],
+                "tc": ["tc", "-V"], "ip": ["ip", "-V"]}
+
+
+def version_argvs() -> dict[str, list[str]]:
+    return {**{k.kind: k.version_argv for k in servers.all_kinds() if k.version_argv},
+            **{t.name: t.version_argv for t in tools.all_tools() if t.version_argv},
+            **SYSTEM_TOOLS}
 SYSCTLS = ("net.core.rmem_max", "net.core.wmem_max", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem",
            "net.ipv4.tcp_congestion_control", "net.ipv4.tcp_allowed_congestion_control",
            "net.ipv4.tcp_available_congestion_control", "net.ipv4.tcp_mtu_probing",
@@ -24,7 +28,7 @@ SYSCTLS = ("net.core.rmem_max", "net.core.wmem_max", "net.ipv4.tcp_rmem", "net.i
 
 
 def tool_version(name: str) -> str | None:
-    argv = TOOLS[name]
+    argv = version_argvs()[name]
     if not shutil.which(argv[0]):
         return None
     r = proc.run(argv, timeout=10)
@@ -34,7 +38,7 @@ def tool_version(name: str) -> str | None:
 
 
 def tool_versions() -> dict[str, str | None]:
-    return {n: tool_version(n) for n in TOOLS}
+    return {n: tool_version(n) for n in version_argvs()}
 
 
 def sysctls() -> dict[str, str | None]:
@@ -50,8 +54,9 @@ def summary() -> dict:
 
 def emulation() -> dict:
     """Which backends work here and which `auto` picks (probes throwaway namespaces)."""
+    from .emul.choose import auto_choice
     from .emul.netem import kernel_has_netem
     from .emul.userspace import kernel_has_nfqueue
     netem, nfq = kernel_has_netem(), kernel_has_nfqueue()
-    auto = "netem" if netem else ("userspace" if nfq else None)
+    auto = auto_choice(netem, nfq)
     return {"kernel_netem": netem, "userspace_nfqueue": nfq, "auto": auto}

@@ -98,7 +98,7 @@ def up(name: str, *, rtt: str, jitter: str = "0ms", loss: str = "0%", rate: str 
        backend: str = "auto", owner_pid: int | None = None) -> dict:
     name, profile, backend = parse_options(name, rtt=rtt, jitter=jitter, loss=loss, rate=rate,
                                            backend=backend)
-    from .orchestrate import make_backend
+    from .emul.choose import make_backend
     state = {"kind": "net", "name": name, "pid": os.getpid(), **_owner(owner_pid)}
     prefix = _register(name, state)
     state["prefix"] = prefix

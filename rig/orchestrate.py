@@ -12,31 +12,24 @@ import dataclasses
 import json
 import os
 import shutil
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Iterator
 
 from . import hostinfo, netns, owner, proc, steps as S, transfer, tuning
 from .emul.base import Backend, LinkSite
+from .emul.choose import make_backend
 from .emul.none import NoneBackend
 from .errors import RigError, StepAborted
 from .linkstats import EmulStats
-from .results import Store
+from .reporter import Reporter, Say, stderr_say
+from .results import EngineStatsRow, Store, ValidationRow
 from .scenario import PathSpec, Scenario
 from .services import data, servers
+from .services.servers.start import start_iperf3_server, start_server
 from .validate import validate_path
 
-IPERF_PORT = 5201
-Progress = Callable[[str], None]
-
-
-def make_backend(name: str) -> Backend:
-    if name == "none":
-        return NoneBackend()
-    from .emul.choose import make_backend as choose
-    return choose(name)
 
 
 @dataclass
@@ -60,22 +53,47 @@ class Live:
         return self.path.site
 
 
-def _stderr(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+class RunState:
+    """What `rig clean` needs to undo this run after a SIGKILL: its prefix and owner
+    pid, host sysctls recorded before they were written, pids of host-side servers.
+    Saved (atomically) every time it changes."""
+
+    def __init__(self, prefix: str, out: Path) -> None:
+        self.prefix = prefix
+        self.data: dict = {"prefix": prefix, "pid": os.getpid(), "kind": "run",
+                           "pid_start": owner.start_time(os.getpid()),
+                           "out": str(out), "sysctls_restore": {}, "mounts": []}
+
+    def save(self) -> None:
+        netns.write_state(self.prefix, self.data)
+
+    def drop(self) -> None:
+        netns.drop_state(self.prefix)
+
+    def record_sysctls(self, before: dict, wrote: dict) -> None:
+        self.data["sysctls_restore"], self.data["sysctls_wrote"] = before, wrote
+        self.save()
+
+    def record_pid(self, svc: proc.Service) -> None:
+        """So `rig clean` can kill it after a SIGKILL of this run (host-side servers)."""
+        self.data.setdefault("pids", []).append([svc.pid, svc.argv[0]])
+        # apart from "pids", whose [pid, argv0] pairs an older `rig clean` unpacks
+        self.data.setdefault("pid_starts", {})[str(svc.pid)] = owner.start_time(svc.pid)
+        self.save()
 
 
 class Run:
-    def __init__(self, sc: Scenario, out_dir: Path, *, progress: Progress = _stderr,
+    def __init__(self, sc: Scenario, out_dir: Path, *, progress: Say = stderr_say,
                  prefix: str | None = None) -> None:
-        self.sc, self.out, self.say = sc, out_dir, progress
+        self.sc, self.out = sc, out_dir
+        self.reporter = Reporter(progress)
+        self.say = self.reporter.say
         self.prefix = prefix or netns.new_prefix()
         self.run_id = out_dir.name
         self.workdir = netns.STATE_DIR / self.prefix
         self.store: Store | None = None
         self.lives: list[Live] = []
-        self.state: dict = {"prefix": self.prefix, "pid": os.getpid(), "kind": "run",
-                            "pid_start": owner.start_time(os.getpid()),
-                            "out": str(out_dir), "sysctls_restore": {}, "mounts": []}
+        self.state = RunState(self.prefix, out_dir)
 
     # --- setup ---------------------------------------------------------------------
     def _env_snapshot(self, stack: contextlib.ExitStack) -> None:
@@ -95,8 +113,7 @@ class Run:
         wrote = tuning.global_wanted(self.sc.tuning, tuning.host_allowed_cc())
         before = tuning.read(wrote)
         # recorded before writing, so `rig clean` can restore after a SIGKILL at any point
-        self.state["sysctls_restore"], self.state["sysctls_wrote"] = before, wrote
-        netns.write_state(self.prefix, self.state)
+        self.state.record_sysctls(before, wrote)
         stack.callback(tuning.restore_global, before, wrote)
         tuning.apply_global(wrote)
 
@@ -138,24 +155,24 @@ class Run:
             plan = servers.ServerPlan(spec, live.server_ns, live.server_addr,
                                       self._ports(live, spec.kind, k),
                                       self.workdir / f"{live.spec.name}-{spec.name}", datadir)
-            rs = servers.start_server(plan)
+            rs = start_server(plan)
             stack.callback(rs.stop)
-            self._record_pid(rs.service)
+            self.state.record_pid(rs.service)
             live.servers[spec.name] = plan
             self.say(f"server {spec.name} ({spec.kind}) ready on {plan.addr} ports "
                      + ", ".join(f"{k}={v}" for k, v in plan.ports.items()))
         iperf_port = self._ports(live, "iperf3", 0)["iperf3"]
         live.iperf_port = iperf_port
-        svc = servers.start_iperf3_server(live.server_ns, live.server_addr, iperf_port,
+        svc = start_iperf3_server(live.server_ns, live.server_addr, iperf_port,
                                           self.workdir / live.spec.name)
         stack.callback(svc.stop)
-        self._record_pid(svc)
+        self.state.record_pid(svc)
         for extra in range(1, max(self.sc.sweep.concurrency)):
             if any(c.tool == "iperf3" for c in self.sc.clients):
-                s2 = servers.start_iperf3_server(live.server_ns, live.server_addr,
+                s2 = start_iperf3_server(live.server_ns, live.server_addr,
                                                  iperf_port + extra, self.workdir / live.spec.name)
                 stack.callback(s2.stop)
-                self._record_pid(s2)
+                self.state.record_pid(s2)
 
     def _keep_logs(self) -> None:
         """Server and engine logs move to the output folder before the workdir goes."""
@@ -168,22 +185,17 @@ class Run:
                 rel = "-".join(f.relative_to(self.workdir).parts)
                 shutil.copyfile(f, dest / rel)
 
-    def _record_pid(self, svc: proc.Service) -> None:
-        """So `rig clean` can kill it after a SIGKILL of this run (host-side servers)."""
-        self.state.setdefault("pids", []).append([svc.pid, svc.argv[0]])
-        # apart from "pids", whose [pid, argv0] pairs an older `rig clean` unpacks
-        self.state.setdefault("pid_starts", {})[str(svc.pid)] = owner.start_time(svc.pid)
-        netns.write_state(self.prefix, self.state)
-
     # --- the sweep -----------------------------------------------------------------
     def execute(self) -> Path:
         self.out.mkdir(parents=True, exist_ok=True)
         self.store = Store.create(self.out / "results.sqlite", self.run_id)
         (self.out / "scenario.yaml").write_text(self.sc.text)
-        netns.write_state(self.prefix, self.state)
+        self.state.save()
         with contextlib.ExitStack() as stack:
             stack.callback(self.store.finish)
-            stack.callback(netns.drop_state, self.prefix)
+            stack.callback(self.reporter.close)
+            self.reporter.open_command_log(self.out / "commands.log")
+            stack.callback(self.state.drop)
             stack.callback(shutil.rmtree, self.workdir, True)
             stack.callback(self._keep_logs)
             stack.callback(netns.release_subnet, self.prefix)
@@ -199,6 +211,7 @@ class Run:
                 self.lives.append(live)
             self.store.set_env("backends", {l.spec.name: l.backend.name for l in self.lives})
             all_steps = S.expand(self.sc)
+            self.reporter.start(len(all_steps) * len(S.groups(self.sc)))
             for step in all_steps:
                 self._step(step, len(all_steps))
         return self.out
@@ -222,9 +235,9 @@ class Run:
                 self._group(step, live, g, common, f"{gi + 1}/{len(gs)}")
         except StepAborted as e:
             self.say(f"  step aborted: {e}")
-            self.store.add_validation(dict(self._vcommon(step, live), phase="aborted",
-                                           flagged=True, flag_reason=str(e),
-                                           started_at=time.time()))
+            self.store.add_validation(ValidationRow(**self._step_fields(step, live),
+                                                    phase="aborted", flagged=True,
+                                                    flag_reason=str(e), started_at=time.time()))
             self._recover(live, step)
             return
         self._engine_stats(step, live)
@@ -242,7 +255,8 @@ class Run:
         except RigError as e:
             raise RigError(f"emulation on path {live.spec.name} cannot be restored: {e}") from e
 
-    def _vcommon(self, step: S.Step, live: Live) -> dict:
+    def _step_fields(self, step: S.Step, live: Live) -> dict:
+        """Columns every row of a step shares (transfers and validations)."""
         return {"run_id": self.run_id, "step": step.index, "path": live.spec.name,
                 "backend": live.backend.name, "rtt_ms_configured": step.rtt_ms,
                 "loss_configured": live.spec.loss if step.profile else None,
@@ -254,8 +268,7 @@ class Run:
                           iperf_port=live.iperf_port, configured_rtt_ms=step.rtt_ms,
                           v=self.sc.validation, rate_bps=live.spec.rate_bps)
         self._check(live)
-        row = dict(self._vcommon(step, live), phase=phase, **v)
-        self.store.add_validation(row)
+        self.store.add_validation(ValidationRow(**self._step_fields(step, live), phase=phase, **v))
         rtt = f"{v['rtt_ms_measured']:.3f} ms" if v["rtt_ms_measured"] is not None else "n/a"
         cap = f"{v['iperf_bps'] / 1e9:.2f} Gbit/s" if v["iperf_bps"] else "n/a"
         srtt = f"{v['iperf_srtt_ms']:.2f} ms" if v["iperf_srtt_ms"] else "n/a"
@@ -275,17 +288,14 @@ class Run:
             stats = live.backend.stats(live.site)
         except RigError as e:
             stats = EmulStats(live.backend.name, error=str(e))
-        self.store.add_engine_stats({"run_id": self.run_id, "step": step.index,
-                                     "path": live.spec.name, "backend": live.backend.name,
-                                     "taken_at": time.time(), "stats": stats.to_json()})
+        self.store.add_engine_stats(EngineStatsRow(
+            run_id=self.run_id, step=step.index, path=live.spec.name, backend=live.backend.name,
+            taken_at=time.time(), stats=stats.to_json()))
 
     def _common(self, step: S.Step, live: Live) -> dict:
         t = self.sc.tuning
-        return {"run_id": self.run_id, "step": step.index, "path": live.spec.name,
-                "backend": live.backend.name, "rtt_ms_configured": step.rtt_ms,
+        return {**self._step_fields(step, live),
                 "jitter_ms_configured": live.spec.jitter_s * 1e3 if step.profile else None,
-                "loss_configured": live.spec.loss if step.profile else None,
-                "rate_bps_configured": live.spec.rate_bps,
                 "congestion_control": tuning.effective_cc(live.client_ns),
                 "tcp_rmem_max": tuning.effective_rmem_max(t, live.client_ns),
                 "tcp_wmem_max": tuning.effective_wmem_max(t, live.server_ns),
@@ -306,21 +316,22 @@ class Run:
             server=g.client.server))
         for r in rows:
             if alive_after is not None:   # never store an undelayed measurement as good
-                r["ok"], r["error"] = False, f"emulation not in force: {alive_after}"
+                r.ok, r.error = False, f"emulation not in force: {alive_after}"
             self.store.add_transfer(r)
-        ok = [r for r in rows if r["ok"]]
+        ok = [r for r in rows if r.ok]
+        pos = f"{pos}, {self.reporter.group_done()}"
         if ok:
-            agg = rows[0]["aggregate_bps"] or sum(r["throughput_bps"] for r in ok)
-            cpu = sum((r["cpu_user_s"] or 0) + (r["cpu_sys_s"] or 0) for r in ok)
-            lag = max(json.loads(r["extra"]).get("exit_lag_s", 0) or 0 for r in ok)
+            agg = rows[0].aggregate_bps or sum(r.throughput_bps or 0 for r in ok)
+            cpu = sum((r.cpu_user_s or 0) + (r.cpu_sys_s or 0) for r in ok)
+            lag = max(json.loads(r.extra or "{}").get("exit_lag_s", 0) or 0 for r in ok)
             note = f", exit lag {lag:.1f}s" if lag > 1.0 else ""
             self.say(f"  [{pos}] {g.client.name} streams={g.streams} x{g.concurrency} "
                      f"rep={g.repeat + 1}: {agg / 1e9:.3f} Gbit/s, "
-                     f"{rows[0]['duration_s']:.2f}s, cpu {cpu:.2f}s{note}"
+                     f"{rows[0].duration_s or 0:.2f}s, cpu {cpu:.2f}s{note}"
                      + ("" if len(ok) == len(rows) else f" ({len(rows) - len(ok)} failed)"))
         else:
             self.say(f"  [{pos}] {g.client.name} streams={g.streams} x{g.concurrency} "
-                     f"rep={g.repeat + 1}: FAILED: {rows[0]['error']}")
+                     f"rep={g.repeat + 1}: FAILED: {rows[0].error}")
         if alive_after is not None:
             raise alive_after
 
@@ -349,7 +360,7 @@ def default_out_dir(sc: Scenario, prefix: str, base: Path | None = None) -> Path
     return base / f"{stamp}-{sc.name}-{prefix}"
 
 
-def run(sc: Scenario, out_dir: Path | None = None, *, progress: Progress = _stderr) -> Path:
+def run(sc: Scenario, out_dir: Path | None = None, *, progress: Say = stderr_say) -> Path:
     prefix = netns.new_prefix()
     out = out_dir or default_out_dir(sc, prefix)
     r = Run(sc, out, progress=progress, prefix=prefix)

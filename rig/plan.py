@@ -10,17 +10,17 @@ import shlex
 from pathlib import Path
 
 from . import netns, steps as S, tuning
+from .proc import ns_argv
 from .emul.netem import NetemBackend
 from .emul.userspace import UserspaceBackend
 from .errors import printable
 from .scenario import Scenario
 from .services import data, servers
-from .services.clients import adapter
+from .services import tools
 from .transfer import build_jobs
 from .validate import iperf3_argv, ping_argv
 
 PREFIX = "rig0000"
-IPERF_PORT = servers.BASE_PORTS["iperf3"]["iperf3"]
 
 
 def _fmt(argv: list[str], env: dict | None = None) -> str:
@@ -65,23 +65,19 @@ def plan_lines(sc: Scenario) -> list[str]:
         if site is not None and step.profile is not None:
             out += _emulation(step, site)
         v = sc.validation
-        out.append(_fmt(netns_wrap(client_ns, ping_argv(addr, v.ping_count, v.ping_interval_s))))
-        out.append(_fmt(netns_wrap(client_ns, iperf3_argv(addr, IPERF_PORT, v.iperf_streams,
+        out.append(_fmt(ns_argv(client_ns, ping_argv(addr, v.ping_count, v.ping_interval_s))))
+        out.append(_fmt(ns_argv(client_ns, iperf3_argv(addr, servers.IPERF3_PORT, v.iperf_streams,
                                                          v.iperf_seconds))))
         plans = _server_plans(sc, server_ns, addr, wd, step.path.name)
         for g in S.groups(sc):
-            job = build_jobs(sc, g, plans, addr, IPERF_PORT)[0]
-            a = adapter(g.client.tool)
-            line = _fmt(netns_wrap(client_ns, a.argv(job)), a.env(job))
+            job = build_jobs(sc, g, plans, addr, servers.IPERF3_PORT)[0]
+            a = tools.get(g.client.tool)
+            line = _fmt(ns_argv(client_ns, a.argv(job)), a.env(job))
             out.append(line + (f"   # x{g.concurrency} at once" if g.concurrency > 1 else "")
                        + f"   # repeat {g.repeat + 1}")
     out.append("# teardown: stop servers and engines, ip netns del every namespace above, "
                "umount the tmpfs, restore host sysctls")
     return out
-
-
-def netns_wrap(ns: str | None, argv: list[str]) -> list[str]:
-    return ["ip", "netns", "exec", ns, *argv] if ns else argv
 
 
 def _server_plans(sc: Scenario, ns: str | None, addr: str, wd: Path,
@@ -96,8 +92,8 @@ def _servers(sc: Scenario, out: list[str], path: str, ns: str, addr: str, wd: Pa
         for name, text in servers.server_files(plan).items():
             out.append(f"# {plan.workdir / name}:")
             out += [f"#   {ln}" for ln in text.strip().splitlines()]
-        out.append(_fmt(netns_wrap(ns, servers.server_argv(plan))))
-    out.append(_fmt(netns_wrap(ns, servers.iperf3_server_argv(addr, IPERF_PORT))))
+        out.append(_fmt(ns_argv(ns, servers.server_argv(plan))))
+    out.append(_fmt(ns_argv(ns, servers.iperf3_server_argv(addr, servers.IPERF3_PORT))))
 
 
 def _emulation(step: S.Step, site) -> list[str]:

@@ -30,11 +30,12 @@ _TAIL = 4000
 # Every live child, so a signal-driven shutdown can kill the groups of all of them.
 _LIVE: dict[int, list[str]] = {}
 _LIVE_LOCK = threading.Lock()
-_echo: Callable[[list[str]], None] | None = None
+_echo: Callable[[list[str], dict | None], None] | None = None
 
 
-def set_echo(fn: Callable[[list[str]], None] | None) -> None:
-    """Install a callback that sees every argv before it runs (the run log)."""
+def set_echo(fn: Callable[[list[str], dict | None], None] | None) -> None:
+    """Install a callback that sees every argv (and the environment it sets) before it
+    runs: the run's commands.log."""
     global _echo
     _echo = fn
 
@@ -120,7 +121,7 @@ def _exists(pid: int) -> bool:
 
 def _spawn(argv: list[str], env: dict | None, stdout, stderr) -> subprocess.Popen:
     if _echo:
-        _echo(argv)
+        _echo(argv, env)
     full_env = None
     if env:
         full_env = dict(os.environ)

@@ -12,92 +12,120 @@ Must not import realization, services or reports.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import time
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Any, Iterable
 
 from .errors import InputError
 
 FORMAT_VERSION = 1
 
-TRANSFER_COLUMNS: dict[str, str] = {
-    "run_id": "TEXT NOT NULL",
-    "step": "INTEGER NOT NULL",            # sweep step index (one path x RTT point)
-    "path": "TEXT NOT NULL",
-    "backend": "TEXT NOT NULL",            # netem | userspace | none
-    "rtt_ms_configured": "REAL",           # NULL for real paths
-    "rtt_ms_measured": "REAL",             # ping mean from the step's validation
-    "jitter_ms_configured": "REAL",
-    "loss_configured": "REAL",             # fraction
-    "rate_bps_configured": "REAL",         # NULL: unlimited
-    "client": "TEXT NOT NULL",             # client configuration name from the scenario
-    "tool": "TEXT NOT NULL",               # xrdcp | davix-get | curl | iperf3 | fdt
-    "server": "TEXT",                      # server name from the scenario
-    "url": "TEXT",
-    "streams": "INTEGER NOT NULL",
-    "concurrency": "INTEGER NOT NULL",
-    "instance": "INTEGER NOT NULL",        # 0..concurrency-1
-    "repeat": "INTEGER NOT NULL",
-    "file_bytes": "INTEGER",               # size of the file on the server
-    "bytes": "INTEGER",                    # bytes that arrived (checked against file_bytes)
-    "duration_s": "REAL",
-    "throughput_bps": "REAL",              # bits/s of this process
-    "aggregate_bps": "REAL",               # bits/s of all `concurrency` processes together
-    "cpu_user_s": "REAL",
-    "cpu_sys_s": "REAL",
-    "exit_code": "INTEGER",
-    "ok": "INTEGER NOT NULL",
-    "error": "TEXT",
-    "argv": "TEXT NOT NULL",               # JSON list
-    "env": "TEXT",                         # JSON of environment variables set for the client
-    "stderr_tail": "TEXT",
-    "page_checksum": "INTEGER",            # xrdcp XRD_CPUSEPGWRTRD, NULL for other tools
-    "congestion_control": "TEXT",
-    "tcp_rmem_max": "INTEGER",             # bytes, client namespace
-    "tcp_wmem_max": "INTEGER",             # bytes, server namespace
-    "window_bytes": "INTEGER",             # effective per-stream window bound used by reports
-    "started_at": "REAL",                  # unix time
-    "extra": "TEXT",                       # JSON: tool-specific parsed output
-}
 
-VALIDATION_COLUMNS: dict[str, str] = {
-    "run_id": "TEXT NOT NULL",
-    "step": "INTEGER NOT NULL",
-    "phase": "TEXT NOT NULL",              # before | after
-    "path": "TEXT NOT NULL",
-    "backend": "TEXT NOT NULL",
-    "rtt_ms_configured": "REAL",
-    "loss_configured": "REAL",
-    "rate_bps_configured": "REAL",
-    "rtt_ms_measured": "REAL",             # ping mean
-    "rtt_ms_min": "REAL",
-    "rtt_ms_max": "REAL",
-    "rtt_ms_stddev": "REAL",
-    "ping_count": "INTEGER",
-    "ping_loss": "REAL",                   # fraction of echo requests lost
-    "iperf_bps": "REAL",                   # received goodput of the short iperf3 run
-    "iperf_streams": "INTEGER",
-    "iperf_retransmits": "INTEGER",
-    "iperf_srtt_ms": "REAL",               # mean sender srtt over streams
-    "flagged": "INTEGER NOT NULL",
-    "flag_reason": "TEXT",
-    "started_at": "REAL",
-    "raw": "TEXT",                         # JSON: ping and iperf3 output
-}
+def column(sql: str) -> Any:
+    """A row field stored in a column declared `sql`; NULL (None) until set."""
+    return dataclasses.field(default=None, metadata={"sql": sql})
 
-ENGINE_COLUMNS: dict[str, str] = {
-    "run_id": "TEXT NOT NULL",
-    "step": "INTEGER NOT NULL",
-    "path": "TEXT NOT NULL",
-    "backend": "TEXT NOT NULL",
-    "taken_at": "REAL",
-    "stats": "TEXT NOT NULL",              # EmulStats.to_json() (rig/linkstats.py)
-}
 
-_TABLES = {"transfers": TRANSFER_COLUMNS, "validations": VALIDATION_COLUMNS,
-           "engine_stats": ENGINE_COLUMNS}
+@dataclass
+class TransferRow:
+    """One client process of a transfer group (concurrency N gives N rows)."""
+    run_id: str = column("TEXT NOT NULL")
+    step: int = column("INTEGER NOT NULL")  # sweep step index (one path x RTT point)
+    path: str = column("TEXT NOT NULL")
+    backend: str = column("TEXT NOT NULL")  # netem | userspace | none
+    rtt_ms_configured: float | None = column("REAL")  # NULL for real paths
+    rtt_ms_measured: float | None = column("REAL")  # ping mean from the step's validation
+    jitter_ms_configured: float | None = column("REAL")
+    loss_configured: float | None = column("REAL")  # fraction
+    rate_bps_configured: float | None = column("REAL")  # NULL: unlimited
+    client: str = column("TEXT NOT NULL")  # client configuration name from the scenario
+    tool: str = column("TEXT NOT NULL")  # xrdcp | davix-get | curl | iperf3 | fdt
+    server: str | None = column("TEXT")  # server name from the scenario
+    url: str | None = column("TEXT")
+    streams: int = column("INTEGER NOT NULL")
+    concurrency: int = column("INTEGER NOT NULL")
+    instance: int = column("INTEGER NOT NULL")  # 0..concurrency-1
+    repeat: int = column("INTEGER NOT NULL")
+    file_bytes: int | None = column("INTEGER")  # size of the file on the server
+    bytes: int | None = column("INTEGER")  # bytes that arrived (checked against file_bytes)
+    duration_s: float | None = column("REAL")
+    throughput_bps: float | None = column("REAL")  # bits/s of this process
+    aggregate_bps: float | None = column("REAL")  # bits/s of all `concurrency` processes together
+    cpu_user_s: float | None = column("REAL")
+    cpu_sys_s: float | None = column("REAL")
+    exit_code: int | None = column("INTEGER")
+    ok: bool = column("INTEGER NOT NULL")
+    error: str | None = column("TEXT")
+    argv: str = column("TEXT NOT NULL")  # JSON list
+    env: str | None = column("TEXT")  # JSON of environment variables set for the client
+    stderr_tail: str | None = column("TEXT")
+    page_checksum: int | None = column("INTEGER")  # xrdcp XRD_CPUSEPGWRTRD, NULL for other tools
+    congestion_control: str | None = column("TEXT")
+    tcp_rmem_max: int | None = column("INTEGER")  # bytes, client namespace
+    tcp_wmem_max: int | None = column("INTEGER")  # bytes, server namespace
+    window_bytes: int | None = column("INTEGER")  # effective per-stream window bound used by reports
+    started_at: float | None = column("REAL")  # unix time
+    extra: str | None = column("TEXT")  # JSON: tool-specific parsed output
+
+
+
+@dataclass
+class ValidationRow:
+    """One check of a path (before/after a step, or a step aborted)."""
+    run_id: str = column("TEXT NOT NULL")
+    step: int = column("INTEGER NOT NULL")
+    phase: str = column("TEXT NOT NULL")  # before | after
+    path: str = column("TEXT NOT NULL")
+    backend: str = column("TEXT NOT NULL")
+    rtt_ms_configured: float | None = column("REAL")
+    loss_configured: float | None = column("REAL")
+    rate_bps_configured: float | None = column("REAL")
+    rtt_ms_measured: float | None = column("REAL")  # ping mean
+    rtt_ms_min: float | None = column("REAL")
+    rtt_ms_max: float | None = column("REAL")
+    rtt_ms_stddev: float | None = column("REAL")
+    ping_count: int | None = column("INTEGER")
+    ping_loss: float | None = column("REAL")  # fraction of echo requests lost
+    iperf_bps: float | None = column("REAL")  # received goodput of the short iperf3 run
+    iperf_streams: int | None = column("INTEGER")
+    iperf_retransmits: int | None = column("INTEGER")
+    iperf_srtt_ms: float | None = column("REAL")  # mean sender srtt over streams
+    flagged: bool = column("INTEGER NOT NULL")
+    flag_reason: str | None = column("TEXT")
+    started_at: float | None = column("REAL")
+    raw: str | None = column("TEXT")  # JSON: ping and iperf3 output
+
+
+
+@dataclass
+class EngineStatsRow:
+    """Emulation counters of one step, as the backend reported them."""
+    run_id: str = column("TEXT NOT NULL")
+    step: int = column("INTEGER NOT NULL")
+    path: str = column("TEXT NOT NULL")
+    backend: str = column("TEXT NOT NULL")
+    taken_at: float | None = column("REAL")
+    stats: str = column("TEXT NOT NULL")  # EmulStats.to_json() (rig/linkstats.py)
+
+
+
+ROW_TYPES: dict[str, type] = {"transfers": TransferRow, "validations": ValidationRow,
+                              "engine_stats": EngineStatsRow}
+
+
+def columns(row_type: type) -> dict[str, str]:
+    """Column name -> SQL declaration, in table order, from a row dataclass."""
+    return {f.name: f.metadata["sql"] for f in dataclasses.fields(row_type)}
+
+
+TRANSFER_COLUMNS = columns(TransferRow)
+VALIDATION_COLUMNS = columns(ValidationRow)
+ENGINE_COLUMNS = columns(EngineStatsRow)
+_TABLES = {name: columns(t) for name, t in ROW_TYPES.items()}
 
 
 def _ddl() -> list[str]:
@@ -182,23 +210,29 @@ class Store:
         self.conn.close()
 
     # --- writing ---------------------------------------------------------------
-    def _insert(self, table: str, row: dict[str, Any]) -> None:
-        cols = _TABLES[table]
-        unknown = set(row) - set(cols)
-        if unknown:
-            raise ValueError(f"{table}: unknown columns {sorted(unknown)}")
-        names = list(row)
+    def _insert(self, table: str, row: Any) -> None:
+        if not isinstance(row, ROW_TYPES[table]):
+            unknown = set(row) - set(_TABLES[table])
+            if unknown:
+                raise ValueError(f"{table}: unknown columns {sorted(unknown)}")
+            row = ROW_TYPES[table](**row)
+        missing = [f.name for f in dataclasses.fields(row) if getattr(row, f.name) is None
+                   and "NOT NULL" in f.metadata["sql"]]
+        if missing:
+            raise ValueError(f"{table}: required columns missing {missing}")
+        row = dataclasses.asdict(row)
+        names = [n for n, v in row.items() if v is not None]
         self.conn.execute(
             f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
             [_encode(row[n]) for n in names])
 
-    def add_transfer(self, row: dict[str, Any]) -> None:
+    def add_transfer(self, row: "TransferRow | dict[str, Any]") -> None:
         self._insert("transfers", row)
 
-    def add_validation(self, row: dict[str, Any]) -> None:
+    def add_validation(self, row: "ValidationRow | dict[str, Any]") -> None:
         self._insert("validations", row)
 
-    def add_engine_stats(self, row: dict[str, Any]) -> None:
+    def add_engine_stats(self, row: "EngineStatsRow | dict[str, Any]") -> None:
         self._insert("engine_stats", row)
 
     def set_env(self, key: str, value: Any) -> None:

@@ -13,17 +13,13 @@ from typing import Any
 
 from . import limits as L, safeyaml, schema as S
 from . import topology as T
-from .emul.profile import Direction, GilbertElliott, LinkProfile
+from .emul.profile import BACKENDS, Direction, GilbertElliott, LinkProfile
+from .services import servers as server_kinds, tools
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPOLOGY_DIR = ROOT / "topologies"
-BACKENDS = ("auto", "netem", "userspace", "none")
-TOOLS = ("xrdcp", "davix-get", "curl", "iperf3", "fdt")
-SERVER_KINDS = ("xrootd", "nginx", "fdt")
-# Which server kinds and protocols each client tool can talk to.
-TOOL_SERVERS = {"xrdcp": {"xrootd"}, "davix-get": {"xrootd", "nginx"},
-                "curl": {"xrootd", "nginx"}, "fdt": {"fdt"}, "iperf3": set()}
-MULTI_STREAM_TOOLS = {"xrdcp": 15, "fdt": L.MAX_STREAMS, "iperf3": L.MAX_STREAMS}
+# What each client tool can do (servers, protocols, streams, options) and which server
+# kinds exist is declared by the tool and server modules themselves (pure registries).
 
 
 Topology = T.Topology         # nodes and links: rig/topology.py
@@ -205,7 +201,8 @@ def _file(ctx: S.Ctx, v: Any) -> FileSpec:
 
 
 def _server(ctx: S.Ctx, v: Any) -> ServerSpec:
-    d = S.check_mapping(ctx, v, {"name": S.Field(S.name), "kind": S.Field(S.choice(*SERVER_KINDS)),
+    d = S.check_mapping(ctx, v, {"name": S.Field(S.name),
+                                 "kind": S.Field(lambda v: S.choice(*server_kinds.kinds())(v)),
                                  "binary": S.Field(S.optional(S.path_text), None)})
     return ServerSpec(**d)
 
@@ -223,10 +220,10 @@ def _env(ctx: S.Ctx, v: Any) -> dict:
 
 
 _CLIENT_FIELDS = {
-    "name": S.Field(S.name), "tool": S.Field(S.choice(*TOOLS)),
+    "name": S.Field(S.name), "tool": S.Field(lambda v: S.choice(*tools.names())(v)),
     "server": S.Field(S.optional(S.name), None), "file": S.Field(S.optional(S.name), None),
     "streams": S.Field(S.integer(1, L.MAX_STREAMS), 1),
-    "protocol": S.Field(S.choice("root", "http"), None),
+    "protocol": S.Field(S.optional(S.text), None),
     "binary": S.Field(S.optional(S.path_text), None),
     "page_checksum": S.Field(S.optional(S.boolean), None),
     "block": S.Field(S.optional(S.size_in(L.MIN_BLOCK, L.MAX_BLOCK)), None),
@@ -237,22 +234,25 @@ _CLIENT_FIELDS = {
 }
 
 
+_OPTIONS = ("page_checksum", "block", "buffer")
+
+
 def _client(ctx: S.Ctx, v: Any) -> ClientSpec:
     d = S.check_mapping(ctx, v, _CLIENT_FIELDS)
     tool = d["tool"]
-    limit = MULTI_STREAM_TOOLS.get(tool, 1)
-    if d["streams"] > limit:
-        raise ctx.child("streams").error(f"{tool} supports at most {limit} stream(s)", d["streams"])
-    for key, tools in (("page_checksum", {"xrdcp"}), ("block", {"fdt"}),
-                       ("buffer", {"fdt", "iperf3"})):
-        if d[key] is not None and tool not in tools:
-            raise ctx.child(key).error(f"only for {', '.join(sorted(tools))}", d[key])
-    proto = d["protocol"] or ("root" if tool == "xrdcp" else "http")
-    if tool == "xrdcp" and proto != "root":
-        raise ctx.child("protocol").error("xrdcp here speaks root://", proto)
-    if tool in ("davix-get", "curl") and proto != "http":
-        raise ctx.child("protocol").error(f"{tool} speaks http", proto)
-    if tool != "iperf3" and not d["file"]:
+    caps = tools.get(tool).caps
+    if d["streams"] > caps.max_streams:
+        raise ctx.child("streams").error(f"{tool} supports at most {caps.max_streams} stream(s)",
+                                         d["streams"])
+    for key in _OPTIONS:
+        if d[key] is not None and key not in caps.options:
+            users = sorted(t.name for t in tools.all_tools() if key in t.caps.options)
+            raise ctx.child(key).error(f"only for {', '.join(users)}", d[key])
+    proto = d["protocol"] or (caps.protocols[0] if caps.protocols else "")
+    if d["protocol"] is not None and proto not in caps.protocols:
+        speaks = " or ".join(f"{p}://" if p == "root" else p for p in caps.protocols) or "nothing"
+        raise ctx.child("protocol").error(f"{tool} here speaks {speaks}", proto)
+    if caps.needs_file and not d["file"]:
         raise ctx.child("file").error(f"{tool} needs a file to fetch")
     return ClientSpec(name=d["name"], tool=tool, server=d["server"], file=d["file"],
                       streams=d["streams"], protocol=proto, binary=d["binary"],
@@ -363,24 +363,25 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> None:
     files = {f.name for f in sc.files}
     for i, c in enumerate(sc.clients):
         cc = ctx.child("clients").child(i)
-        if c.tool == "iperf3":
+        caps = tools.get(c.tool).caps
+        if caps.uses_iperf_servers:
             continue
         if c.server is None:
-            want = [s for s in sc.servers if s.kind in TOOL_SERVERS[c.tool]]
+            want = [s for s in sc.servers if s.kind in caps.servers]
             if len(want) != 1:
                 raise cc.child("server").error(f"name the server {c.tool} talks to")
             object.__setattr__(c, "server", want[0].name)
         if c.server not in servers:
             raise cc.child("server").error("no server of that name", c.server)
-        if servers[c.server].kind not in TOOL_SERVERS[c.tool]:
+        if servers[c.server].kind not in caps.servers:
             raise cc.child("server").error(
                 f"{c.tool} cannot talk to a {servers[c.server].kind} server", c.server)
         if c.file not in files:
             raise cc.child("file").error("no file of that name", c.file)
     for c in sc.clients:
-        limit = MULTI_STREAM_TOOLS.get(c.tool)
+        limit = tools.get(c.tool).caps.max_streams
         for s in sc.sweep.streams or []:
-            if limit is not None and s > limit:
+            if limit > 1 and s > limit:
                 raise ctx.child("sweep").child("streams").error(
                     f"client {c.name} ({c.tool}) supports at most {limit} streams", s)
     total = sum(f.size for f in sc.files)
@@ -404,6 +405,6 @@ def measurements(sc: Scenario) -> int:
     """Transfer groups of the whole sweep (what rig.steps expands), counted without
     expanding them."""
     steps = sum(1 if p.kind == "real" else len(p.rtts_s) for p in sc.paths)
-    configs = sum(len(sc.sweep.streams) if sc.sweep.streams and c.tool in MULTI_STREAM_TOOLS
+    configs = sum(len(sc.sweep.streams) if sc.sweep.streams and tools.get(c.tool).caps.max_streams > 1
                   else 1 for c in sc.clients)
     return steps * configs * len(sc.sweep.concurrency) * sc.sweep.repeats

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .emul.profile import LinkProfile
-from .scenario import ClientSpec, MULTI_STREAM_TOOLS, PathSpec, Scenario
+from .scenario import ClientSpec, PathSpec, Scenario
+from .services import tools
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,7 @@ def expand(sc: Scenario) -> list[Step]:
 
 
 def stream_counts(sc: Scenario, c: ClientSpec) -> list[int]:
-    if sc.sweep.streams and c.tool in MULTI_STREAM_TOOLS:
+    if sc.sweep.streams and tools.get(c.tool).caps.max_streams > 1:
         return list(sc.sweep.streams)   # limits checked when the scenario was loaded
     return [c.streams]
 

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import Callable
 
 from . import proc
+from .results import TransferRow
 from .scenario import Scenario
-from .services.clients import Job, Xrdcp, adapter
+from .services import tools
 from .services.servers import ServerPlan
+from .services.tools import Job
 from .steps import Group
-
-FETCHERS = {"xrdcp", "davix-get", "curl"}
 
 
 @dataclass
@@ -34,30 +34,22 @@ class Outcome:
 
 def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, ServerPlan],
                server_addr: str, iperf_port: int) -> list[Job]:
-    """The `g.concurrency` client processes of one group (pure); iperf3 instance i
-    talks to the i-th iperf3 server, since one iperf3 server serves one test at a time."""
+    """The `g.concurrency` client processes of one group (pure); each tool says what
+    its instance i talks to."""
     c = g.client
-    jobs = []
-    for i in range(g.concurrency):
-        if c.tool == "iperf3":
-            jobs.append(Job(c, g.streams, addr=server_addr, port=iperf_port + i,
-                            timeout_s=c.duration_s + 30))
-            continue
-        plan, f = server_plans[c.server], sc.file(c.file)
-        if c.tool == "fdt":
-            jobs.append(Job(c, g.streams, addr=plan.addr, port=plan.ports["fdt"], relpath=f.name,
-                            file_bytes=f.size, timeout_s=sc.transfer_timeout_s))
-        else:
-            jobs.append(Job(c, g.streams, url=plan.url(c.protocol, f.name), relpath=f.name,
-                            file_bytes=f.size, timeout_s=sc.transfer_timeout_s))
-    return jobs
+    tool = tools.get(c.tool)
+    server = server_plans.get(c.server) if c.server else None
+    file = sc.file(c.file) if c.file else None
+    return [tool.job(c, g.streams, i, server=server, file=file,
+                     iperf=(server_addr, iperf_port), timeout_s=sc.transfer_timeout_s)
+            for i in range(g.concurrency)]
 
 
 def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list, i: int,
              pids: list[int]) -> None:
-    a = adapter(job.client.tool)
+    a = tools.get(job.client.tool)
     argv, env = a.argv(job), a.env(job)
-    io_target = job.file_bytes if job.client.tool in FETCHERS else None
+    io_target = job.file_bytes if a.caps.timed_by_written_bytes else None
     try:
         barrier.wait(timeout=30)
     except threading.BrokenBarrierError:
@@ -109,10 +101,11 @@ def measure(o: Outcome) -> dict:
     if res is None:
         return {"bytes": None, "duration_s": None, "throughput_bps": None, "ok": False,
                 "error": o.error, "exit_code": None, "extra": {}}
-    p = adapter(job.client.tool).parse(res.stdout, res.stderr, res.returncode, job)
+    tool = tools.get(job.client.tool)
+    p = tool.parse(res.stdout, res.stderr, res.returncode, job)
     extra = dict(p.extra, process_wall_s=res.wall_s)
     error = p.error
-    if job.client.tool in FETCHERS:
+    if tool.caps.timed_by_written_bytes:
         wrote = res.io_wchar or 0
         nbytes = p.bytes if p.bytes is not None else min(wrote, job.file_bytes)
         extra["io_wchar"] = wrote
@@ -134,7 +127,7 @@ def measure(o: Outcome) -> dict:
             "ok": ok, "error": error, "exit_code": res.returncode, "extra": extra}
 
 
-def rows(outcomes: list[Outcome], common: dict) -> list[dict]:
+def rows(outcomes: list[Outcome], common: dict) -> list[TransferRow]:
     """Transfers rows for one group, with the group's aggregate throughput."""
     ms = [measure(o) for o in outcomes]
     starts = [o.t_start for o in outcomes]
@@ -146,15 +139,17 @@ def rows(outcomes: list[Outcome], common: dict) -> list[dict]:
     for i, (o, m) in enumerate(zip(outcomes, ms)):
         res = o.res
         env = o.env
-        out.append(dict(
-            common, instance=i, client=o.job.client.name, tool=o.job.client.tool,
-            url=o.job.url or f"{o.job.addr}:{o.job.port}", streams=o.job.streams,
+        row = TransferRow(
+            **common, instance=i, client=o.job.client.name, tool=o.job.client.tool,
+            url=o.job.target, streams=o.job.streams,
             file_bytes=o.job.file_bytes or None, bytes=m["bytes"], duration_s=m["duration_s"],
             throughput_bps=m["throughput_bps"], aggregate_bps=aggregate,
             cpu_user_s=res.cpu_user_s if res else None, cpu_sys_s=res.cpu_sys_s if res else None,
             exit_code=m["exit_code"], ok=m["ok"], error=m["error"],
             argv=json.dumps(res.argv if res else o.argv), env=json.dumps(env),
             stderr_tail=(res.tail(1000) if res else None),
-            page_checksum=Xrdcp.page_checksum(env) if o.job.client.tool == "xrdcp" else None,
-            started_at=o.started_at, extra=json.dumps(m["extra"])))
+            page_checksum=None, started_at=o.started_at, extra=json.dumps(m["extra"]))
+        for k, v in tools.get(o.job.client.tool).row_fields(o.job, env).items():
+            setattr(row, k, v)
+        out.append(row)
     return out

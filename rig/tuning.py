@@ -14,7 +14,6 @@ from . import proc
 from .scenario import Tuning
 
 GLOBAL_KEYS = ("net.core.rmem_max", "net.core.wmem_max")
-NS_KEYS = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem", "net.ipv4.tcp_congestion_control")
 
 
 def _sysctl_w(ns: str | None, key: str, value: str) -> list[str]:

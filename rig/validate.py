@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 from . import proc
-from .services.clients import parse_iperf3
+from .services.tools.iperf3 import parse_iperf3
 
 _RTT = re.compile(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms")
 _PKT = re.compile(r"(\d+) packets transmitted, (\d+) (?:packets )?received")

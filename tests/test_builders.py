@@ -6,8 +6,10 @@ import pytest
 
 from rig import netns, plan, scenario, tuning, validate
 from rig.scenario import ClientSpec, ServerSpec, Tuning
-from rig.services import clients, servers
-from rig.services.clients import Job
+from rig.services import servers, tools
+from rig.services.tools import Job
+from rig.services.tools.iperf3 import parse_iperf3
+from rig.services.tools.xrdcp import Xrdcp
 
 DATA = Path(__file__).parent / "data"
 REPO = Path(__file__).resolve().parent.parent
@@ -60,13 +62,13 @@ def test_tuning_argv():
 
 def _plan(kind: str) -> servers.ServerPlan:
     return servers.ServerPlan(ServerSpec("s", kind), "rig0001-0s", "198.18.0.6",
-                              dict(servers.BASE_PORTS[kind]), Path("/run/rig/rig0001/s"),
+                              servers.default_ports(kind, 0), Path("/run/rig/rig0001/s"),
                               Path("/run/rig/rig0001/data"))
 
 
 def test_xrootd_config_and_argv():
     p = _plan("xrootd")
-    cfg = servers.xrootd_config(p)
+    cfg = servers.server_files(p)["xrootd.cfg"]
     assert "oss.localroot /run/rig/rig0001/data" in cfg
     assert "xrd.protocol XrdHttp:8000 libXrdHttp.so" in cfg and "xrd.network nodnr" in cfg
     argv = servers.server_argv(p)
@@ -77,8 +79,8 @@ def test_xrootd_config_and_argv():
 
 def test_nginx_config_listens_on_the_plan():
     p = _plan("nginx")
-    assert "listen 198.18.0.6:8080;" in servers.nginx_config(p)
-    assert "daemon off;" in servers.nginx_config(p)
+    assert "listen 198.18.0.6:8080;" in servers.server_files(p)["nginx.conf"]
+    assert "daemon off;" in servers.server_files(p)["nginx.conf"]
 
 
 def _job(tool, **kw):
@@ -87,44 +89,44 @@ def _job(tool, **kw):
 
 
 def test_xrdcp_argv_env():
-    a = clients.adapter("xrdcp")
+    a = tools.get("xrdcp")
     j = _job("xrdcp", streams=4, page_checksum=False)
     assert a.argv(j) == ["xrdcp", "--force", "--nopbar", "-S", "4", "root://a:1//f", "/dev/null"]
     env = a.env(j)
     assert env["XRD_CONNECTIONRETRY"] == "1" and env["XRD_CPUSEPGWRTRD"] == "0"
-    assert clients.Xrdcp.page_checksum(env) == 0
-    assert clients.Xrdcp.page_checksum(a.env(_job("xrdcp"))) == 1
+    assert Xrdcp.page_checksum(env) == 0
+    assert Xrdcp.page_checksum(a.env(_job("xrdcp"))) == 1
     assert "-S" not in a.argv(_job("xrdcp"))
 
 
 def test_xrdcp_parse_error():
     err = "[0B/0B][100%][==][0B/s]\nRun: [FATAL] Connection error: (destination)\n"
-    p = clients.adapter("xrdcp").parse("", err, 51, _job("xrdcp"))
+    p = tools.get("xrdcp").parse("", err, 51, _job("xrdcp"))
     assert p.error.startswith("[FATAL] Connection error")
 
 
 def test_curl_parse_captured():
     out = (DATA / "curl-json-ok.txt").read_text()
-    p = clients.adapter("curl").parse(out, "", 0, _job("curl"))
+    p = tools.get("curl").parse(out, "", 0, _job("curl"))
     assert p.error is None and p.bytes == 268435456 and p.seconds > 0
     assert p.extra["http_code"] == 200
 
 
 def test_curl_parse_http_error():
-    p = clients.adapter("curl").parse('{"http_code":403,"size_download":0,"errormsg":null}',
+    p = tools.get("curl").parse('{"http_code":403,"size_download":0,"errormsg":null}',
                                       "", 22, _job("curl"))
     assert p.error == "HTTP 403"
 
 
 def test_iperf3_parse_captured_reverse_has_server_srtt():
-    p = clients.parse_iperf3((DATA / "iperf3-reverse-P2.json").read_text())
+    p = parse_iperf3((DATA / "iperf3-reverse-P2.json").read_text())
     assert p.error is None and p.bytes > 0
     assert 10.0 < p.extra["srtt_ms"] < 20.0     # captured through a 10 ms path
     assert p.extra["receiver_bps"] > 1e8
 
 
 def test_iperf3_parse_error():
-    p = clients.parse_iperf3(json.dumps({"error": "unable to connect to server"}), 1)
+    p = parse_iperf3(json.dumps({"error": "unable to connect to server"}), 1)
     assert p.bytes is None and "unable to connect" in p.error
 
 

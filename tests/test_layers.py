@@ -7,7 +7,7 @@ from pathlib import Path
 
 PKG = Path(__file__).resolve().parent.parent / "rig"
 MEASUREMENT = ["rig.orchestrate", "rig.transfer", "rig.validate", "rig.netns", "rig.proc",
-               "rig.services.servers", "rig.services.clients", "rig.emul.userspace",
+               "rig.services.servers", "rig.services.servers.start", "rig.services.tools", "rig.emul.userspace",
                "rig.emul.netem", "rig.results", "rig.cli", "rig.netcmd", "rig.clean", "rig.plan"]
 
 

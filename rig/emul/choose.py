@@ -8,17 +8,21 @@ from __future__ import annotations
 from ..errors import InputError, RigError
 from .base import Backend
 from .netem import NetemBackend, kernel_has_netem
+from .none import NoneBackend
+from .profile import BACKENDS
 from .userspace import UserspaceBackend, kernel_has_nfqueue
 
-BACKENDS = ("auto", "netem", "userspace")
+
+def auto_choice(netem: bool, nfqueue: bool) -> str | None:
+    """What `auto` means on a kernel with (or without) sch_netem and NFQUEUE."""
+    return "netem" if netem else ("userspace" if nfqueue else None)
 
 
 def auto_backend_name() -> str:
     """Probe the kernel (a throwaway namespace each; ~50 ms)."""
-    if kernel_has_netem():
-        return "netem"
-    if kernel_has_nfqueue():
-        return "userspace"
+    name = auto_choice(kernel_has_netem(), kernel_has_nfqueue())
+    if name:
+        return name
     raise RigError("no link emulation possible here: the kernel has neither sch_netem "
                    "nor the iptables NFQUEUE target")
 
@@ -29,6 +33,8 @@ def make_backend(name: str, **userspace_options) -> Backend:
     if name not in BACKENDS:
         raise InputError(f"unknown emulation backend (use one of {', '.join(BACKENDS)})",
                          key="backend", value=name)
+    if name == "none":
+        return NoneBackend()
     if name == "auto":
         name = auto_backend_name()
     if name == "netem":

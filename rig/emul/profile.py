@@ -9,7 +9,9 @@ import dataclasses
 from dataclasses import dataclass, field
 
 JITTER_DISTS = ("uniform", "normal")
-LOSS_MODELS = ("random", "gemodel")
+# Emulation backends a path may ask for; "auto" is netem where the kernel has sch_netem,
+# else the userspace engine; "none" emulates nothing (real paths).
+BACKENDS = ("auto", "netem", "userspace", "none")
 MTU_WIRE_BYTES = 1514          # Ethernet frame for a 1500-byte MTU packet
 
 
@@ -108,14 +110,6 @@ class LinkProfile:
     @property
     def rtt_s(self) -> float:
         return self.forward.delay_s + self.reverse.delay_s
-
-    def with_rtt(self, rtt_s: float) -> "LinkProfile":
-        """Same profile, base delay rescaled to a new RTT (half each way)."""
-        return LinkProfile(
-            forward=dataclasses.replace(self.forward, delay_s=rtt_s / 2.0,
-                                        jitter_s=min(self.forward.jitter_s, rtt_s / 2.0)),
-            reverse=dataclasses.replace(self.reverse, delay_s=rtt_s / 2.0,
-                                        jitter_s=min(self.reverse.jitter_s, rtt_s / 2.0)))
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)

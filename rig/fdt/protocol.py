@@ -352,10 +352,6 @@ class Reassembly:
         self.per_stream[stream] += header.length
         self.received += header.length
 
-    @property
-    def all_ended(self) -> bool:
-        return all(self.ended)
-
     def adler32(self) -> int:
         """Whole-file adler32 from the per-block values, in offset order."""
         total = 1

@@ -9,7 +9,6 @@ Pure Python: must not import matplotlib, rig.netns, rig.proc, rig.services or ri
 """
 from __future__ import annotations
 
-import json
 import math
 import sqlite3
 import statistics
@@ -129,16 +128,6 @@ class Run:
 
     def paths(self) -> list[str]:
         return sorted({p.key.path for p in self.points})
-
-    def engine_stats_for(self, steps: set[int]) -> list[dict]:
-        out = []
-        for row in self.engine:
-            if row["step"] in steps:
-                try:
-                    out.append(json.loads(row["stats"]))
-                except (TypeError, ValueError):
-                    continue
-        return out
 
     def validations_for(self, steps: set[int]) -> list[dict]:
         return [v for v in self.validations if v["step"] in steps]

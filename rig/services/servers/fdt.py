@@ -1,0 +1,17 @@
+"""rig-fdt serve: the FDT-style server (control and data streams on one port)."""
+from __future__ import annotations
+
+from ...fdt import adapter
+from . import ServerKind, ServerPlan, register
+
+
+@register
+class FdtServer(ServerKind):
+    kind = "fdt"
+    ports = {"fdt": 54321}
+
+    def argv(self, p: ServerPlan) -> list[str]:
+        return adapter.server_argv(str(p.datadir), p.addr, p.ports["fdt"], bufsize=None)
+
+    def url(self, p: ServerPlan, protocol: str, relpath: str) -> str:
+        return f"fdt://{p.addr}:{p.ports['fdt']}/{relpath}"

@@ -1,0 +1,42 @@
+"""nginx: HTTP with sendfile, its own config, pid and temp paths in the run directory."""
+from __future__ import annotations
+
+from . import ServerKind, ServerPlan, register
+
+
+@register
+class Nginx(ServerKind):
+    kind = "nginx"
+    ports = {"http": 8080}
+    version_argv = ["nginx", "-v"]
+    logs = ("nginx-error.log",)
+
+    def files(self, p: ServerPlan) -> dict[str, str]:
+        w = p.workdir
+        return {"nginx.conf": f"""daemon off;
+master_process on;
+worker_processes 2;
+user www-data;
+pid {w / 'nginx.pid'};
+error_log {w / 'nginx-error.log'} warn;
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    client_body_temp_path {w / 'tmp'};
+    proxy_temp_path {w / 'tmp'};
+    fastcgi_temp_path {w / 'tmp'};
+    uwsgi_temp_path {w / 'tmp'};
+    scgi_temp_path {w / 'tmp'};
+    default_type application/octet-stream;
+    server {{
+        listen {p.addr}:{p.ports['http']};
+        root {p.datadir};
+    }}
+}}
+"""}
+
+    def argv(self, p: ServerPlan) -> list[str]:
+        return [p.spec.binary or "nginx", "-e", str(p.workdir / "nginx-error.log"),
+                "-p", str(p.workdir), "-c", str(p.workdir / "nginx.conf")]

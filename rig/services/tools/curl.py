@@ -1,0 +1,35 @@
+"""curl: HTTP downloads, one stream; `-w '%{json}'` gives size, times and speed."""
+from __future__ import annotations
+
+import json
+
+from . import Capabilities, ClientTool, Job, Parsed, last_line, register
+
+
+@register
+class Curl(ClientTool):
+    name = "curl"
+    caps = Capabilities(servers=frozenset({"xrootd", "nginx"}), protocols=("http",),
+                        timed_by_written_bytes=True)
+    version_argv = ["curl", "--version"]
+
+    def argv(self, job: Job) -> list[str]:
+        return [job.client.binary or "curl", "--silent", "--show-error", "--fail",
+                "--connect-timeout", "5", "--max-time", str(int(job.timeout_s)),
+                "--output", job.dest, "--write-out", "%{json}", job.url]
+
+    def parse(self, stdout: str, stderr: str, returncode: int, job: Job) -> Parsed:
+        try:
+            d = json.loads(last_line(stdout))
+        except ValueError:
+            return Parsed(bytes=None, error=last_line(stderr)[:300] or "no curl json output")
+        if not isinstance(d, dict):
+            return Parsed(bytes=None, error="curl json output is not an object")
+        keep = {k: d.get(k) for k in ("http_code", "size_download", "speed_download",
+                                      "time_connect", "time_starttransfer", "time_total")}
+        err = None
+        if returncode != 0 or d.get("http_code") != 200:
+            err = d.get("errormsg") or f"HTTP {d.get('http_code')}"
+        seconds = float(d["time_total"]) if d.get("time_total") is not None else None
+        return Parsed(bytes=int(d.get("size_download") or 0), seconds=seconds, error=err,
+                      extra=keep)

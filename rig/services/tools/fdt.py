@@ -1,0 +1,40 @@
+"""rig-fdt: the rig's FDT-style multi-stream copy (control + N data streams)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ...fdt import adapter
+from ...limits import MAX_STREAMS
+from . import Capabilities, ClientTool, Job, Parsed, last_line, register
+
+if TYPE_CHECKING:
+    from ...scenario import ClientSpec, FileSpec
+    from ..servers import ServerPlan
+
+
+@register
+class Fdt(ClientTool):
+    name = "fdt"
+    caps = Capabilities(servers=frozenset({"fdt"}), protocols=("fdt",), max_streams=MAX_STREAMS,
+                        options=frozenset({"block", "buffer"}))
+
+    def job(self, c: "ClientSpec", streams: int, instance: int, *,
+            server: "ServerPlan | None", file: "FileSpec | None",
+            iperf: tuple[str, int], timeout_s: float) -> Job:
+        assert server is not None and file is not None
+        return Job(c, streams, addr=server.addr, port=server.ports["fdt"], relpath=file.name,
+                   file_bytes=file.size, timeout_s=timeout_s)
+
+    def argv(self, job: Job) -> list[str]:
+        return adapter.client_argv(job.addr, job.port, job.relpath, job.dest,
+                                   streams=job.streams, block_bytes=job.client.block,
+                                   bufsize=job.client.buffer, timeout_s=job.timeout_s)
+
+    def parse(self, stdout: str, stderr: str, returncode: int, job: Job) -> Parsed:
+        try:
+            d = adapter.parse(stdout, stderr)
+        except ValueError as e:
+            return Parsed(bytes=None, error=(last_line(stderr) or str(e))[:300])
+        err = None if returncode == 0 else (last_line(stderr)[:300] or f"exit {returncode}")
+        return Parsed(bytes=int(d["bytes"]), seconds=float(d["seconds"]), error=err,
+                      extra={k: v for k, v in d.items() if k not in ("bytes", "seconds")})

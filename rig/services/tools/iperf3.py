@@ -1,0 +1,72 @@
+"""iperf3: memory-to-memory TCP from the path's iperf3 server (reverse mode, `-R`), the
+rig's reference for what the path can carry."""
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING
+
+from ...limits import MAX_STREAMS
+from . import Capabilities, ClientTool, Job, Parsed, register
+
+if TYPE_CHECKING:
+    from ...scenario import ClientSpec, FileSpec
+    from ..servers import ServerPlan
+
+
+@register
+class Iperf3(ClientTool):
+    name = "iperf3"
+    caps = Capabilities(max_streams=MAX_STREAMS, options=frozenset({"buffer", "duration"}),
+                        needs_file=False, uses_iperf_servers=True)
+    version_argv = ["iperf3", "--version"]
+
+    def job(self, c: "ClientSpec", streams: int, instance: int, *,
+            server: "ServerPlan | None", file: "FileSpec | None",
+            iperf: tuple[str, int], timeout_s: float) -> Job:
+        # one iperf3 server serves one test at a time: instance i uses the i-th server
+        addr, port = iperf
+        return Job(c, streams, addr=addr, port=port + instance, timeout_s=c.duration_s + 30)
+
+    def argv(self, job: Job) -> list[str]:
+        buf = ["-w", str(job.client.buffer)] if job.client.buffer else []
+        return [job.client.binary or "iperf3", "-c", job.addr, "-p", str(job.port), "-J",
+                "--get-server-output", "-R", "-P", str(job.streams),
+                "-t", f"{job.client.duration_s:g}", "--connect-timeout", "5000", *buf]
+
+    def parse(self, stdout: str, stderr: str, returncode: int, job: Job) -> Parsed:
+        return parse_iperf3(stdout, returncode)
+
+
+def parse_iperf3(stdout: str, returncode: int = 0) -> Parsed:
+    """iperf3 -J: received bytes/seconds, retransmits, mean sender srtt over streams."""
+    try:
+        d = json.loads(stdout)
+    except ValueError:
+        return Parsed(bytes=None, error="iperf3 printed no JSON")
+    if not isinstance(d, dict):
+        return Parsed(bytes=None, error="iperf3 JSON is not an object")
+    if d.get("error"):
+        return Parsed(bytes=None, error=str(d["error"])[:300])
+    end = d.get("end", {})
+    recv = end.get("sum_received") or {}
+    sent = end.get("sum_sent") or {}
+    srtts = _sender_rtts(end) or _sender_rtts((d.get("server_output_json") or {}).get("end", {}))
+    extra = {"retransmits": sent.get("retransmits"),
+             "srtt_ms": (sum(srtts) / len(srtts) / 1000.0) if srtts else None,
+             "receiver_bps": recv.get("bits_per_second"),
+             "sender_cpu": end.get("cpu_utilization_percent")}
+    if not recv:
+        return Parsed(bytes=None, error="iperf3: no received summary")
+    return Parsed(bytes=int(recv.get("bytes", 0)), seconds=float(recv.get("seconds", 0.0)),
+                  error=None if returncode == 0 else f"exit {returncode}", extra=extra)
+
+
+def _sender_rtts(end: dict) -> list[float]:
+    """Mean srtt (us) of each stream, as the sending side saw it; in reverse mode (-R)
+    only the server's own JSON (--get-server-output) has it, the client reports 0."""
+    out = []
+    for s in end.get("streams", []):
+        snd = s.get("sender") or {}
+        if snd.get("sender", True) and snd.get("mean_rtt"):
+            out.append(float(snd["mean_rtt"]))
+    return out
