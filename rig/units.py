@@ -124,3 +124,10 @@ def parse_fraction(text: object) -> float:
     if not 0.0 <= value <= 1.0:
         raise ValueError("must be between 0% and 100%")
     return value
+
+
+def fmt_rate(bps: float) -> str:
+    for unit, scale in (("Tbit", 1e12), ("Gbit", 1e9), ("Mbit", 1e6), ("kbit", 1e3)):
+        if bps >= scale:
+            return f"{bps / scale:.4g}{unit}"
+    return f"{bps:.4g}bit"

@@ -203,11 +203,13 @@ def test_engine_table_in_report_reads_typed_and_old_rows(tmp_path: Path) -> None
     assert [(r["direction"], r["seen"], r["dropped_queue"]) for r in rows] == [
         ("forward", "10000", "12")]
     assert rows[0]["engine"] == "(stats v1)"
-    bad = make_run(tmp_path / "b", rtts=(20,), engine_stats="{not json")
+    # not JSON at all is a defect of the folder (rig.results_check refuses it); JSON that
+    # is not a stats object of any known version is shown as unreadable
+    bad = make_run(tmp_path / "b", rtts=(20,), engine_stats={"stats_version": 2, "backend": 7})
     (row,) = engine_rows(load_run(bad))
-    assert row["engine"].startswith("unreadable: not JSON")
+    assert row["engine"].startswith("unreadable: "), row
     render(bad)                                  # an unreadable row does not stop a report
-    assert "unreadable: not JSON" in (bad / "report.html").read_text()
+    assert row["engine"] in (bad / "report.html").read_text()
 
 
 def test_charts_not_drawn_when_nothing_varies_say_why(tmp_path: Path) -> None:
