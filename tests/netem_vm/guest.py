@@ -26,10 +26,12 @@ RIG = str(WORKTREE / ".venv" / "bin" / "rig")
 IPERF_PORT = 5201
 UDP_LEN = 500                  # bytes of UDP payload per datagram (loss counts)
 UDP_RATE_LEN = 1400            # for the rate check: wire frame = payload + 42
+UDP_RCVBUF = "4M"             # a TCG stall of ~1 s must not overflow the receiving socket
 COMMON = ["--rtt", "50ms", "--jitter", "2ms"]
 PROFILES = {
     # name: (extra `rig net up` args, checks)
     "base": (["--rtt", "0ms"], ("ping",)),
+    "delay": (["--rtt", "50ms"], ("ping",)),
     "loss": ([*COMMON, "--loss", "1%"], ("ping", "udp_loss")),
     "lossrate": ([*COMMON, "--loss", "1%", "--rate", "50mbit"], ("ping", "udp_loss", "udp_rate")),
     "rate": ([*COMMON, "--rate", "50mbit"], ("ping", "tcp_rate")),
@@ -59,8 +61,8 @@ def ping(ns: str, addr: str, count: int, interval: float) -> dict:
     st = parse_ping(r.stdout)
     times = [float(w.split("=", 1)[1]) for line in r.stdout.splitlines()
              for w in line.split() if w.startswith("time=")]
-    return {"sent": st.sent, "received": st.received, "min_ms": st.min_ms,
-            "avg_ms": st.avg_ms, "max_ms": st.max_ms, "mdev_ms": st.mdev_ms,
+    return {"sent": st.count, "received": st.received, "min_ms": st.min_ms,
+            "avg_ms": st.mean_ms, "max_ms": st.max_ms, "mdev_ms": st.stddev_ms,
             "rtts_ms": times}
 
 
@@ -80,8 +82,15 @@ def iperf3(ns: str, addr: str, extra: list[str], timeout: float) -> dict:
 def udp_loss(c_ns: str, addr: str, count: int, reverse: bool) -> dict:
     """count datagrams of UDP_LEN at 10 Mbit/s; reverse: server -> client (the direction
     `--loss` applies to), else client -> server (no loss configured)."""
-    extra = ["-u", "-b", "10M", "-l", str(UDP_LEN), "-k", str(count)]
+    extra = ["-u", "-b", "10M", "-l", str(UDP_LEN), "-k", str(count), "-w", UDP_RCVBUF]
     return iperf3(c_ns, addr, extra + (["-R"] if reverse else []), 120)
+
+
+def udp_rcvbuf_errors(ns: str) -> int:
+    """Datagrams a namespace's sockets dropped for a full receive buffer (/proc/net/snmp)."""
+    lines = [ln.split() for ln in run(["cat", "/proc/net/snmp"], 20, netns=ns).stdout.splitlines()
+             if ln.startswith("Udp:")]
+    return int(dict(zip(lines[0], lines[1]))["RcvbufErrors"])
 
 
 def profile_run(name: str, args: list[str], checks: tuple[str, ...], opts) -> dict:
@@ -91,6 +100,8 @@ def profile_run(name: str, args: list[str], checks: tuple[str, ...], opts) -> di
     res["t"]["up_s"] = time.monotonic() - t
     info = json.loads(up.stdout.strip().splitlines()[-1])
     res["up"] = info
+    res["to_client_if"] = f"{info['prefix']}0rc"     # rig.netns: PathNames.ifname("r", "c")
+    res["to_server_if"] = f"{info['prefix']}0rs"
     c, r, s, addr = info["client_ns"], info["router_ns"], info["server_ns"], info["server_addr"]
     devs = [ln.split(":")[1].strip().split("@")[0] for ln in
             run(["ip", "-o", "link", "show"], 20, netns=r).stdout.splitlines()
@@ -108,9 +119,12 @@ def profile_run(name: str, args: list[str], checks: tuple[str, ...], opts) -> di
                 if "udp_loss" in checks:
                     res["udp_reverse"] = udp_loss(c, addr, opts.udp_count, reverse=True)
                     res["udp_forward"] = udp_loss(c, addr, opts.udp_count, reverse=False)
+                    res["qdiscs_after_loss"] = qdiscs(r, devs)
+                    res["udp_rcvbuf_errors"] = {ns: udp_rcvbuf_errors(ns) for ns in (c, s)}
                 if "udp_rate" in checks:
                     res["udp_rate"] = iperf3(c, addr, ["-u", "-R", "-b", "80M", "-l",
-                                                       str(UDP_RATE_LEN), "-t", "4"], 120)
+                                                       str(UDP_RATE_LEN), "-t", "4",
+                                                       "-w", UDP_RCVBUF], 120)
                 if "tcp_rate" in checks:
                     res["tcp_rate"] = iperf3(c, addr, ["-R", "-t", str(opts.tcp_seconds),
                                                        "-O", "2"], 120)
@@ -131,7 +145,7 @@ def leftovers() -> dict:
     ns = run(["ip", "netns", "list"], 20).stdout.split()
     links = [x["ifname"] for x in json.loads(run(["ip", "-j", "link", "show"], 20).stdout)]
     qd = json.loads(run(["tc", "-j", "qdisc", "show"], 20).stdout or "[]")
-    state = sorted(p.name for p in Path("/run/rig").glob("*")) if Path("/run/rig").exists() else []
+    state = sorted(str(p) for p in Path("/run/rig").rglob("*") if not p.is_dir())
     return {"netns": ns, "links": links, "qdisc_kinds": sorted({q.get("kind") for q in qd}),
             "state_files": state}
 
@@ -150,6 +164,8 @@ def main() -> int:
     result: dict = {"ok": False, "kernel": os.uname().release, "cpus": os.cpu_count(),
                     "opts": vars(opts), "profiles": {}, "errors": []}
     try:
+        # the VM's own global limit, so iperf3 -w can give the UDP receiver a big buffer
+        Path("/proc/sys/net/core/rmem_max").write_text("16777216")
         t = time.monotonic()
         d = run([RIG, "doctor", "--json"], 120)
         result["doctor"] = json.loads(d.stdout)
