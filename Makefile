@@ -29,7 +29,7 @@ venv: $(BIN)/rig
 run: install
 	$(BIN)/rig run $(SCENARIO)
 
-test: install
+test: install netem-deps
 	$(BIN)/pytest -q -rs
 
 test-fast: venv

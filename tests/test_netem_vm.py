@@ -21,9 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.netem_vm import checks
-
-pytestmark = pytest.mark.netemvm
+from netem_vm import checks
 
 RTT_MS = 50.0
 LOSS = 0.01
@@ -44,7 +42,7 @@ def test_wire_rates():
 
 
 def test_newc_cpio_layout():
-    from tests.netem_vm.vm import newc_cpio
+    from netem_vm.vm import newc_cpio
     import stat
     data = newc_cpio([("init", stat.S_IFREG | 0o755, b"abc")])
     assert data.startswith(b"070701") and b"init\0" in data and b"TRAILER!!!\0" in data
@@ -52,7 +50,7 @@ def test_newc_cpio_layout():
 
 
 def test_load_order_puts_dependencies_first():
-    from tests.netem_vm.vm import load_order, parse_modules_dep
+    from netem_vm.vm import load_order, parse_modules_dep
     deps = parse_modules_dep("k/9p.ko: k/9pnet.ko k/netfs.ko\nk/9pnet.ko:\nk/netfs.ko:\n"
                              "k/9pnet_virtio.ko: k/9pnet.ko k/virtio.ko\nk/virtio.ko:\n")
     order = load_order(deps, ["9pnet_virtio", "9p"])
@@ -79,7 +77,7 @@ def vm():
     why = _vm_missing()
     if why:
         pytest.skip(why)
-    from tests.netem_vm.vm import run_vm
+    from netem_vm.vm import run_vm
     out = Path(os.environ.get("RIG_NETEMVM_OUT", "/tmp/rig-netemvm-out"))
     r = run_vm(out)
     print(f"\nnetem VM: boot {r['host']['t_boot_s']} s, VM {r['host']['t_vm_s']:.1f} s, "
@@ -90,12 +88,14 @@ def vm():
     return r
 
 
+@pytest.mark.netemvm
 def test_doctor_finds_netem_and_auto_picks_it(vm):
     e = vm["doctor"]["emulation"]
     assert e["kernel_netem"] is True and e["auto"] == "netem"
     assert "sch_netem" in vm["modules"]
 
 
+@pytest.mark.netemvm
 def test_nothing_left_after_net_down(vm):
     for name, p in vm["profiles"].items():
         assert p["down_rc"] == 0, (name, p["down_stderr"])
@@ -105,6 +105,7 @@ def test_nothing_left_after_net_down(vm):
     assert left["state_files"] == [], left
 
 
+@pytest.mark.netemvm
 def test_qdiscs_as_configured(vm):
     for name in ("loss", "lossrate", "rate"):
         p = vm["profiles"][name]
@@ -121,6 +122,7 @@ def test_qdiscs_as_configured(vm):
         assert "loss-random" not in fwd["options"]
 
 
+@pytest.mark.netemvm
 @pytest.mark.parametrize("name", ["delay", "loss", "lossrate", "rate"])
 def test_rtt(vm, name):
     base = checks.rtt_summary(vm["profiles"]["base"]["ping"]["rtts_ms"])["median_ms"]
@@ -132,11 +134,13 @@ def test_rtt(vm, name):
     assert abs(s["p10_ms"] - want) <= 1.5, s
 
 
+@pytest.mark.netemvm
 def test_base_rtt_small(vm):
     s = checks.rtt_summary(vm["profiles"]["base"]["ping"]["rtts_ms"])
     assert s["median_ms"] < 2.0, s
 
 
+@pytest.mark.netemvm
 @pytest.mark.parametrize("name", ["loss", "lossrate"])
 def test_loss_in_data_direction(vm, name):
     p = vm["profiles"][name]
@@ -164,6 +168,7 @@ def _tbf_drops(snap: dict, dev: str) -> int:
     return sum(q.get("drops", 0) for q in snap[dev] if q["kind"] == "tbf")
 
 
+@pytest.mark.netemvm
 def test_udp_rate_limited(vm):
     s = vm["profiles"]["lossrate"]["udp_rate"]["end"]["sum_received"]
     wire = checks.udp_wire_bps(s["bits_per_second"], 1400)
@@ -171,6 +176,7 @@ def test_udp_rate_limited(vm):
     assert wire == pytest.approx(RATE_BPS, rel=0.05)
 
 
+@pytest.mark.netemvm
 def test_tcp_rate(vm):
     s = vm["profiles"]["rate"]["tcp_rate"]["end"]["sum_received"]
     wire = checks.tcp_wire_bps(s["bits_per_second"])

@@ -73,9 +73,10 @@ def iperf3(ns: str, addr: str, extra: list[str], timeout: float) -> dict:
     try:
         j = json.loads(r.stdout)
     except ValueError:
-        return {"argv": argv, "error": f"rc {r.returncode}: {r.stderr[-300:]} {r.stdout[-300:]}"}
+        raise RuntimeError(f"{' '.join(argv)}: rc {r.returncode}: {r.stderr[-300:]} "
+                           f"{r.stdout[-300:]}") from None
     if "error" in j:
-        return {"argv": argv, "error": j["error"]}
+        raise RuntimeError(f"{' '.join(argv)}: {j['error']}")
     return {"argv": argv, "end": j.get("end", {}), "wall_s": r.wall_s}
 
 
@@ -165,7 +166,9 @@ def main() -> int:
                     "opts": vars(opts), "profiles": {}, "errors": []}
     try:
         # the VM's own global limit, so iperf3 -w can give the UDP receiver a big buffer
-        Path("/proc/sys/net/core/rmem_max").write_text("16777216")
+        # (iperf3 sets SO_SNDBUF too and fails when either is capped)
+        for knob in ("rmem_max", "wmem_max"):
+            Path(f"/proc/sys/net/core/{knob}").write_text("16777216")
         t = time.monotonic()
         d = run([RIG, "doctor", "--json"], 120)
         result["doctor"] = json.loads(d.stdout)
