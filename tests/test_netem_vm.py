@@ -1,0 +1,184 @@
+"""The netem backend on a kernel that has sch_netem: Debian's stock kernel booted in qemu
+(TCG) by tests/netem_vm/vm.py, the rig's CLI driven inside by tests/netem_vm/guest.py.
+
+One VM boot per session (~3-4 min); every test below judges its numbers. Tolerances:
+- RTT: netem can only be late, never early, so the floor is the design target
+  (median >= configured + the VM's own path RTT - max(0.3 ms, 1 %)). The ceiling is
+  wider than the design target on purpose: under TCG the guest's timers fire late
+  (measured here: median 0.7-1.4 ms above 50 ms, mean up to 5 ms with stalls of 100+ ms
+  on a shared 2-core host), so the median must stay within +3 ms and p10 within
+  +-1.5 ms (jitter 2 ms is +-1 ms per direction). On real hardware the design target holds.
+- loss: netem's own drop counter on the lossy egress within the 99.9 % binomial interval
+  of the packets it saw; iperf3's count within the same interval of its datagrams.
+- rate: received wire rate within 5 % of 50 Mbit/s (TCP goodput scaled by 1514/1448,
+  UDP payload by (len + 42)/len).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from netem_vm import checks
+
+RTT_MS = 50.0
+LOSS = 0.01
+RATE_BPS = 50e6
+
+
+# ---- pure tier: the helpers the VM tests rely on -------------------------------------
+
+def test_binomial_bounds_cover_and_exclude():
+    lo, hi = checks.binomial_bounds(10000, 0.01)
+    assert 65 <= lo <= 72 and 128 <= hi <= 135      # normal approx: 100 +- 3.29 * 9.95
+    assert not lo <= 544 <= hi                       # a 5 % loss would fail
+
+
+def test_wire_rates():
+    assert checks.tcp_wire_bps(47.82e6) == pytest.approx(50e6, rel=1e-3)
+    assert checks.udp_wire_bps(48.544e6, 1400) == pytest.approx(50e6, rel=1e-3)
+
+
+def test_newc_cpio_layout():
+    from netem_vm.vm import newc_cpio
+    import stat
+    data = newc_cpio([("init", stat.S_IFREG | 0o755, b"abc")])
+    assert data.startswith(b"070701") and b"init\0" in data and b"TRAILER!!!\0" in data
+    assert len(data) % 4 == 0
+
+
+def test_load_order_puts_dependencies_first():
+    from netem_vm.vm import load_order, parse_modules_dep
+    deps = parse_modules_dep("k/9p.ko: k/9pnet.ko k/netfs.ko\nk/9pnet.ko:\nk/netfs.ko:\n"
+                             "k/9pnet_virtio.ko: k/9pnet.ko k/virtio.ko\nk/virtio.ko:\n")
+    order = load_order(deps, ["9pnet_virtio", "9p"])
+    assert order.index("k/9pnet.ko") < order.index("k/9p.ko")
+    assert order.index("k/virtio.ko") < order.index("k/9pnet_virtio.ko")
+    assert len(order) == len(set(order)) == 5
+
+
+# ---- the VM tier ----------------------------------------------------------------------
+
+def _vm_missing() -> str | None:
+    if os.geteuid() != 0:
+        return "needs root (qemu 9p shares the host root)"
+    for tool in ("qemu-system-x86_64", "apt-get", "dpkg-deb"):
+        if not shutil.which(tool):
+            return f"{tool} missing (make test-netem installs it)"
+    if not Path("/bin/busybox").exists():
+        return "busybox-static missing (make test-netem installs it)"
+    return None
+
+
+@pytest.fixture(scope="session")
+def vm():
+    why = _vm_missing()
+    if why:
+        pytest.skip(why)
+    from netem_vm.vm import run_vm
+    out = Path(os.environ.get("RIG_NETEMVM_OUT", "/tmp/rig-netemvm-out"))
+    r = run_vm(out)
+    print(f"\nnetem VM: boot {r['host']['t_boot_s']} s, VM {r['host']['t_vm_s']:.1f} s, "
+          f"total {r['host']['t_total_s']:.1f} s; results in {out}/result.json")
+    assert not r["host"]["qemu_timed_out"], "the VM hit its deadline"
+    assert r.get("kernel"), f"guest.py wrote no result; see {out}/console.log, guest.log"
+    assert not r["errors"], r["errors"]
+    return r
+
+
+@pytest.mark.netemvm
+def test_doctor_finds_netem_and_auto_picks_it(vm):
+    e = vm["doctor"]["emulation"]
+    assert e["kernel_netem"] is True and e["auto"] == "netem"
+    assert "sch_netem" in vm["modules"]
+
+
+@pytest.mark.netemvm
+def test_nothing_left_after_net_down(vm):
+    for name, p in vm["profiles"].items():
+        assert p["down_rc"] == 0, (name, p["down_stderr"])
+    left = vm["leftovers"]
+    assert left["netns"] == [] and left["links"] == ["lo"], left
+    assert not {"netem", "tbf"} & set(left["qdisc_kinds"]), left
+    assert left["state_files"] == [], left
+
+
+@pytest.mark.netemvm
+def test_qdiscs_as_configured(vm):
+    for name in ("loss", "lossrate", "rate"):
+        p = vm["profiles"][name]
+        for dev in (p["to_client_if"], p["to_server_if"]):
+            q = checks.netem_stats(p["qdiscs_before"], dev)
+            assert q["options"]["delay"]["delay"] == pytest.approx(RTT_MS / 2e3)
+            assert q["options"]["delay"]["jitter"] == pytest.approx(0.001)
+            kinds = [x["kind"] for x in p["qdiscs_before"][dev]]
+            assert ("tbf" in kinds) == (name != "loss"), kinds
+        rev = checks.netem_stats(p["qdiscs_before"], p["to_client_if"])
+        fwd = checks.netem_stats(p["qdiscs_before"], p["to_server_if"])
+        if name != "rate":   # --loss is on the data direction (server -> client) only
+            assert rev["options"]["loss-random"]["loss"] == pytest.approx(LOSS)
+        assert "loss-random" not in fwd["options"]
+
+
+@pytest.mark.netemvm
+@pytest.mark.parametrize("name", ["delay", "loss", "lossrate", "rate"])
+def test_rtt(vm, name):
+    base = checks.rtt_summary(vm["profiles"]["base"]["ping"]["rtts_ms"])["median_ms"]
+    s = checks.rtt_summary(vm["profiles"][name]["ping"]["rtts_ms"])
+    want = RTT_MS + base
+    print(f"{name}: {s} (VM path without delay: {base} ms)")
+    assert s["median_ms"] >= want - max(0.3, 0.01 * RTT_MS), s
+    assert s["median_ms"] <= want + 3.0, s
+    assert abs(s["p10_ms"] - want) <= 1.5, s
+
+
+@pytest.mark.netemvm
+def test_base_rtt_small(vm):
+    s = checks.rtt_summary(vm["profiles"]["base"]["ping"]["rtts_ms"])
+    assert s["median_ms"] < 2.0, s
+
+
+@pytest.mark.netemvm
+@pytest.mark.parametrize("name", ["loss", "lossrate"])
+def test_loss_in_data_direction(vm, name):
+    p = vm["profiles"][name]
+    # snapshot taken right after the UDP loss runs (before any rate test fills the TBF)
+    snap = p["qdiscs_after_loss"]
+    rev = checks.netem_stats(snap, p["to_client_if"])
+    fwd = checks.netem_stats(snap, p["to_server_if"])
+    drops = rev["drops"] - _tbf_drops(snap, p["to_client_if"])
+    offered = rev["packets"] + drops          # netem counts only what it passed on
+    lo, hi = checks.binomial_bounds(offered, LOSS)
+    print(f"{name}: netem reverse dropped {drops} of {offered} (bounds {lo}..{hi})")
+    assert lo <= drops <= hi
+    assert fwd["drops"] - _tbf_drops(snap, p["to_server_if"]) == 0
+    udp = p["udp_reverse"]["end"]["sum_received"]
+    lo, hi = checks.binomial_bounds(udp["packets"], LOSS)
+    print(f"{name}: iperf3 UDP server->client lost {udp['lost_packets']} of {udp['packets']}"
+          f" (bounds {lo}..{hi}); receive-buffer drops {p['udp_rcvbuf_errors']}")
+    assert lo <= udp["lost_packets"] <= hi
+    fw = p["udp_forward"]["end"]["sum_received"]
+    assert fw["lost_packets"] <= 0.001 * fw["packets"], fw
+
+
+def _tbf_drops(snap: dict, dev: str) -> int:
+    """netem counts a child's drops as its own: subtract the TBF's (queue overflow)."""
+    return sum(q.get("drops", 0) for q in snap[dev] if q["kind"] == "tbf")
+
+
+@pytest.mark.netemvm
+def test_udp_rate_limited(vm):
+    s = vm["profiles"]["lossrate"]["udp_rate"]["end"]["sum_received"]
+    wire = checks.udp_wire_bps(s["bits_per_second"], 1400)
+    print(f"UDP at 80 Mbit/s offered: {wire / 1e6:.2f} Mbit/s on the wire")
+    assert wire == pytest.approx(RATE_BPS, rel=0.05)
+
+
+@pytest.mark.netemvm
+def test_tcp_rate(vm):
+    s = vm["profiles"]["rate"]["tcp_rate"]["end"]["sum_received"]
+    wire = checks.tcp_wire_bps(s["bits_per_second"])
+    print(f"TCP: {s['bits_per_second'] / 1e6:.2f} Mbit/s goodput, {wire / 1e6:.2f} on the wire")
+    assert wire == pytest.approx(RATE_BPS, rel=0.05)
