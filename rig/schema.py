@@ -7,6 +7,8 @@ Pure; imports only rig.errors, rig.limits and rig.units.
 """
 from __future__ import annotations
 
+import copy
+import dataclasses
 import ipaddress
 import math
 import re
@@ -69,6 +71,60 @@ def check_mapping(ctx: Ctx, data: Any, fields: dict[str, Field]) -> dict[str, An
             continue
         out[key] = call(sub, f.parse, data[key])
     return out
+
+
+# --- a document section declared once, as a dataclass ------------------------------
+EMPTY = object()   # default of a nested section: a missing key reads as an empty mapping
+
+
+def spec(parse: Parser, default: Any = _MISSING, *, key: str | None = None) -> Any:
+    """A dataclass field read from the document: its YAML `key` (default: the field's
+    name), the parser that checks and converts the value, and the default when the
+    key is absent (none: required; EMPTY: a nested section parsed from {})."""
+    md = {"parse": parse, "key": key, "default": default}
+    if default is _MISSING or default is EMPTY:
+        return dataclasses.field(metadata=md)
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=md)
+    return dataclasses.field(default=default, metadata=md)
+
+
+def _doc_fields(cls: type) -> dict[str, tuple[str, Field]]:
+    """YAML key -> (attribute, Field) of every field a document section declares."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        if "parse" in f.metadata:
+            out[f.metadata["key"] or f.name] = (f.name, Field(f.metadata["parse"],
+                                                              f.metadata["default"]))
+    return out
+
+
+def load(ctx: Ctx, data: Any, cls: type) -> Any:
+    """Check a mapping against the fields `cls` declares with `spec` and build it.
+
+    A class may define `checked(cls, ctx, values) -> values` (a classmethod) for what
+    one field cannot say alone: checks across fields, values derived from others; it
+    gets and returns a dict of attribute -> value."""
+    fields = _doc_fields(cls)
+    d = check_mapping(ctx, data, {k: f for k, (_, f) in fields.items()})
+    values = {}
+    for k, (attr, f) in fields.items():
+        v = d[k]
+        if v is EMPTY:
+            v = call(ctx.child(k), f.parse, {})
+        values[attr] = v
+    checked = getattr(cls, "checked", None)
+    if checked is not None:
+        values = checked(ctx, values)
+    return cls(**values)
+
+
+def section(cls: type) -> Parser:
+    """Parser of a nested section declared by dataclass `cls`."""
+    @with_ctx
+    def p(ctx: Ctx, v: Any) -> Any:
+        return load(ctx, v, cls)
+    return p
 
 
 def call(ctx: Ctx, parse: Parser, value: Any) -> Any:
