@@ -73,8 +73,11 @@ class Round:
 
 @dataclasses.dataclass(frozen=True)
 class Options:
-    cache_size: int = 20 * MiB                  # CMSSW PoolSource cacheSize default
-    learn_entries: int = 100                    # ROOT TTreeCache default
+    cache_size: int = 20 * MiB                  # CMSSW roottree::defaultCacheSize
+    learn_entries: int = 20                     # CMSSW defaultLearningEntries (ROOT: 100)
+    learning: str = "cmssw"                     # cmssw | root
+    fill: str = "root"                          # root (multi-cluster fills) | cluster
+    lazy_vector_reads_remote: bool = False
     segment_size: int = 128 * MiB               # LocalCacheFile CHUNK_SIZE
     read_chunk: int = XRD_MAX_READ
     read_window: int = XRD_READ_WINDOW
@@ -82,7 +85,17 @@ class Options:
     readv_max_piece: int = XRD_MAX_PIECE
 
     def __post_init__(self) -> None:
+        choices = {"learning": ("cmssw", "root"), "fill": ("root", "cluster")}
+        for key, allowed in choices.items():
+            if getattr(self, key) not in allowed:
+                raise InputError(f"must be one of {', '.join(allowed)}", key=f"plan.{key}",
+                                 value=getattr(self, key), has_value=True)
+        if not isinstance(self.lazy_vector_reads_remote, bool):
+            raise InputError("must be true or false", key="plan.lazy_vector_reads_remote",
+                             value=self.lazy_vector_reads_remote, has_value=True)
         for f in dataclasses.fields(self):
+            if f.name in choices or f.name == "lazy_vector_reads_remote":
+                continue
             v = getattr(self, f.name)
             lo = 0 if f.name == "learn_entries" else 1
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
@@ -236,65 +249,127 @@ def _cluster_of(layout: Layout, entry: int) -> int:
     return len(layout.clusters) - 1
 
 
-def _application(layout: Layout, baskets: list[Basket], opt: Options) -> list[Round]:
+def _read_buffers(fill: list[Basket], useful: set[int], opt: Options, phase: str,
+                  cluster: int) -> list[Round]:
+    """One ROOT ReadBuffers of a cache fill, sorted by offset as TFileCacheRead does."""
+    ranges = sorted((b.seek, b.nbytes) for b in fill)
+    use = sum(b.nbytes for b in fill if b.seek in useful)
+    return [Round(phase, _readv_requests(iov, opt), use if i == 0 else 0, cluster=cluster)
+            for i, iov in enumerate(_repack(ranges))]
+
+
+def _group_fills(layout: Layout, need: list[Basket], opt: Options) -> list[tuple[int, list[Basket]]]:
+    """Which baskets each TTreeCache fill registers: (first cluster, baskets).
+
+    "root" follows TTreeCache::FillBuffer: a fill starts at a cluster and takes further
+    clusters while the running average per cluster says one more still fits in the cache;
+    one cluster alone may overshoot the cache up to twice its size before it is split.
+    "cluster" is the issue's summary: one fill per cluster, split when over the cache."""
+    cache = opt.cache_size
+    limit = cache if opt.fill == "cluster" else 2 * cache
+    per: dict[int, list[Basket]] = {}
+    for b in need:
+        per.setdefault(_cluster_of(layout, b.entry_start), []).append(b)
+    fills: list[tuple[int, list[Basket]]] = []
+    cur: list[Basket] = []
+    cur_first, ntot, iters = -1, 0, 0
+    for ci in sorted(per):
+        bs = per[ci]
+        size = sum(b.nbytes for b in bs)
+        if cur and (opt.fill == "cluster" or ntot + size > cache
+                    or not cache > ntot * (iters + 1) / iters):
+            fills.append((cur_first, cur))
+            cur, ntot, iters = [], 0, 0
+        if size > limit:   # one cluster bigger than the cache: several fills
+            part: list[Basket] = []
+            psize = 0
+            for b in bs:
+                if part and psize + b.nbytes > limit:
+                    fills.append((ci, part))
+                    part, psize = [], 0
+                part.append(b)
+                psize += b.nbytes
+            fills.append((ci, part))
+            continue
+        if not cur:
+            cur_first = ci
+        cur += bs
+        ntot += size
+        iters += 1
+    if cur:
+        fills.append((cur_first, cur))
+    return fills
+
+
+def _application(layout: Layout, baskets: list[Basket], opt: Options,
+                 every: list[Basket]) -> list[Round]:
     rounds = _open_rounds(layout)
+    useful = {b.seek for b in baskets}
+    loaded: set[int] = set()
     learn = min(opt.learn_entries, layout.entries)
-    # learning: every basket the first `learn` entries need is an ordinary read
-    for b in baskets:
-        if b.entry_start < learn:
-            rounds.append(Round("learn", (_read(b.seek, b.nbytes),), b.nbytes,
-                                cluster=_cluster_of(layout, b.entry_start)))
-    rest = [b for b in baskets if b.entry_start >= learn]
-    for ci, (a, z) in enumerate(layout.clusters):
-        need = [b for b in rest if a <= b.entry_start < z]
-        fill: list[Basket] = []
-        size = 0
-        for b in need + [None]:
-            if b is not None and (not fill or size + b.nbytes <= opt.cache_size):
-                fill.append(b)
-                size += b.nbytes
-                continue
-            if fill:   # a full cache (or the cluster's end): one ReadBuffers
-                ranges = sorted((x.seek, x.nbytes) for x in fill)
-                useful = sum(n for _, n in ranges)
-                for i, iov in enumerate(_repack(ranges)):
-                    rounds.append(Round("fill", _readv_requests(iov, opt),
-                                        useful if i == 0 else 0, cluster=ci))
-            fill, size = ([b], b.nbytes) if b is not None else ([], 0)
-    return rounds
+    if opt.learning == "cmssw" and layout.clusters:
+        # RootTree::RootTree caps learningEntries at the tree's auto-flush (cluster) size
+        learn = min(learn, layout.clusters[0][1] - layout.clusters[0][0])
+    if learn > 0 and opt.learning == "cmssw":
+        # RootTree::startTraining: a second TTreeCache over *all* branches covers the
+        # learning entries; it is filled like any cache (no learning of its own)
+        raw = [b for b in every if b.entry_start < learn and b.nbytes <= opt.cache_size]
+        for ci, fill in _group_fills(layout, raw, opt):
+            rounds += _read_buffers(fill, useful, opt, "learn", ci)
+        loaded |= {b.seek for b in raw}
+    elif learn > 0:
+        # plain ROOT: while learning, every basket met is an ordinary read
+        for b in baskets:
+            if b.entry_start < learn:
+                rounds.append(Round("learn", (_read(b.seek, b.nbytes),), b.nbytes,
+                                    cluster=_cluster_of(layout, b.entry_start)))
+                loaded.add(b.seek)
+    need = [b for b in baskets if b.seek not in loaded]
+    cached = [b for b in need if b.nbytes <= opt.cache_size]
+    # FillBuffer never caches a basket larger than the cache: it is read alone when met
+    big = [b for b in need if b.nbytes > opt.cache_size]
+
+    def alone(upto: int) -> list[Round]:
+        out = []
+        while big and _cluster_of(layout, big[0].entry_start) <= upto:
+            b = big.pop(0)
+            out.append(Round("basket", (_read(b.seek, b.nbytes),), b.nbytes,
+                             cluster=_cluster_of(layout, b.entry_start)))
+        return out
+
+    for ci, fill in _group_fills(layout, cached, opt):
+        rounds += alone(ci - 1)
+        rounds += _read_buffers(fill, useful, opt, "fill", ci)
+        rounds += alone(max(_cluster_of(layout, b.entry_start) for b in fill))
+    return rounds + alone(len(layout.clusters))
 
 
-def _lazy(layout: Layout, baskets: list[Basket], opt: Options) -> list[Round]:
+def _lazy(layout: Layout, baskets: list[Basket], opt: Options,
+          every: list[Basket]) -> list[Round]:
+    """The application plan's reads, in order, decide which segment is fetched when;
+    ROOT's reads themselves are then local (see `lazy_vector_reads_remote`)."""
     seg = opt.segment_size
     present: set[int] = set()
     rounds: list[Round] = []
-    wanted = list(layout.open_reads) + [(b.seek, b.nbytes) for b in _ordered_for_lazy(layout, baskets, opt)]
-    useful_pending = 0
-    for off, n in wanted:
-        useful_pending += n
-        for s in range(off // seg, (off + n - 1) // seg + 1):
-            if s in present:
-                continue
-            present.add(s)
-            start = s * seg
-            length = min(seg, layout.file_bytes - start)
-            rounds.append(Round("segment", _chunked_read(start, length, opt.read_chunk),
-                                0, window=opt.read_window))
-    if rounds:   # ROOT's own bytes are served locally; count them once, on the wire rounds
-        rounds[0] = dataclasses.replace(rounds[0], useful_bytes=useful_pending)
+    for r in _application(layout, baskets, opt, every):
+        for q in r.requests:
+            for off, n in q.ranges:
+                for s in range(off // seg, (off + n - 1) // seg + 1):
+                    if s in present:
+                        continue
+                    present.add(s)
+                    start = s * seg
+                    length = min(seg, layout.file_bytes - start)
+                    rounds.append(Round("segment", _chunked_read(start, length, opt.read_chunk),
+                                        0, window=opt.read_window, cluster=r.cluster))
+        if opt.lazy_vector_reads_remote and any(q.kind == "readv" for q in r.requests):
+            # LocalCacheFile::readv(IOPosBuffer*) fetches the segments, then hands the
+            # vector read to the remote storage anyway
+            rounds.append(dataclasses.replace(r, phase="readv-remote", useful_bytes=0))
+    useful = sum(n for _, n in layout.open_reads) + sum(b.nbytes for b in baskets)
+    if rounds:   # ROOT's own bytes are served locally; count them once
+        rounds[0] = dataclasses.replace(rounds[0], useful_bytes=useful)
     return rounds
-
-
-def _ordered_for_lazy(layout: Layout, baskets: list[Basket], opt: Options) -> list[Basket]:
-    """ROOT's requests in lazy mode follow the application order (learning, then fills
-    by offset); only which segment each touches first matters."""
-    learn = min(opt.learn_entries, layout.entries)
-    head = [b for b in baskets if b.entry_start < learn]
-    tail = [b for b in baskets if b.entry_start >= learn]
-    out = list(head)
-    for a, z in layout.clusters:
-        out += sorted((b for b in tail if a <= b.entry_start < z), key=lambda b: b.seek)
-    return out
 
 
 def make(layout: Layout, branches: tuple[str, ...], mode: str,
@@ -305,6 +380,11 @@ def make(layout: Layout, branches: tuple[str, ...], mode: str,
                          has_value=True)
     opt = options or Options()
     baskets = _selected(layout, branches)
-    build = {"application": _application, "storage": _storage, "lazy-download": _lazy}[mode]
+    if mode == "storage":
+        rounds = _storage(layout, baskets, opt)
+    else:
+        every = _selected(layout, tuple(b.name for b in layout.branches))
+        build = _application if mode == "application" else _lazy
+        rounds = build(layout, baskets, opt, every)
     return Plan(mode, layout.path, layout.file_bytes, layout.tree, layout.entries,
-                tuple(branches), opt, tuple(build(layout, baskets, opt)))
+                tuple(branches), opt, tuple(rounds))
