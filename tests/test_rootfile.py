@@ -305,7 +305,8 @@ def test_summary_states_the_totals(lay):
     s = p.summary()
     assert f"requests {p.requests}," in s and f"round trips {p.round_trips}," in s
     assert f"bytes useful {p.bytes_useful} " in s and f"wire {p.bytes_wire} " in s
-    assert "vectored reads per cluster" in s
+    reads = sum(1 for r in p.rounds if r.fill >= 0)
+    assert reads >= 1 and f"{reads} storage vectored reads: {reads / len(lay.clusters):.2f} per cluster" in s
 
 
 @pytest.mark.parametrize("opts", [
@@ -326,3 +327,23 @@ def test_every_selected_basket_is_fetched_and_counted_once(lay, opts, percent):
         assert hits or pieces >= n, (s, n, len(hits), pieces)
     assert p.bytes_useful == sum(n for _, n in wanted) + sum(n for _, n in lay.open_reads)
     assert p.bytes_useful <= p.bytes_wire < 2 * p.bytes_useful + lay.file_bytes * (percent < 100)
+
+
+def test_rig_plan_prints_a_read_plan_summary(small, lay):
+    import subprocess
+    import sys
+    from pathlib import Path
+    repo = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, "-m", "rig", "plan", str(small[0]), "--mode", "storage",
+                        "--percent", "30", "--seed", "1"],
+                       capture_output=True, text=True, timeout=60, cwd=repo)
+    assert r.returncode == 0, r.stderr
+    p = plan.make(lay, select.by_percent(lay, 30, seed=1), "storage")
+    assert r.stdout.strip() == p.summary()
+    r = subprocess.run([sys.executable, "-m", "rig", "plan", str(small[0]), "--percent", "150"],
+                       capture_output=True, text=True, timeout=60, cwd=repo)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
+    assert r.stderr.startswith("rig: read.percent: ") and "(got 150.0)" in r.stderr
+    r = subprocess.run([sys.executable, "-m", "rig", "plan", "/nonexistent/x.root"],
+                       capture_output=True, text=True, timeout=60, cwd=repo)
+    assert r.returncode == 2 and r.stderr.strip() == "rig: /nonexistent/x.root: no such file"

@@ -59,7 +59,8 @@ class Round:
     requests: tuple[Request, ...]
     useful_bytes: int                           # what ROOT asked for, served by this round
     window: int = 0                             # max requests in flight; 0 = all at once
-    cluster: int = -1
+    cluster: int = -1                           # (first) cluster the round serves
+    fill: int = -1                              # which ROOT cache fill (ReadBuffers) it is part of
 
     @property
     def wire_bytes(self) -> int:
@@ -113,6 +114,7 @@ class Plan:
     branches: tuple[str, ...]
     options: Options
     rounds: tuple[Round, ...]
+    clusters: int = 0
 
     @property
     def requests(self) -> int:
@@ -154,11 +156,12 @@ class Plan:
         for phase, rs in by_phase.items():
             lines.append(f"  {phase:<8} rounds {len(rs)}, requests "
                          f"{sum(len(r.requests) for r in rs)}, wire bytes {sum(r.wire_bytes for r in rs)}")
-        v = self.vectored_reads_per_cluster()
-        if v:
-            counts = sorted(v.values())
-            lines.append(f"  vectored reads per cluster: min {counts[0]}, max {counts[-1]}, "
-                         f"mean {sum(counts) / len(counts):.2f} over {len(counts)} clusters")
+        fills = {r.fill for r in self.rounds if r.fill >= 0}
+        if fills:
+            reads = sum(1 for r in self.rounds if r.fill >= 0)
+            n = max(1, self.clusters)
+            lines.append(f"  cache fills {len(fills)} for {self.clusters} clusters, {reads} storage "
+                         f"vectored reads: {reads / n:.2f} per cluster")
         return "\n".join(lines)
 
 
@@ -250,11 +253,12 @@ def _cluster_of(layout: Layout, entry: int) -> int:
 
 
 def _read_buffers(fill: list[Basket], useful: set[int], opt: Options, phase: str,
-                  cluster: int) -> list[Round]:
+                  cluster: int, fill_id: int) -> list[Round]:
     """One ROOT ReadBuffers of a cache fill, sorted by offset as TFileCacheRead does."""
     ranges = sorted((b.seek, b.nbytes) for b in fill)
     use = sum(b.nbytes for b in fill if b.seek in useful)
-    return [Round(phase, _readv_requests(iov, opt), use if i == 0 else 0, cluster=cluster)
+    return [Round(phase, _readv_requests(iov, opt), use if i == 0 else 0, cluster=cluster,
+                  fill=fill_id)
             for i, iov in enumerate(_repack(ranges))]
 
 
@@ -315,7 +319,7 @@ def _application(layout: Layout, baskets: list[Basket], opt: Options,
         # learning entries; it is filled like any cache (no learning of its own)
         raw = [b for b in every if b.entry_start < learn and b.nbytes <= opt.cache_size]
         for ci, fill in _group_fills(layout, raw, opt):
-            rounds += _read_buffers(fill, useful, opt, "learn", ci)
+            rounds += _read_buffers(fill, useful, opt, "learn", ci, fill_id=len(rounds))
         loaded |= {b.seek for b in raw}
     elif learn > 0:
         # plain ROOT: while learning, every basket met is an ordinary read
@@ -339,7 +343,7 @@ def _application(layout: Layout, baskets: list[Basket], opt: Options,
 
     for ci, fill in _group_fills(layout, cached, opt):
         rounds += alone(ci - 1)
-        rounds += _read_buffers(fill, useful, opt, "fill", ci)
+        rounds += _read_buffers(fill, useful, opt, "fill", ci, fill_id=len(rounds))
         rounds += alone(max(_cluster_of(layout, b.entry_start) for b in fill))
     return rounds + alone(len(layout.clusters))
 
@@ -387,4 +391,4 @@ def make(layout: Layout, branches: tuple[str, ...], mode: str,
         build = _application if mode == "application" else _lazy
         rounds = build(layout, baskets, opt, every)
     return Plan(mode, layout.path, layout.file_bytes, layout.tree, layout.entries,
-                tuple(branches), opt, tuple(rounds))
+                tuple(branches), opt, tuple(rounds), len(layout.clusters))
