@@ -347,3 +347,21 @@ def test_rig_plan_prints_a_read_plan_summary(small, lay):
     r = subprocess.run([sys.executable, "-m", "rig", "plan", "/nonexistent/x.root"],
                        capture_output=True, text=True, timeout=60, cwd=repo)
     assert r.returncode == 2 and r.stderr.strip() == "rig: /nonexistent/x.root: no such file"
+
+
+def test_rootfile_is_description_layer():
+    # pure: never imports what starts processes or touches the network
+    import ast
+    from pathlib import Path
+    pkg = Path(__file__).resolve().parent.parent / "rig" / "rootfile"
+    forbidden = {"proc", "netns", "services", "orchestrate", "transfer", "emul", "tuning",
+                 "subprocess", "socket", "matplotlib", "results", "report"}
+    for f in pkg.glob("*.py"):
+        for node in ast.walk(ast.parse(f.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [a.name for a in node.names]
+            for n in names:
+                assert not set(n.split(".")) & forbidden, f"{f.name} imports {n}"
