@@ -38,6 +38,9 @@ def cmd_doctor(a) -> int:
 
 
 def cmd_plan(a) -> int:
+    if a.generate or not a.scenario or a.scenario.endswith(".root"):
+        from .rootfile import cli as rootfile_cli   # caching-mode read plans
+        return rootfile_cli.run(a)
     from . import plan, scenario
     sc = scenario.load(a.scenario)
     print("\n".join(plan.plan_lines(sc)))
@@ -119,7 +122,9 @@ def parser() -> argparse.ArgumentParser:
     d.add_argument("--json", action="store_true")
     d.set_defaults(fn=cmd_doctor)
     pl = sub.add_parser("plan", help="print every command a run would execute; run nothing")
-    pl.add_argument("scenario")
+    pl.add_argument("scenario", nargs="?", help="scenario YAML, or a ROOT file for a read plan")
+    from .rootfile import cli as rootfile_cli
+    rootfile_cli.add_arguments(pl)
     pl.set_defaults(fn=cmd_plan)
     r = sub.add_parser("run", help="run a scenario; prints the output folder last")
     r.add_argument("scenario")
