@@ -29,6 +29,7 @@ from .transport import (Control, Options, Progress, StallError, TransferError, c
                         within)
 
 ACCEPT_BACKOFF_S = 0.1        # accept() failed for want of descriptors: retry after this
+REFUSE_BATCH = 256            # connections refused per back-off at most
 _FD_PRESSURE = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 _OUT_OF_FDS = Failure("server is out of file descriptors: session refused, try again later")
 
@@ -89,7 +90,7 @@ class Server:
                 except OSError as e:
                     if e.errno not in _FD_PRESSURE:
                         raise
-                    self._refuse_one()
+                    self._refuse_waiting()
                     await asyncio.sleep(ACCEPT_BACKOFF_S)
                     continue
                 try:
@@ -102,36 +103,27 @@ class Server:
         finally:
             await self.close()
 
-    def _refuse_one(self) -> None:
-        """Out of descriptors: use the spare one to accept a waiting connection, tell a
-        control connection why (a Failure it reads as "server refused"), close it."""
+    def _refuse_waiting(self) -> None:
+        """Out of descriptors: free the spare one, and with it accept every connection
+        waiting in the backlog, tell each control connection why (a Failure it reads as
+        "server refused") and close it; then take the spare back."""
         if self._spare is None or self.lsock is None:
             return
         os.close(self._spare)
         self._spare = None
         try:
-            conn, peer = self.lsock.accept()
-        except OSError:
-            conn = None
-        try:
-            if conn is not None:
-                self.log(f"{peer[0]}: refused, out of file descriptors")
-                conn.setblocking(False)
+            for _ in range(REFUSE_BATCH):
                 try:
-                    magic = conn.recv(4, socket.MSG_PEEK)
-                except OSError:
-                    magic = b""
-                if magic != DATA_MAGIC:      # a data stream would read it as a block
-                    try:
-                        conn.send(encode(_OUT_OF_FDS))
-                    except OSError:
-                        pass
-                conn.close()
+                    conn, peer = self.lsock.accept()
+                except OSError:              # backlog empty (EAGAIN), or still no fd
+                    break
+                with conn:
+                    self.log(f"{peer[0]}: refused, out of file descriptors")
+                    _refuse(conn)
         finally:
             try:
                 self._spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
             except OSError:
-                self._spare = None           # retried on the next refusal
                 self._retry_spare()
 
     def _retry_spare(self) -> None:
@@ -290,6 +282,21 @@ class Server:
             workers.close()              # threads stopped before the file goes
             if up is not None:
                 up.close()               # uncommitted: nothing is left behind
+
+
+def _refuse(conn: socket.socket) -> None:
+    """Best effort, never blocking: a Failure to a control connection, nothing to a data
+    stream (which would read it as a block)."""
+    try:
+        conn.setblocking(False)
+        try:
+            first = conn.recv(4, socket.MSG_PEEK)
+        except BlockingIOError:          # nothing sent yet: take it for a control one
+            first = b""
+        if first != DATA_MAGIC:
+            conn.send(encode(_OUT_OF_FDS))
+    except OSError:
+        pass
 
 
 async def _off_loop(undo: Callable, fn: Callable, *args):
