@@ -16,7 +16,6 @@ import signal
 import socket
 import struct
 import subprocess
-import sys
 import time
 from pathlib import Path
 

@@ -2,11 +2,14 @@
 
 A control connection asks for a session (``Hello``); the server answers ``Ready`` with a
 token, waits for the client's data streams to attach with that token, then sends the
-file (get) or receives it (put, written to a temporary name and renamed only after the
-data verified).  Every session's sockets, files and tasks are closed on every path;
-stalled or vanished clients are dropped after the stall timeout.
+file (get) or receives it (put, into an anonymous temporary file renamed only after the
+data verified).  Names resolve below a descriptor of the root, never through a symlink
+(``safefs``); opens run off the event loop.  Every session's sockets, files and tasks are
+closed on every path; stalled or vanished clients are dropped after the stall timeout.
+Out of file descriptors, new connections are refused with a reason and the accept loop
+backs off and goes on.
 
-Uses transport and protocol; must not import rig modules outside rig.fdt and must not
+Uses transport, protocol and safefs; must not import rig modules outside rig.fdt and must not
 print except through the ``log`` callable it is given.
 """
 from __future__ import annotations
