@@ -89,7 +89,8 @@ def _openat2(dir_fd: int, rel: str, flags: int, mode: int) -> int | None:
     global _have_openat2
     if _have_openat2 is False:
         return None
-    how = _OpenHow(flags, mode if flags & (os.O_CREAT | os.O_TMPFILE) else 0, _RESOLVE)
+    creates = flags & os.O_CREAT or flags & os.O_TMPFILE == os.O_TMPFILE
+    how = _OpenHow(flags, mode if creates else 0, _RESOLVE)    # a mode otherwise: EINVAL
     fd = _syscall(ctypes.c_long(_SYS_OPENAT2), ctypes.c_int(dir_fd), os.fsencode(rel),
                   ctypes.byref(how), ctypes.c_size_t(ctypes.sizeof(how)))
     if fd >= 0:
