@@ -24,13 +24,15 @@ import argparse
 import asyncio
 import enum
 import json
+import math
+import os
 import signal
 import sys
-from typing import Sequence, TextIO
+from typing import Callable, Sequence, TextIO
 
 from ..units import parse_duration, parse_size
 from . import client
-from .protocol import MAX_FILES, IntegrityError, ProtocolError
+from .protocol import MAX_BLOCK, MAX_BUFSIZE, MAX_FILES, IntegrityError, ProtocolError
 from .server import Server
 from .transport import DEFAULT_BLOCK, DeadlineError, Options, Progress, StallError, \
     TransferError
@@ -48,55 +50,80 @@ class ExitStatus(enum.IntEnum):
     INTERRUPTED = 130
 
 
-def _size(text: str) -> int:
-    try:
-        return parse_size(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"{text!r}: {e}") from None
+class _Parser(argparse.ArgumentParser):
+    """Usage errors are one line on stderr (`rig-fdt get: error: ...`), exit 2."""
+
+    def error(self, message: str):
+        self.exit(ExitStatus.BAD_INPUT, f"{self.prog}: error: {message}\n")
 
 
-def _seconds(text: str) -> float:
-    try:
-        return parse_duration(text)
-    except ValueError as e:
-        raise argparse.ArgumentTypeError(f"{text!r}: {e}") from None
+def _ranged(parse: Callable[[str], float], lo: float, hi: float, shown: str,
+            above_lo: bool = False) -> Callable[[str], float]:
+    """An argparse type: parse, then insist on a finite value in [lo, hi] (or (lo, hi])."""
+    def convert(text: str):
+        try:
+            value = parse(text)
+        except OverflowError:            # '1e400': infinite, no int holds it
+            raise argparse.ArgumentTypeError(f"must be {shown} (got {text!r})") from None
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"{e} (got {text!r})") from None
+        if not math.isfinite(value) or not lo <= value <= hi or (above_lo and value == lo):
+            raise argparse.ArgumentTypeError(f"must be {shown} (got {text!r})")
+        return value
+    return convert
 
 
-def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--port", type=int, default=DEFAULT_PORT)
-    p.add_argument("--bufsize", type=_size, default=None,
-                   help="SO_SNDBUF/SO_RCVBUF of every socket (default: autotuning)")
-    p.add_argument("--connect-timeout", type=_seconds, default=10.0)
-    p.add_argument("--stall-timeout", type=_seconds, default=30.0,
-                   help="fail when no byte moved on any stream for this long")
+DAY = 86400.0
+_PORT = _ranged(int, 1, 65535, "a port number 1..65535")
+_LISTEN_PORT = _ranged(int, 0, 65535, "a port number 0..65535 (0: any free port)")
+_BUFSIZE = _ranged(parse_size, 1024, MAX_BUFSIZE, "1KiB..1GiB")
+_BLOCK = _ranged(parse_size, 1, MAX_BLOCK, "1B..1GiB")
+_MEM = _ranged(parse_size, 0, TIMED_CAP, "0..1EiB")
+_CONNECT_S = _ranged(parse_duration, 0, 3600, "more than 0 and at most 1h", True)
+_STALL_S = _ranged(parse_duration, 0, DAY, "more than 0 and at most 1 day", True)
+_TIMEOUT_S = _ranged(parse_duration, 0, 30 * DAY, "more than 0 and at most 30 days", True)
+_INTERVAL_S = _ranged(parse_duration, 0, 3600, "more than 0 and at most 1h", True)
+_OMIT_S = _ranged(parse_duration, 0, DAY, "0..1 day")
+_TIME_S = _ranged(parse_duration, 0, DAY, "more than 0 and at most 1 day", True)
+
+
+def _common(p: argparse.ArgumentParser, port: Callable) -> None:
+    p.add_argument("--port", type=port, default=DEFAULT_PORT)
+    p.add_argument("--bufsize", type=_BUFSIZE, default=None,
+                   help="SO_SNDBUF/SO_RCVBUF of every socket, 1KiB..1GiB (default:"
+                        " autotuning)")
+    p.add_argument("--connect-timeout", type=_CONNECT_S, default=10.0,
+                   help="connect and handshake, at most 1h (default 10s)")
+    p.add_argument("--stall-timeout", type=_STALL_S, default=30.0,
+                   help="fail when no byte moved on any stream for this long (at most 1 day)")
 
 
 def _transfer(p: argparse.ArgumentParser) -> None:
-    _common(p)
+    _common(p, _PORT)
     p.add_argument("-P", "--streams", type=int, default=4)
-    p.add_argument("--block", type=_size, default=DEFAULT_BLOCK,
-                   help=f"block size (default {DEFAULT_BLOCK >> 20}MiB)")
+    p.add_argument("--block", type=_BLOCK, default=DEFAULT_BLOCK,
+                   help=f"block size, at most 1GiB (default {DEFAULT_BLOCK >> 20}MiB)")
     p.add_argument("--checksum", action="store_true",
                    help="verify a whole-file adler32 at the end")
-    p.add_argument("--mem", type=_size, default=None, metavar="SIZE",
+    p.add_argument("--mem", type=_MEM, default=None, metavar="SIZE",
                    help="memory-to-memory: move SIZE bytes, no file at either end")
-    p.add_argument("--time", type=_seconds, default=None, metavar="SECONDS",
+    p.add_argument("--time", type=_TIME_S, default=None, metavar="SECONDS",
                    help="memory-to-memory for this long (as iperf3 -t); --mem is then a cap")
-    p.add_argument("--interval", type=_seconds, default=1.0,
+    p.add_argument("--interval", type=_INTERVAL_S, default=1.0,
                    help="sample cumulative bytes this often (the 'intervals' key)")
-    p.add_argument("--omit", type=_seconds, default=0.0,
+    p.add_argument("--omit", type=_OMIT_S, default=0.0,
                    help="steady_throughput_bps leaves out this first part (slow start)")
-    p.add_argument("--timeout", type=_seconds, default=3600.0,
-                   help="deadline for the whole transfer")
+    p.add_argument("--timeout", type=_TIMEOUT_S, default=3600.0,
+                   help="deadline for the whole transfer (at most 30 days)")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="rig-fdt", description="FDT-style multi-stream copy")
+    ap = _Parser(prog="rig-fdt", description="FDT-style multi-stream copy")
     sub = ap.add_subparsers(dest="cmd", required=True)
     s = sub.add_parser("serve", help="serve files below --root")
     s.add_argument("--root", required=True)
     s.add_argument("--bind", default="0.0.0.0")
-    _common(s)
+    _common(s, _LISTEN_PORT)
     g = sub.add_parser("get", help="fetch NAME from the server into DEST (several: into DIR)")
     _transfer(g)
     g.add_argument("addr")
@@ -157,6 +184,8 @@ async def _transfer_cmd(a: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def _check(a: argparse.Namespace, ap: argparse.ArgumentParser) -> None:
     if a.cmd == "serve":
+        if not os.path.isdir(a.root):
+            ap.error(f"--root: not a directory (got {a.root!r})")
         return
     if a.cmd == "get":               # ADDR NAME... DEST
         a.names, a.dest = (a.paths[:-1], a.paths[-1]) if len(a.paths) >= 2 else (a.paths, None)

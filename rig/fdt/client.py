@@ -22,8 +22,9 @@ from typing import Callable
 from .protocol import (DataHello, Done, Failure, FileSet, Hello, IntegrityError,
                        ProtocolError, Ready, Verdict)
 from .streams import FileSource, MemSource, StreamWorkers, receiver, send_all
-from .transport import (Control, DeadlineError, Intervals, Options, Progress, TransferError,
-                        close_all, connect, cpu_times, run_all, steady_rate)
+from .transport import (Control, DeadlineError, Intervals, Options, Progress, StallError,
+                        TransferError, close_all, connect, cpu_times, run_all, steady_rate,
+                        within)
 
 
 @dataclass
@@ -116,7 +117,8 @@ async def _open_session(addr: str, port: int, hello: Hello,
     socks: list = []
     try:
         await ctrl.send(hello, magic=True)
-        ready = await asyncio.wait_for(ctrl.recv(), opts.connect_s)
+        ready = await within(ctrl.recv(), opts.connect_s,
+                             f"{addr}:{port}: no answer to the request (connect timeout)")
         if isinstance(ready, Failure):
             raise TransferError(f"server refused: {ready.message}")
         if not isinstance(ready, Ready):
@@ -178,10 +180,13 @@ async def put(addr: str, port: int, src: str | None, name: str, *, streams: int,
 @contextlib.asynccontextmanager
 async def _deadline(seconds: float, what: str):
     """The whole transfer's deadline, reported as a TransferError."""
+    cm = asyncio.timeout(seconds)
     try:
-        async with asyncio.timeout(seconds):
+        async with cm:
             yield
     except TimeoutError:
+        if not cm.expired():             # some other timeout: not this deadline's
+            raise
         raise DeadlineError(f"{what}: not finished within the {seconds:g}s deadline") \
             from None
 
@@ -277,7 +282,9 @@ async def _put(addr: str, port: int, src: str | None, name: str, *, streams: int
                 background=(_ticker(progress, hook, t0), intervals.run()))
             value = adlers[0]
             await ctrl.send(Done(sent, progress.per_stream, value))
-            verdict = await asyncio.wait_for(ctrl.recv(), opts.stall_s)
+            verdict = await within(ctrl.recv(), opts.stall_s,
+                                   "put: no verdict from the server (stall timeout)",
+                                   StallError)
             seconds = time.monotonic() - t0
             samples = intervals.finish()
             if not isinstance(verdict, Verdict):

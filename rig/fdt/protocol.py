@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import math
 import re
 import struct
 import zlib
@@ -35,6 +36,9 @@ BLOCK_MAGIC = b"FDTB"
 MAX_CONTROL_FRAME = 1 << 20
 MAX_BLOCK = 1 << 30
 MAX_FILES = 4096
+MAX_STREAMS = 256
+MAX_BUFSIZE = 1 << 30          # SO_SNDBUF/SO_RCVBUF are C ints, which the kernel doubles
+MAX_BYTES = (1 << 63) - 1      # any size, offset or byte count on the wire
 FLAG_END = 0x1
 TOKEN_BYTES = 16
 
@@ -54,6 +58,46 @@ class ProtocolError(Exception):
 
 class IntegrityError(ProtocolError):
     """The received data is not the sent file: missing, overlapping or corrupted."""
+
+
+# A decoded message is only as good as its field types: JSON may carry a float, a bool or
+# a list where an int belongs, and those would fail far from here (or not at all).
+
+def _bad(key: str, what: str, value: object) -> ProtocolError:
+    return ProtocolError(f"{key}: must be {what} (got {value!r:.60})")
+
+
+def _int(key: str, v: object, lo: int, hi: int, optional: bool = False) -> None:
+    if v is None and optional:
+        return
+    if type(v) is not int or not lo <= v <= hi:
+        raise _bad(key, f"an integer in {lo}..{hi}", v)
+
+
+def _num(key: str, v: object, optional: bool = True) -> None:
+    if v is None and optional:
+        return
+    if type(v) not in (int, float) or not math.isfinite(v):
+        raise _bad(key, "a finite number", v)
+
+
+def _bool(key: str, v: object) -> None:
+    if type(v) is not bool:
+        raise _bad(key, "true or false", v)
+
+
+def _str(key: str, v: object) -> None:
+    if type(v) is not str:
+        raise _bad(key, "a string", v)
+
+
+def _ints(key: str, v: object, most: int, optional: bool = False) -> None:
+    if v is None and optional:
+        return
+    if type(v) is not list or len(v) > most:
+        raise _bad(key, f"a list of at most {most} integers", v)
+    for x in v:
+        _int(key, x, 0, MAX_BYTES)
 
 
 # --------------------------------------------------------------------------- blocks
@@ -138,13 +182,21 @@ class Hello:
 
     def __post_init__(self) -> None:
         if self.version != VERSION:
-            raise ProtocolError(f"protocol version {self.version} (this side speaks {VERSION})")
+            raise ProtocolError(f"protocol version {self.version!r:.20} (this side speaks"
+                                f" {VERSION})")
+        _str("op", self.op)
+        _str("name", self.name)
+        _int("streams", self.streams, 1, MAX_STREAMS)
+        _int("block", self.block, 1, MAX_BLOCK)
+        _bool("checksum", self.checksum)
+        _bool("mem", self.mem)
+        _int("size", self.size, 0, MAX_BYTES, optional=True)
+        _int("bufsize", self.bufsize, 1, MAX_BUFSIZE, optional=True)
+        _num("duration", self.duration)
+        if self.names is not None and type(self.names) is not list:
+            raise _bad("names", "a list of file names", self.names)
         if self.op not in _OPS:
             raise ProtocolError(f"op must be one of {_OPS}, got {self.op!r}")
-        if not 1 <= self.streams <= 256:
-            raise ProtocolError(f"streams must be 1..256, got {self.streams}")
-        if not 1 <= self.block <= MAX_BLOCK:
-            raise ProtocolError(f"block must be 1..{MAX_BLOCK} bytes, got {self.block}")
         if self.names is not None:
             if self.op != "get" or self.mem or not 1 <= len(self.names) <= MAX_FILES:
                 raise ProtocolError(f"names: a get of 1..{MAX_FILES} files, not memory mode")
@@ -154,8 +206,6 @@ class Hello:
             raise ProtocolError("file name must be non-empty and contain no NUL")
         if (self.op == "put" or self.mem) and (self.size is None or self.size < 0):
             raise ProtocolError("size is required for put and memory mode")
-        if self.bufsize is not None and self.bufsize <= 0:
-            raise ProtocolError("bufsize must be positive")
         if self.duration is not None and (not self.mem or not 0 < self.duration <= 86400):
             raise ProtocolError("duration needs memory mode and 0 < duration <= 86400 s")
 
@@ -170,7 +220,11 @@ class Ready:
     type: ClassVar[str] = "ready"
 
     def __post_init__(self) -> None:
-        if len(bytes.fromhex(self.token)) != TOKEN_BYTES or self.size < 0:
+        _str("token", self.token)
+        _int("size", self.size, 0, MAX_BYTES)
+        _int("file_id", self.file_id, 0, 2**32 - 1)
+        _ints("sizes", self.sizes, MAX_FILES, optional=True)
+        if not re.fullmatch(r"[0-9a-fA-F]{%d}" % (2 * TOKEN_BYTES), self.token):
             raise ProtocolError("bad ready message")
         if self.sizes is not None and (sum(self.sizes) != self.size
                                        or any(x < 0 for x in self.sizes)):
@@ -182,6 +236,9 @@ class Failure:
     """Either side -> peer: the session is over, with this reason."""
     message: str
     type: ClassVar[str] = "failure"
+
+    def __post_init__(self) -> None:
+        _str("message", self.message)
 
 
 @dataclass(frozen=True)
@@ -195,6 +252,22 @@ class Done:
     files: list[list] | None = None     # several files: [bytes, adler32 or None] each
     type: ClassVar[str] = "done"
 
+    def __post_init__(self) -> None:
+        _int("bytes", self.bytes, 0, MAX_BYTES)
+        _ints("per_stream", self.per_stream, MAX_STREAMS)
+        _int("adler32", self.adler32, 0, 2**32 - 1, optional=True)
+        _num("cpu_user_s", self.cpu_user_s)
+        _num("cpu_sys_s", self.cpu_sys_s)
+        if self.files is None:
+            return
+        if type(self.files) is not list or len(self.files) > MAX_FILES:
+            raise _bad("files", f"a list of at most {MAX_FILES} [bytes, adler32]", self.files)
+        for f in self.files:
+            if type(f) is not list or len(f) != 2:
+                raise _bad("files", "[bytes, adler32 or null] pairs", f)
+            _int("files", f[0], 0, MAX_BYTES)
+            _int("files", f[1], 0, 2**32 - 1, optional=True)
+
 
 @dataclass(frozen=True)
 class Verdict:
@@ -204,6 +277,12 @@ class Verdict:
     cpu_user_s: float | None = None
     cpu_sys_s: float | None = None
     type: ClassVar[str] = "verdict"
+
+    def __post_init__(self) -> None:
+        _bool("ok", self.ok)
+        _str("message", self.message)
+        _num("cpu_user_s", self.cpu_user_s)
+        _num("cpu_sys_s", self.cpu_sys_s)
 
 
 Message = Hello | Ready | Failure | Done | Verdict
@@ -217,14 +296,19 @@ def encode(msg: Message) -> bytes:
 
 
 def decode_body(body: bytes) -> Message:
+    """One control message from its JSON body; anything else is a ProtocolError."""
     try:
         obj = json.loads(body)
+        if type(obj) is not dict or type(obj.get("type")) is not str:
+            raise ProtocolError("malformed control message: not an object with a type")
         cls = _TYPES[obj.pop("type")]
         return cls(**obj)
     except ProtocolError:
         raise
-    except (ValueError, KeyError, TypeError, AttributeError) as e:
-        raise ProtocolError(f"malformed control message: {e}") from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise ProtocolError(f"malformed control message: {str(e)[:200]}") from None
+    except RecursionError:               # '[[[[...': nested deeper than the parser goes
+        raise ProtocolError("malformed control message: nested too deeply") from None
 
 
 class FrameDecoder:

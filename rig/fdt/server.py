@@ -2,29 +2,39 @@
 
 A control connection asks for a session (``Hello``); the server answers ``Ready`` with a
 token, waits for the client's data streams to attach with that token, then sends the
-file (get) or receives it (put, written to a temporary name and renamed only after the
-data verified).  Every session's sockets, files and tasks are closed on every path;
-stalled or vanished clients are dropped after the stall timeout.
+file (get) or receives it (put, into an anonymous temporary file renamed only after the
+data verified).  Names resolve below a descriptor of the root, never through a symlink
+(``safefs``); opens run off the event loop.  Every session's sockets, files and tasks are
+closed on every path; stalled or vanished clients are dropped after the stall timeout.
+Out of file descriptors, new connections are refused with a reason and the accept loop
+backs off and goes on.
 
-Uses transport and protocol; must not import rig modules outside rig.fdt and must not
+Uses transport, protocol and safefs; must not import rig modules outside rig.fdt and must not
 print except through the ``log`` callable it is given.
 """
 from __future__ import annotations
 
 import asyncio
+import errno
 import os
 import socket
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from . import safefs
 from .protocol import (DATA_HELLO_SIZE, DATA_MAGIC, CONTROL_MAGIC, DataHello,
                        Done, Failure, FileSet, Hello, IntegrityError, ProtocolError, Ready,
-                       Verdict)
+                       Verdict, encode)
 from .streams import FileSource, MemSource, StreamWorkers, receiver, send_all
-from .transport import (Control, Options, Progress, TransferError, close_all, cpu_times,
-                        recv_exact, reraise_as_transfer, run_all, set_bufsize)
+from .transport import (Control, Options, Progress, StallError, TransferError, close_all,
+                        cpu_times, recv_exact, reraise_as_transfer, run_all, set_bufsize,
+                        within)
+
+ACCEPT_BACKOFF_S = 0.1        # accept() failed for want of descriptors: retry after this
+REFUSE_BATCH = 256            # connections refused per back-off at most
+_FD_PRESSURE = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
+_OUT_OF_FDS = Failure("server is out of file descriptors: session refused, try again later")
 
 
 @dataclass
@@ -53,6 +63,8 @@ class Server:
         self.sessions: dict[bytes, Session] = {}
         self.tasks: set[asyncio.Task] = set()
         self.lsock: socket.socket | None = None
+        self.root_fd: int | None = safefs.open_root(str(self.root))   # names resolve below it
+        self._spare: int | None = None     # freed to accept-and-refuse when out of fds
 
     def listen(self, bind: str, port: int) -> tuple[str, int]:
         family = socket.AF_INET6 if ":" in bind else socket.AF_INET
@@ -67,19 +79,65 @@ class Server:
             sock.close()
             raise
         self.lsock = sock
+        self._spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         return sock.getsockname()[:2]
 
     async def serve_forever(self) -> None:
+        """Accept until cancelled; running out of descriptors refuses, never ends, it."""
         assert self.lsock is not None, "listen() first"
         loop = asyncio.get_running_loop()
         try:
             while True:
-                conn, peer = await loop.sock_accept(self.lsock)
-                conn.setblocking(False)
-                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                try:
+                    conn, peer = await loop.sock_accept(self.lsock)
+                except OSError as e:
+                    if e.errno not in _FD_PRESSURE:
+                        raise
+                    self._refuse_waiting()
+                    await asyncio.sleep(ACCEPT_BACKOFF_S)
+                    continue
+                try:
+                    conn.setblocking(False)
+                    conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                except OSError:              # reset before we got to it
+                    conn.close()
+                    continue
                 self._spawn(self._handle(conn, peer))
         finally:
             await self.close()
+
+    def _refuse_waiting(self) -> None:
+        """Out of descriptors: free the spare one, and with it accept every connection
+        waiting in the backlog, tell each control connection why (a Failure it reads as
+        "server refused") and close it; then take the spare back."""
+        if self._spare is None or self.lsock is None:
+            return
+        os.close(self._spare)
+        self._spare = None
+        try:
+            for _ in range(REFUSE_BATCH):
+                try:
+                    conn, peer = self.lsock.accept()
+                except OSError:              # backlog empty (EAGAIN), or still no fd
+                    break
+                with conn:
+                    self.log(f"{peer[0]}: refused, out of file descriptors")
+                    _refuse(conn)
+        finally:
+            try:
+                self._spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                self._retry_spare()
+
+    def _retry_spare(self) -> None:
+        asyncio.get_running_loop().call_later(ACCEPT_BACKOFF_S, self._reopen_spare)
+
+    def _reopen_spare(self) -> None:
+        if self._spare is None and self.lsock is not None:
+            try:
+                self._spare = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                self._retry_spare()
 
     async def close(self) -> None:
         if self.lsock is not None:
@@ -89,6 +147,10 @@ class Server:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        for fd in (self._spare, self.root_fd):
+            if fd is not None:
+                os.close(fd)
+        self._spare = self.root_fd = None
 
     def _spawn(self, coro) -> None:
         task = asyncio.ensure_future(coro)
@@ -118,12 +180,6 @@ class Server:
         finally:
             if not keep:
                 conn.close()
-
-    def _resolve(self, name: str) -> Path:
-        path = (self.root / name.lstrip("/")).resolve()
-        if path != self.root and self.root not in path.parents:
-            raise ProtocolError(f"{name!r} is outside the served directory")
-        return path
 
     async def _control(self, conn: socket.socket, peer: tuple) -> None:
         ctrl = Control(conn)
@@ -157,16 +213,15 @@ class Server:
         fds: list[int] = []
         try:
             if not h.mem:
-                for name in h.names or [h.name]:
-                    fds.append(_open_read(self._resolve(name)))
+                fds = await _off_loop(safefs.close_fds, safefs.open_reads, self.root_fd,
+                                      h.names or [h.name])
             sizes = [os.fstat(fd).st_size for fd in fds] if fds else [h.size or 0]
             await ctrl.send(Ready(s.token.hex(), sum(sizes), 1,
                                   sizes if h.names is not None else None))
             await self._await_streams(s)
             await self._send(ctrl, s, fds, sizes)
         finally:
-            for fd in fds:
-                os.close(fd)
+            safefs.close_fds(fds)
 
     async def _await_streams(self, s: Session) -> None:
         try:
@@ -192,17 +247,17 @@ class Server:
         files = [[n, a] for n, a in zip(sizes, adlers)] if h.names is not None else None
         await ctrl.send(Done(sent, progress.per_stream, adlers[0] if files is None else None,
                              cpu1[0] - cpu0[0], cpu1[1] - cpu0[1], files))
-        verdict = await asyncio.wait_for(ctrl.recv(), self.opts.stall_s)
+        verdict = await within(ctrl.recv(), self.opts.stall_s,
+                               "send: no verdict from the client (stall timeout)", StallError)
         if isinstance(verdict, Verdict) and not verdict.ok:
             raise IntegrityError(f"client rejected the data: {verdict.message}")
 
     async def _receive_upload(self, ctrl: Control, s: Session) -> None:
         h = s.hello
         assert h.size is not None
-        final = None if h.mem else self._resolve(h.name)
-        tmp = None if final is None else final.with_name(f".{final.name}.rig-fdt-part")
-        fd = None if tmp is None else os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        ok = False
+        up = None if h.mem else await _off_loop(safefs.Upload.close, safefs.Upload,
+                                                 self.root_fd, h.name)
+        fd = None if up is None else up.fd
         workers = StreamWorkers([])
         try:
             await ctrl.send(Ready(s.token.hex(), h.size))
@@ -219,31 +274,44 @@ class Server:
             if not isinstance(done, Done):
                 raise ProtocolError(f"expected done, got {done.type}")
             reasm.verify(done)
-            if tmp is not None and final is not None:
-                os.replace(tmp, final)
-            ok = True
+            if up is not None:
+                up.commit()
             cpu1 = cpu_times()
             await ctrl.send(Verdict(True, "", cpu1[0] - cpu0[0], cpu1[1] - cpu0[1]))
         except IntegrityError as e:
             await _try_send(ctrl, Verdict(False, str(e)))
             raise
         finally:
-            workers.close()
-            if fd is not None:
-                os.close(fd)
-            if not ok and tmp is not None:
-                tmp.unlink(missing_ok=True)
+            workers.close()              # threads stopped before the file goes
+            if up is not None:
+                up.close()               # uncommitted: nothing is left behind
 
 
-def _open_read(path: Path) -> int:
+def _refuse(conn: socket.socket) -> None:
+    """Best effort, never blocking: a Failure to a control connection, nothing to a data
+    stream (which would read it as a block)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError as e:
-        raise TransferError(f"{path.name}: {e.strerror}") from None
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
-        os.close(fd)
-        raise TransferError(f"{path.name}: not a regular file")
-    return fd
+        conn.setblocking(False)
+        try:
+            first = conn.recv(4, socket.MSG_PEEK)
+        except BlockingIOError:          # nothing sent yet: take it for a control one
+            first = b""
+        if first != DATA_MAGIC:
+            conn.send(encode(_OUT_OF_FDS))
+    except OSError:
+        pass
+
+
+async def _off_loop(undo: Callable, fn: Callable, *args):
+    """fn(*args) in a thread, so a slow open never stalls the loop; if the caller is
+    cancelled meanwhile, what fn returns is handed to `undo` instead of leaking."""
+    fut = asyncio.get_running_loop().run_in_executor(None, fn, *args)
+    try:
+        return await asyncio.shield(fut)
+    except asyncio.CancelledError:
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception() is not None
+                              or undo(f.result()))
+        raise
 
 
 async def _try_send(ctrl: Control, msg) -> None:

@@ -131,7 +131,10 @@ async def connect(addr: str, port: int, bufsize: int | None,
     try:
         infos = await asyncio.wait_for(
             loop.getaddrinfo(addr, port, type=socket.SOCK_STREAM), timeout_s)
-    except (OSError, asyncio.TimeoutError) as e:
+    except asyncio.TimeoutError:
+        raise TransferError(f"cannot resolve {addr} within the {timeout_s:g}s connect"
+                            " timeout") from None
+    except OSError as e:
         raise TransferError(f"cannot resolve {addr}: {e}") from None
     family, _, proto, _, sockaddr = infos[0]
     sock = socket.socket(family, socket.SOCK_STREAM, proto)
@@ -141,8 +144,8 @@ async def connect(addr: str, port: int, bufsize: int | None,
         await asyncio.wait_for(loop.sock_connect(sock, sockaddr), timeout_s)
     except asyncio.TimeoutError:
         sock.close()
-        raise TransferError(f"connect to {addr}:{port}: no answer within {timeout_s:g}s") \
-            from None
+        raise TransferError(f"connect to {addr}:{port}: no answer within the {timeout_s:g}s"
+                            " connect timeout") from None
     except OSError as e:
         sock.close()
         why = os.strerror(e.errno) if e.errno else str(e)
@@ -188,6 +191,17 @@ class Control:
                 raise TransferError("control connection closed by peer")
             self._pending.extend(self._decoder.feed(data))
         return self._pending.pop(0)
+
+
+async def within(aw, seconds: float, what: str, error: type = TransferError):
+    """Await aw; past `seconds`, raise `error` "WHAT within Ns" (never a bare
+    TimeoutError, which the whole-transfer deadline would claim as its own)."""
+    try:
+        return await asyncio.wait_for(aw, seconds)
+    except TimeoutError as e:
+        if e.errno is not None:          # a socket's own ETIMEDOUT, not ours
+            raise
+        raise error(f"{what} within {seconds:g}s") from None
 
 
 async def watchdog(progress: Progress, stall_s: float, what: str) -> None:
