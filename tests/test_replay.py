@@ -28,7 +28,8 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def server():
     from rig.scenario import ServerSpec
-    from rig.services.servers import ServerPlan, start_server
+    from rig.services.servers import ServerPlan
+    from rig.services.servers.start import start_server
     if shutil.which("xrootd") is None:
         pytest.fail("xrootd missing (make install)")
     base = Path(tempfile.mkdtemp(prefix="rig-replay-test-"))
