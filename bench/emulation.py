@@ -28,12 +28,14 @@ import sys
 import time
 from pathlib import Path
 
-from rig import netns, proc
-from rig.emul.profile import Direction
+from rig.realization import netns
+
+from rig.process import proc
+from rig.description.profile import Direction
 from rig.errors import RigError
-from rig.emul.choose import make_backend
-from rig.emul.profile import LinkProfile
-from rig.orchestrate import signals_as_exceptions
+from rig.realization.emul.choose import make_backend
+from rig.description.profile import LinkProfile
+from rig.orchestration.run import signals_as_exceptions
 
 RTTS_MS = (0, 10, 50, 120)
 LOSS_RTTS_MS = (10, 50, 120)

@@ -14,7 +14,7 @@ each N the tools run in turn, `--repeats` times, interleaved:
 
 Same N and, for rig-fdt and iperf3, the same socket buffers (--bufsize / -w).  CPU is
 the client process
-tree's user+sys from wait4 (rig.proc), i.e. the receiving side (iperf3-file: the
+tree's user+sys from wait4 (rig.process.proc), i.e. the receiving side (iperf3-file: the
 sending side), divided by the GB moved.  Run it alone:
 
     flock /tmp/rig-bench.lock .venv/bin/python bench/fdt.py [--rtts 0,20,120]
@@ -22,7 +22,7 @@ sending side), divided by the GB moved.  Run it alone:
         [--size 1GiB] [--bufsize 4MiB] [--time 10] [--omit S] [--repeats 3]
         [--loopback] [--json rows.json]
 
-Uses rig.proc, rig.nsprobe and the `rig net` command; never imports reports.
+Uses rig.process.proc, rig.process.nsprobe and the `rig net` command; never imports reports.
 """
 from __future__ import annotations
 
@@ -38,9 +38,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rig import nsprobe, proc, units  # noqa: E402
+from rig.description import units  # noqa: E402
+from rig.process import nsprobe, proc  # noqa: E402
 from rig.fdt import adapter  # noqa: E402
-from rig.orchestrate import signals_as_exceptions  # noqa: E402
+from rig.orchestration.run import signals_as_exceptions  # noqa: E402
 
 FDT_PORT, IPERF_PORT, XRD_PORT = 54321, 5201, 1094
 LOOPBACK_OFFSET = 10000       # the root namespace may already hold the default ports

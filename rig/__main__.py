@@ -1,3 +1,3 @@
-from .cli import main
+from rig.cli import main
 
 main()

@@ -10,7 +10,7 @@ import os
 import sys
 from pathlib import Path
 
-from .errors import ExitStatus, InputError, RigError
+from rig.errors import ExitStatus, InputError, RigError
 
 
 def _need_root(what: str) -> None:
@@ -19,7 +19,7 @@ def _need_root(what: str) -> None:
 
 
 def cmd_doctor(a) -> int:
-    from . import hostinfo
+    from rig.orchestration import hostinfo
     info = hostinfo.summary()
     info["emulation"] = hostinfo.emulation() if os.geteuid() == 0 else {"note": "run as root to probe"}
     if a.json:
@@ -39,16 +39,18 @@ def cmd_doctor(a) -> int:
 
 def cmd_plan(a) -> int:
     if a.generate or not a.scenario or a.scenario.endswith(".root"):
-        from .rootfile import cli as rootfile_cli   # caching-mode read plans
+        from rig.description.rootfile import cli as rootfile_cli   # caching-mode read plans
         return rootfile_cli.run(a)
-    from . import plan, scenario
+    from rig.orchestration import plan
+    from rig.description import scenario
     sc = scenario.load(a.scenario)
     print("\n".join(plan.plan_lines(sc)))
     return 0
 
 
 def cmd_run(a) -> int:
-    from . import orchestrate, scenario
+    from rig.orchestration import run as orchestrate
+    from rig.description import scenario
     sc = scenario.load(a.scenario)   # invalid input fails here, before anything is made
     _need_root("rig run")
     out = orchestrate.run(sc, Path(a.out).resolve() if a.out else None)
@@ -59,7 +61,7 @@ def cmd_run(a) -> int:
 
 def _draw(out: Path) -> None:
     try:
-        from . import report
+        from rig import report
     except ImportError as e:   # measurement never depends on plotting
         print(f"rig: report not drawn ({e}); run `rig report {out}` later", file=sys.stderr)
         return
@@ -68,14 +70,14 @@ def _draw(out: Path) -> None:
 
 
 def cmd_report(a) -> int:
-    from . import report
+    from rig import report
     for p in report.render(Path(a.dir)):
         print(p)
     return 0
 
 
 def cmd_compare(a) -> int:
-    from . import compare
+    from rig.report import compare
     res = compare.compare(Path(a.baseline), Path(a.candidate),
                           Path(a.out) if a.out else None, threshold=a.threshold)
     print(res.summary())
@@ -83,7 +85,7 @@ def cmd_compare(a) -> int:
 
 
 def cmd_net(a) -> int:
-    from . import netcmd
+    from rig.orchestration import netcmd
     if a.net_cmd == "list":
         print(json.dumps(netcmd.list_paths(), indent=1))
         return 0
@@ -100,7 +102,7 @@ def cmd_net(a) -> int:
 
 
 def cmd_clean(a) -> int:
-    from . import clean
+    from rig.orchestration import clean
     _need_root("rig clean")
     res = clean.clean(force=a.force, say=lambda m: print(m, file=sys.stderr))
     left = f"; left {len(res.left)} in use (see above)" if res.left else ""
@@ -123,7 +125,7 @@ def parser() -> argparse.ArgumentParser:
     d.set_defaults(fn=cmd_doctor)
     pl = sub.add_parser("plan", help="print every command a run would execute; run nothing")
     pl.add_argument("scenario", nargs="?", help="scenario YAML, or a ROOT file for a read plan")
-    from .rootfile import cli as rootfile_cli
+    from rig.description.rootfile import cli as rootfile_cli
     rootfile_cli.add_arguments(pl)
     pl.set_defaults(fn=cmd_plan)
     r = sub.add_parser("run", help="run a scenario; prints the output folder last")

@@ -1,6 +1,6 @@
 """Typed errors and exit codes shared by every layer.
 
-Must not import anything else from rig but the constants of rig.limits: every module
+Must not import anything else from rig but the constants of rig.description.limits: every module
 may raise these.
 """
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import enum
 import reprlib
 
-from .limits import QUOTE_CHARS
+from rig.description.limits import QUOTE_CHARS
 
 _MAX_MESSAGE = 4 * QUOTE_CHARS
 _REPR = reprlib.Repr()

@@ -27,5 +27,5 @@ def require_tools():
 
 
 def rig_namespaces_with(prefix: str) -> list[str]:
-    from rig import netns
+    from rig.realization import netns
     return [n for n in netns.list_namespaces() if n.startswith(prefix + "-")]

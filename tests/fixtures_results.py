@@ -1,4 +1,4 @@
-"""Synthetic runs written through rig.results.Store, where the right answer is known.
+"""Synthetic runs written through rig.results.store.Store, where the right answer is known.
 
 Throughput of each transfer is min(concurrency x streams x window / RTT, path rate,
 client CPU ceiling) x factor x (1 + noise * N(0, 1)), so a test can state which bound
@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from rig.results import Store
+from rig.results.store import Store
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 A seeded generator mutates every shipped scenario (values, structure, bytes, encodings)
 and runs `rig plan FILE` in-process on each. The property: exit 2 with exactly one
 stderr line `rig: FILE: ...` (no traceback, a value quoted in at most ~80 characters),
-or exit 0 with every number of the loaded scenario finite and inside rig.limits and a
+or exit 0 with every number of the loaded scenario finite and inside rig.description.limits and a
 plan whose every command line is shell-quoted; and nothing created in the state dir, the
 working directory or reports/. Pure: no root, no network.
 """
@@ -26,7 +26,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rig import cli, limits as L, netns, plan, scenario
+from rig import cli
+
+from rig.description import limits as L, scenario
+
+from rig.realization import netns
+
+from rig.orchestration import plan
 
 REPO = Path(__file__).resolve().parent.parent
 SEEDS = sorted((REPO / "scenarios").glob("*.yaml")) + \

@@ -4,8 +4,12 @@ from pathlib import Path
 
 import pytest
 
-from rig import netns, plan, scenario, tuning, validate
-from rig.scenario import ClientSpec, ServerSpec, Tuning
+from rig.realization import netns, tuning
+
+from rig.orchestration import pathcheck as validate, plan
+
+from rig.description import scenario
+from rig.description.scenario import ClientSpec, ServerSpec, Tuning
 from rig.services import servers, tools
 from rig.services.tools import Job
 from rig.services.tools.iperf3 import parse_iperf3

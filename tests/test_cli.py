@@ -16,7 +16,7 @@ def rig(*args, cwd=None, timeout=120, env=None):
 
 
 def test_invalid_scenario_is_one_line_exit_2_and_creates_nothing(tmp_path):
-    from rig import netns
+    from rig.realization import netns
     bad = tmp_path / "bad.yaml"
     bad.write_text((REPO / "scenarios/quick.yaml").read_text().replace("rtt: [0ms", "rtt: [0parsec"))
     before = set(netns.list_namespaces())

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from fixtures_results import make_run
-from rig.compare import Draft, decide, compare
+from rig.report.compare import Draft, decide, compare
 from rig.errors import InputError
-from rig.results import Store
+from rig.results.store import Store
 
 
 def _drop(client: str, rtts: set[float], factor: float):
@@ -193,7 +193,7 @@ def test_compare_works_without_matplotlib(tmp_path: Path) -> None:
     base = make_run(tmp_path / "a", seed=1)
     cand = make_run(tmp_path / "b", seed=2, factor=_drop("curl", {60.0}, 0.7))
     script = ("import sys; sys.modules['matplotlib'] = None\n"
-              "from rig.compare import compare\n"
+              "from rig.report.compare import compare\n"
               f"r = compare({str(base)!r}, {str(cand)!r}, {str(tmp_path / 'o')!r})\n"
               "print(r.exit_code, sorted(f.name for f in r.files))\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)

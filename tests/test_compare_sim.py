@@ -1,7 +1,7 @@
 """`rig compare` must not cry wolf: simulated comparisons whose truth is known.
 
 Each comparison has 12 matched points with lognormal run-to-run noise (sigma of log
-throughput = the noise level); it goes through rig.compare.decide(), the same code
+throughput = the noise level); it goes through rig.report.compare.decide(), the same code
 `rig compare` runs. Pure, seeded, a few seconds.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ import random
 
 import pytest
 
-from rig.compare import FAILED, REGRESSION, Draft, decide
+from rig.report.compare import FAILED, REGRESSION, Draft, decide
 
 POINTS = 12
 COMPARISONS = 400

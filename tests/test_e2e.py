@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rig import netns
-from rig.results import Store
+from rig.realization import netns
+from rig.results.store import Store
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parent.parent

@@ -7,11 +7,11 @@ import struct
 
 import pytest
 
-from rig.emul.engine import nfq
-from rig.emul.engine.core import (DROP_LOSS, DROP_QUEUE, HOLD, HOLD_DUP, DirectionQueue,
+from rig.realization.emul.engine import nfq
+from rig.realization.emul.engine.core import (DROP_LOSS, DROP_QUEUE, HOLD, HOLD_DUP, DirectionQueue,
                                   WakeCompensator)
-from rig.emul.profile import Direction, GilbertElliott
-from rig.linkstats import LATENESS_LABELS
+from rig.description.profile import Direction, GilbertElliott
+from rig.description.linkstats import LATENESS_LABELS
 
 
 def q(**kw) -> DirectionQueue:
@@ -259,7 +259,7 @@ def test_parse_slots_without_stamps_and_with_errors():
 
 def test_recvmmsg_fills_slots_in_one_call():
     import socket
-    from rig.emul.engine.mmsg import MmsgReceiver
+    from rig.realization.emul.engine.mmsg import MmsgReceiver
     a, b = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
     with a, b:
         mm = MmsgReceiver(b.fileno(), slots=4, slot=64)

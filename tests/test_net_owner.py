@@ -14,7 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from rig import clean, netcmd, netns, owner, proc, scenario, schema
+from rig.orchestration import clean, netcmd
+
+from rig.realization import netns
+
+from rig.process import owner, proc
+
+from rig.description import scenario, schema
 from rig.errors import InputError
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,7 +53,7 @@ def _states_named(name: str) -> dict[str, dict]:
 
 
 def _ping_ms(info: dict) -> float:
-    from rig.validate import parse_ping
+    from rig.orchestration.pathcheck import parse_ping
     r = proc.run(["ping", "-n", "-q", "-c", "10", "-i", "0.05", info["server_addr"]],
                  netns=info["client_ns"], timeout=20)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -5,11 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from rig.emul import netem, userspace
-from rig.emul.base import LinkSite
-from rig.emul.choose import make_backend
+from rig.realization.emul import netem, userspace
+from rig.realization.emul.base import LinkSite
+from rig.realization.emul.choose import make_backend
 from rig.errors import InputError
-from rig.emul.profile import Direction, GilbertElliott, LinkProfile
+from rig.description.profile import Direction, GilbertElliott, LinkProfile
 
 SITE = LinkSite(path="p0", prefix="rig1a2b", router_ns="rig1a2b-0r", to_client_if="rig1a2b0rc",
                 to_server_if="rig1a2b0rs", client_net="198.18.0.0/30",
@@ -100,7 +100,7 @@ def test_userspace_plan_is_fail_closed_and_prefixed():
     cmds = userspace.UserspaceBackend(python="/py").plan(SITE, prof)
     engine, *rest = cmds
     assert engine[:4] == ["ip", "netns", "exec", "rig1a2b-0r"]
-    assert engine[4:7] == ["/py", "-m", "rig.emul.engine"]
+    assert engine[4:7] == ["/py", "-m", "rig.realization.emul.engine"]
     assert engine[engine.index("--queues") + 1:engine.index("--queues") + 3] == ["4", "5"]
     tbfs = [c for c in rest if "tbf" in c]
     rules = [c for c in rest if "NFQUEUE" in c]

@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from rig import netns, proc, tuning
-from rig.services import data
+from rig.realization import netns, tuning
+
+from rig.process import proc
+from rig.realization import data
 
 pytestmark = pytest.mark.netns
 REPO = Path(__file__).resolve().parent.parent
@@ -71,7 +73,7 @@ def test_net_up_list_down():
             assert info[k]
         p = proc.run(["ping", "-n", "-q", "-c", "10", "-i", "0.05", info["server_addr"]],
                      netns=info["client_ns"], timeout=20)
-        from rig.validate import parse_ping
+        from rig.orchestration.pathcheck import parse_ping
         mean = parse_ping(p.stdout).mean_ms
         assert mean == pytest.approx(30.0, rel=0.15), p.stdout   # loaded 2-core tolerance
         listed = json.loads(subprocess.run([*RIG, "net", "list"], capture_output=True,
@@ -127,7 +129,7 @@ def test_sigkill_then_rig_clean_leaves_nothing(tmp_path):
     assert _leftovers(prefix) == _clean(prefix)
     assert tuning.read(tuning.GLOBAL_KEYS) == before
     # measured rows that landed before the kill are still readable
-    from rig.results import Store
+    from rig.results.store import Store
     st = Store.open(tmp_path / "out")
     assert st.validations()
 
@@ -141,7 +143,7 @@ def test_run_that_cannot_proceed_exits_1_in_one_line_and_leaves_nothing(tmp_path
     assert lines[-1].startswith("rig: server xrootd (xrootd, root): exited before listening")
     assert '"/nonexistent/xrootd" failed' in lines[-1]
     assert "Traceback" not in r.stderr
-    from rig.results import Store
+    from rig.results.store import Store
     prefix = Store.open(tmp_path / "out").environment()["prefix"]
     assert _leftovers(prefix) == _clean(prefix)
 

@@ -4,7 +4,9 @@ from pathlib import Path
 
 import pytest
 
-from rig import hostinfo, plan, scenario, steps, transfer
+from rig.orchestration import hostinfo, plan, transfer
+
+from rig.description import scenario, steps
 from rig.errors import InputError
 from rig.services import servers, tools
 from rig.services.tools import Capabilities, ClientTool, Job, Parsed

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rig.rootfile import generate, layout, plan, select
+from rig.description.rootfile import generate, layout, plan, select
 
 pytestmark = pytest.mark.e2e
 MiB = 1 << 20
@@ -27,7 +27,7 @@ def _free_port() -> int:
 
 @pytest.fixture(scope="module")
 def server():
-    from rig.scenario import ServerSpec
+    from rig.description.scenario import ServerSpec
     from rig.services.servers import ServerPlan
     from rig.services.servers.start import start_server
     if shutil.which("xrootd") is None:
@@ -61,7 +61,7 @@ OPTS = plan.Options(segment_size=4 * MiB, read_chunk=1 * MiB)
 def test_replay_moves_exactly_the_planned_bytes(server, proto, mode):
     if proto == "root":
         pytest.importorskip("XRootD", reason="XRootD Python bindings (pip install xrootd)")
-    from rig.replay import run
+    from rig.services.replay import run
     sp, path, lay = server
     p = plan.make(lay, select.by_percent(lay, 30, seed=4), mode, OPTS)
     r = run.replay(p, sp.url(proto, "f.root"), timeout=60)
@@ -75,7 +75,7 @@ def test_replay_moves_exactly_the_planned_bytes(server, proto, mode):
 def test_storage_rounds_are_synchronous(server, proto):
     if proto == "root":
         pytest.importorskip("XRootD", reason="XRootD Python bindings (pip install xrootd)")
-    from rig.replay import run
+    from rig.services.replay import run
     sp, _path, lay = server
     sel = select.by_percent(lay, 30, seed=4)
     st = plan.make(lay, sel, "storage", OPTS)
@@ -88,7 +88,7 @@ def test_storage_rounds_are_synchronous(server, proto):
 
 def test_a_missing_file_is_one_error_line(server):
     from rig.errors import RigError
-    from rig.replay import run
+    from rig.services.replay import run
     sp, _path, lay = server
     p = plan.make(lay, ("br0001",), "storage", OPTS)
     with pytest.raises(RigError) as e:

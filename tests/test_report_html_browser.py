@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from fixtures_results import make_run
-from rig.compare import compare
+from rig.report.compare import compare
 from rig.report import render
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -19,7 +19,7 @@ import pytest
 
 from fixtures_results import DEFAULT_CLIENTS, make_run
 from rig.cli import main
-from rig.results import _TABLES
+from rig.results.store import _TABLES
 
 MUTATIONS = 150
 CHARTED = 15        # valid folders drawn with charts; the rest without, to bound the time

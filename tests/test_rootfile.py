@@ -11,7 +11,7 @@ import pytest
 import uproot
 
 from rig.errors import InputError
-from rig.rootfile import generate, layout, plan, select
+from rig.description.rootfile import generate, layout, plan, select
 
 MiB = 1 << 20
 SPEC = generate.FileSpec(size_bytes=8 * MiB, n_branches=50, cluster_bytes=1 * MiB, seed=7)

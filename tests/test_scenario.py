@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from rig import scenario, steps
+from rig.description import scenario, steps
 from rig.errors import InputError
 
 REPO = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""rig.stats against published values (Student's t tables, closed forms)."""
+"""rig.report.stats against published values (Student's t tables, closed forms)."""
 from __future__ import annotations
 
 import math
@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from rig.stats import betainc, holm, t_cdf, t_ppf, welch_log
+from rig.report.stats import betainc, holm, t_cdf, t_ppf, welch_log
 
 # Two-sided 95 % and 99 % critical values of Student's t (any statistics textbook table).
 T_TABLE = [(1, 0.975, 12.706), (2, 0.975, 4.303), (3, 0.975, 3.182), (4, 0.975, 2.776),

@@ -1,4 +1,4 @@
-"""The typed stats contract (rig.linkstats) from the engine's real counters to the verdict.
+"""The typed stats contract (rig.description.linkstats) from the engine's real counters to the verdict.
 
 The userspace engine's real sans-IO core (fake clock) and the engine process's real
 stats() assembly produce the stats; they go through to_json -> SQLite -> load_stats ->
@@ -16,12 +16,13 @@ from types import SimpleNamespace
 import pytest
 
 from fixtures_results import Client, make_run
-from rig.emul.engine import server
-from rig.emul.engine.core import DROP_QUEUE, HOLD, DirectionQueue
-from rig.emul.netem import netem_stats
-from rig.emul.none import NoneBackend
-from rig.emul.profile import Direction, LinkProfile
-from rig.linkstats import (STATS_VERSION, EmulStats, StatsFormatError, UnreadableStats,
+from rig.realization.emul.engine import server
+from rig.realization.emul.engine.core import DROP_QUEUE, HOLD, DirectionQueue
+from rig.realization.emul.netem import netem_stats
+from rig.realization.emul.none import NoneBackend
+from rig.description import linkstats
+from rig.description.profile import Direction, LinkProfile
+from rig.description.linkstats import (STATS_VERSION, EmulStats, StatsFormatError, UnreadableStats,
                            load_stats, qdisc_dir_stats)
 from rig.report import load_run, verdicts
 from rig.report.verdict import engine_issues
@@ -226,7 +227,7 @@ def test_netem_qdiscs_drops_by_cause() -> None:
 
 
 def test_contract_module_imports_nothing_that_runs() -> None:
-    tree = ast.parse((Path(server.__file__).parents[2] / "linkstats.py").read_text())
+    tree = ast.parse(Path(linkstats.__file__).read_text())
     names = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert names <= {"__future__", "bisect", "json", "math", "dataclasses", "typing"}, names

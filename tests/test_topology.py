@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rig import netns, scenario, topology
+from rig.realization import netns
+
+from rig.description import scenario, topology
 from rig.errors import InputError
 
 REPO = Path(__file__).resolve().parent.parent

@@ -9,8 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from rig import netns, proc, scenario
-from rig.emul.profile import LinkProfile
+from rig.realization import netns
+
+from rig.process import proc
+
+from rig.description import scenario
+from rig.description.profile import LinkProfile
 
 pytestmark = pytest.mark.netns
 REPO = Path(__file__).resolve().parent.parent
@@ -72,9 +76,9 @@ def test_shipped_topology_is_built_pings_across_and_is_removed(name, tmp_path):
 
 @pytest.mark.parametrize("name", ["multi-origin", "tpc"])
 def test_emulation_applies_to_every_origin(name, tmp_path):
-    from rig.emul.choose import make_backend
-    from rig.emul.userspace import kernel_has_nfqueue
-    from rig.emul.netem import kernel_has_netem
+    from rig.realization.emul.choose import make_backend
+    from rig.realization.emul.userspace import kernel_has_nfqueue
+    from rig.realization.emul.netem import kernel_has_netem
     if not (kernel_has_netem() or kernel_has_nfqueue()):
         pytest.skip("no link emulation on this kernel")
     topo = scenario.parse_topology(REPO / "topologies" / f"{name}.yaml")

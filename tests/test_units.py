@@ -1,6 +1,6 @@
 import pytest
 
-from rig import units
+from rig.description import units
 
 
 @pytest.mark.parametrize("text,want", [("50ms", 0.05), ("0ms", 0.0), ("1.5s", 1.5),

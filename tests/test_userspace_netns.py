@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from rig import netns, proc
-from rig.emul.profile import Direction, LinkProfile
-from rig.emul.userspace import UserspaceBackend, control_path, kernel_has_nfqueue
+from rig.realization import netns
+
+from rig.process import proc
+from rig.description.profile import Direction, LinkProfile
+from rig.realization.emul.userspace import UserspaceBackend, control_path, kernel_has_nfqueue
 from rig.errors import StepAborted
-from rig.linkstats import load_stats
+from rig.description.linkstats import load_stats
 from rig.report.verdict import engine_issues
 
 pytestmark = [

@@ -1,4 +1,4 @@
 """`python -m rig.fdt`: the same as the `rig-fdt` console script."""
-from .cli import main
+from rig.fdt.cli import main
 
 raise SystemExit(main())

@@ -4,7 +4,7 @@ The rig registers these as server ``fdt`` and client ``fdt``.  The argv start wi
 ``sys.executable -m rig.fdt`` (an absolute path), so they work unchanged inside
 ``ip netns exec NS ...`` whatever PATH the namespace shell has.
 
-Pure functions only: must not import asyncio, the transport, rig.proc or anything that
+Pure functions only: must not import asyncio, the transport, rig.process.proc or anything that
 runs; bad input raises ValueError.
 """
 from __future__ import annotations

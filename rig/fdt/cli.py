@@ -16,7 +16,7 @@ Exit status: 0 ok, 1 transfer failed, 2 bad usage, 3 integrity error, 4 stalled 
 the deadline, 130 interrupted.  SIGTERM and SIGINT take the same shutdown path.
 
 ``main()`` maps exceptions to exit codes; ``program()`` holds the logic.  May import
-rig.units (pure); nothing else from rig outside rig.fdt.
+rig.description.units (pure); nothing else from rig outside rig.fdt.
 """
 from __future__ import annotations
 
@@ -30,11 +30,11 @@ import signal
 import sys
 from typing import Callable, Sequence, TextIO
 
-from ..units import parse_duration, parse_size
-from . import client
-from .protocol import MAX_BLOCK, MAX_BUFSIZE, MAX_FILES, IntegrityError, ProtocolError
-from .server import Server
-from .transport import DEFAULT_BLOCK, DeadlineError, Options, Progress, StallError, \
+from rig.description.units import parse_duration, parse_size
+from rig.fdt import client
+from rig.fdt.protocol import MAX_BLOCK, MAX_BUFSIZE, MAX_FILES, IntegrityError, ProtocolError
+from rig.fdt.server import Server
+from rig.fdt.transport import DEFAULT_BLOCK, DeadlineError, Options, Progress, StallError, \
     TransferError
 
 DEFAULT_PORT = 54321      # FDT's default port

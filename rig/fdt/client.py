@@ -19,10 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from .protocol import (DataHello, Done, Failure, FileSet, Hello, IntegrityError,
+from rig.fdt.protocol import (DataHello, Done, Failure, FileSet, Hello, IntegrityError,
                        ProtocolError, Ready, Verdict)
-from .streams import FileSource, MemSource, StreamWorkers, receiver, send_all
-from .transport import (Control, DeadlineError, Intervals, Options, Progress, StallError,
+from rig.fdt.streams import FileSource, MemSource, StreamWorkers, receiver, send_all
+from rig.fdt.transport import (Control, DeadlineError, Intervals, Options, Progress, StallError,
                         TransferError, close_all, connect, cpu_times, run_all, steady_rate,
                         within)
 

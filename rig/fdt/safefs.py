@@ -24,7 +24,7 @@ import errno
 import os
 import stat
 
-from .protocol import ProtocolError
+from rig.fdt.protocol import ProtocolError
 
 _SYS_OPENAT2 = 437                     # the same number on every Linux architecture
 _RESOLVE = 0x02 | 0x04 | 0x08          # NO_MAGICLINKS | NO_SYMLINKS | BENEATH

@@ -22,12 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from . import safefs
-from .protocol import (DATA_HELLO_SIZE, DATA_MAGIC, CONTROL_MAGIC, DataHello,
+from rig.fdt import safefs
+from rig.fdt.protocol import (DATA_HELLO_SIZE, DATA_MAGIC, CONTROL_MAGIC, DataHello,
                        Done, Failure, FileSet, Hello, IntegrityError, ProtocolError, Ready,
                        Verdict, encode)
-from .streams import FileSource, MemSource, StreamWorkers, receiver, send_all
-from .transport import (Control, Options, Progress, StallError, TransferError, close_all,
+from rig.fdt.streams import FileSource, MemSource, StreamWorkers, receiver, send_all
+from rig.fdt.transport import (Control, Options, Progress, StallError, TransferError, close_all,
                         cpu_times, recv_exact, reraise_as_transfer, run_all, set_bufsize,
                         within)
 

@@ -30,9 +30,9 @@ import time
 import zlib
 from typing import Callable
 
-from .protocol import (HEADER_SIZE, BlockHeader, BlockScheduler, FileSet, Reassembly,
+from rig.fdt.protocol import (HEADER_SIZE, BlockHeader, BlockScheduler, FileSet, Reassembly,
                        adler32_combine, adler32_repeat)
-from .transport import Progress, TransferError, run_all
+from rig.fdt.transport import Progress, TransferError, run_all
 
 # recv_into target per stream: small enough that N of them stay in cache (2 MiB L2 here).
 # 0 ms path, 8 streams, memory mode: 256 KiB 28-41 Gbit/s vs 1 MiB 22-25; file mode level.

@@ -18,7 +18,7 @@ import socket
 import time
 from dataclasses import dataclass, field
 
-from .protocol import CONTROL_MAGIC, FrameDecoder, Message, ProtocolError, encode
+from rig.fdt.protocol import CONTROL_MAGIC, FrameDecoder, Message, ProtocolError, encode
 
 DEFAULT_BLOCK = 4 << 20
 

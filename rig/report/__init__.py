@@ -6,17 +6,17 @@ from DIR/results.sqlite alone (no root, no network).
 Charts need matplotlib (the `report` extra); without it the tables, verdicts and
 report.html are still written and the report says why the charts are missing.
 matplotlib is imported only inside render(), so importing rig.report (or its pure
-modules model, verdict, tables, style, html, which rig.compare uses) never needs it.
+modules model, verdict, tables, style, html, which rig.report.compare uses) never needs it.
 
-Must not import rig.netns, rig.proc, rig.services or rig.emul: measurement code never
+Must not import rig.realization.netns, rig.process.proc, rig.services or rig.realization.emul: measurement code never
 depends on reports, and reports never touch the host.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from .model import Run, load_run
-from .verdict import Verdict, verdicts
+from rig.report.model import Run, load_run
+from rig.report.verdict import Verdict, verdicts
 
 __all__ = ["render", "load_run", "Run", "Verdict", "verdicts"]
 
@@ -24,7 +24,7 @@ __all__ = ["render", "load_run", "Run", "Verdict", "verdicts"]
 def draw_charts(run: Run, out_dir: Path, vmap: dict) -> tuple[list[Path], list[str]]:
     """Charts if matplotlib is importable, else no files and a note saying so."""
     try:
-        from . import charts
+        from rig.report import charts
     except ImportError as e:
         return [], [f"charts not drawn: matplotlib is not available ({e})"]
     return charts.draw_all(run, out_dir, vmap)
@@ -36,8 +36,8 @@ def render(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
 
     Raises rig.errors.InputError when run_dir holds no readable results.sqlite.
     """
-    from .html import report_html
-    from .tables import write_tables
+    from rig.report.html import report_html
+    from rig.report.tables import write_tables
     run = load_run(Path(run_dir))
     out = Path(out_dir) if out_dir is not None else run.dir
     out.mkdir(parents=True, exist_ok=True)

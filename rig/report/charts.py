@@ -10,7 +10,7 @@ which one core could not keep up with the path rate.
   throughput_vs_streams    throughput vs streams, one panel per RTT (seed 000 figs 9, 12)
   cpu_per_gb               client CPU seconds per GB moved, user and system
 
-Must not import rig.netns, rig.proc, rig.services or rig.emul; only reports import it.
+Must not import rig.realization.netns, rig.process.proc, rig.services or rig.realization.emul; only reports import it.
 """
 from __future__ import annotations
 
@@ -25,8 +25,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from . import style
-from .model import Point, Run, series_id, series_labels
+from rig.report import style
+from rig.report.model import Point, Run, series_id, series_labels
 
 MAX_PANELS = 4
 LOG_RATIO = 10.0      # throughput_vs_rtt switches to a log axis above this max/min span

@@ -6,7 +6,7 @@
                            panel per client configuration, with the window bound and
                            path rate of each run; regressed points ringed in red
 
-Must not import rig.netns, rig.proc, rig.services or rig.emul.
+Must not import rig.realization.netns, rig.process.proc, rig.services or rig.realization.emul.
 """
 from __future__ import annotations
 
@@ -19,12 +19,12 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from . import style
-from .charts import errorbar, gbit, save
-from .model import Point, Run, series_id, series_labels
+from rig.report import style
+from rig.report.charts import errorbar, gbit, save
+from rig.report.model import Point, Run, series_id, series_labels
 
 if TYPE_CHECKING:
-    from ..compare import CompareResult, Pair
+    from rig.report.compare import CompareResult, Pair
 
 MAX_ROWS = 80
 MAX_PANELS = 12

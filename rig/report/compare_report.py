@@ -1,8 +1,8 @@
 """Files of a comparison between two runs: compare.csv, compare.md, compare.html and,
 when matplotlib is importable, the overlay charts (compare_charts).
 
-Pure Python except for the lazy import of compare_charts; must not import rig.netns,
-rig.proc, rig.services or rig.emul.
+Pure Python except for the lazy import of compare_charts; must not import rig.realization.netns,
+rig.process.proc, rig.services or rig.realization.emul.
 """
 from __future__ import annotations
 
@@ -12,12 +12,12 @@ import statistics
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from . import html as H
-from .model import Run
-from .tables import markdown
+from rig.report import html as H
+from rig.report.model import Run
+from rig.report.tables import markdown
 
 if TYPE_CHECKING:
-    from ..compare import CompareResult, Pair
+    from rig.report.compare import CompareResult, Pair
 
 PAIR_HEADER = ["path", "RTT (ms)", "client", "streams", "conc", "baseline Gbit/s",
                "candidate Gbit/s", "change", "95 % interval", "status",
@@ -73,7 +73,7 @@ def _run_line(run: Run) -> str:
 
 
 def _method(result: "CompareResult") -> str:
-    from ..compare import MIN_REPEATS
+    from rig.report.compare import MIN_REPEATS
     tested = sum(1 for p in result.pairs if p.p is not None)
     few = sum(1 for p in result.pairs if p.p is None and p.base and p.cand)
     text = (f"Matched on path, RTT, client configuration, streams and concurrency. The "
@@ -147,7 +147,7 @@ def write_all(result: "CompareResult", base: Run, cand: Run) -> list[Path]:
     out = result.out_dir
     images: list[Path] = []
     try:
-        from . import compare_charts
+        from rig.report import compare_charts
     except ImportError as e:
         result.notes.append(f"charts not drawn: matplotlib is not available ({e})")
     else:

@@ -2,9 +2,9 @@
 bottleneck verdicts, the path validations, engine statistics and the environment.
 Readable offline, no script, no external resource.
 
-Also the small HTML helpers rig.compare uses for compare.html.
+Also the small HTML helpers rig.report.compare uses for compare.html.
 
-Pure Python: must not import matplotlib, rig.netns, rig.proc, rig.services or rig.emul.
+Pure Python: must not import matplotlib, rig.realization.netns, rig.process.proc, rig.services or rig.realization.emul.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
-from .model import Run
-from .tables import ENGINE_COLUMNS, SUMMARY_COLUMNS, VALIDATION_COLUMNS, engine_rows, \
+from rig.report.model import Run
+from rig.report.tables import ENGINE_COLUMNS, SUMMARY_COLUMNS, VALIDATION_COLUMNS, engine_rows, \
     rtt_table, summary_rows, validation_rows
 
 CSS = """

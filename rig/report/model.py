@@ -5,7 +5,7 @@ A *point* is one (path, RTT, client configuration, streams, concurrency) cell of
 its samples are the aggregate throughputs of its repeats (concurrency N stores N rows
 with one aggregate_bps per repeat). Everything here is read from results.sqlite alone.
 
-Pure Python: must not import matplotlib, rig.netns, rig.proc, rig.services or rig.emul.
+Pure Python: must not import matplotlib, rig.realization.netns, rig.process.proc, rig.services or rig.realization.emul.
 """
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError
-from .. import results_check
-from ..results import Store
+from rig.errors import InputError
+from rig.results import check as results_check
+from rig.results.store import Store
 
 # Per-measurement settings that, when they differ between two runs, explain a change.
 SETTINGS = ("backend", "window_bytes", "tcp_rmem_max", "tcp_wmem_max",
@@ -42,7 +42,7 @@ class Key:
 
 
 def key_order(k: Key) -> tuple:
-    from .style import sort_key
+    from rig.report.style import sort_key
     return (k.path, k.rtt_ms if k.rtt_ms is not None else -1.0, sort_key(k.client),
             k.streams, k.concurrency)
 

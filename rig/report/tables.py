@@ -7,7 +7,7 @@
   table is the seed's "only highest values are shown".
 - validations.csv: the path checks of every step.
 
-Pure Python: must not import matplotlib, rig.netns, rig.proc, rig.services or rig.emul.
+Pure Python: must not import matplotlib, rig.realization.netns, rig.process.proc, rig.services or rig.realization.emul.
 """
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from ..linkstats import STATS_VERSION, UnreadableStats
-from .model import Point, Run, series_id, series_labels
-from .verdict import Verdict, step_engine_stats
+from rig.description.linkstats import STATS_VERSION, UnreadableStats
+from rig.report.model import Point, Run, series_id, series_labels
+from rig.report.verdict import Verdict, step_engine_stats
 
 SUMMARY_COLUMNS = ("client", "rtt_ms", "n", "mean_gbps", "min_gbps", "max_gbps",
                    "std_gbps", "path", "streams", "concurrency", "failed",

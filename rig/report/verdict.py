@@ -14,17 +14,17 @@ For one point (path, RTT, client configuration, streams, concurrency), in this o
 When several bounds fit, the tightest is the verdict and the others are listed in `also`.
 Seed 000 needed a profiler to find its CPU-bound poller thread; this makes it a column.
 
-Engine evidence comes from the typed stats contract (rig.linkstats), never from key
+Engine evidence comes from the typed stats contract (rig.description.linkstats), never from key
 names: a counter renamed in a backend breaks the contract test, not the verdict.
 
-Pure Python: must not import matplotlib, rig.netns, rig.proc, rig.services or rig.emul.
+Pure Python: must not import matplotlib, rig.realization.netns, rig.process.proc, rig.services or rig.realization.emul.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..linkstats import EMULATOR_DROPS, DirStats, EmulStats, UnreadableStats, load_stats
-from .model import Point, Run
+from rig.description.linkstats import EMULATOR_DROPS, DirStats, EmulStats, UnreadableStats, load_stats
+from rig.report.model import Point, Run
 
 NEAR = 0.85          # at >= 85 % of a bound, the bound is what limits
 ABOVE = 1.15         # more than 15 % above a "bound" means it was not the bound

@@ -1,5 +1,5 @@
 """Server and client adapters: one per tool, in explicit registries.
 
 Adapters build argv lists and parse output with pure functions; starting and reaping
-goes through rig.proc. Must not import orchestration or reports.
+goes through rig.process.proc. Must not import orchestration or reports.
 """

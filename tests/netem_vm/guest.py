@@ -2,7 +2,7 @@
 and measures what the paths do. Writes OUT/result.json; judges nothing (the host-side
 tests in tests/test_netem_vm.py assert, with checks.py).
 
-Every command goes through rig.proc (argv, deadline, group kill). The VM is a world of
+Every command goes through rig.process.proc (argv, deadline, group kill). The VM is a world of
 its own: every namespace and qdisc in it was made here.
 """
 from __future__ import annotations
@@ -18,9 +18,9 @@ from pathlib import Path
 WORKTREE = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(WORKTREE))
 
-from rig import proc  # noqa: E402
-from rig.services.servers import start_iperf3_server  # noqa: E402
-from rig.validate import parse_ping  # noqa: E402
+from rig.process import proc  # noqa: E402
+from rig.services.servers.start import start_iperf3_server  # noqa: E402
+from rig.orchestration.pathcheck import parse_ping  # noqa: E402
 
 RIG = str(WORKTREE / ".venv" / "bin" / "rig")
 IPERF_PORT = 5201
@@ -101,7 +101,7 @@ def profile_run(name: str, args: list[str], checks: tuple[str, ...], opts) -> di
     res["t"]["up_s"] = time.monotonic() - t
     info = json.loads(up.stdout.strip().splitlines()[-1])
     res["up"] = info
-    res["to_client_if"] = f"{info['prefix']}0rc"     # rig.netns: PathNames.ifname("r", "c")
+    res["to_client_if"] = f"{info['prefix']}0rc"     # rig.realization.netns: PathNames.ifname("r", "c")
     res["to_server_if"] = f"{info['prefix']}0rs"
     c, r, s, addr = info["client_ns"], info["router_ns"], info["server_ns"], info["server_addr"]
     devs = [ln.split(":")[1].strip().split("@")[0] for ln in

@@ -12,7 +12,7 @@ never run here. This driver:
    stays in the guest), mounts the unpacked modules on /lib/modules (so the kernel can
    autoload sch_netem, veth ... through busybox modprobe), a writable 9p share for
    results, switches root and runs `guest.py` from this worktree with its venv;
-4. waits with a deadline (rig.proc: new session, TERM/KILL of qemu's group on timeout)
+4. waits with a deadline (rig.process.proc: new session, TERM/KILL of qemu's group on timeout)
    and returns guest.py's JSON.
 
 Usage: python -m tests.netem_vm.vm [--out DIR]   (from the worktree, as root)
@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 WORKTREE = HERE.parents[1]
 sys.path.insert(0, str(WORKTREE))
 
-from rig import proc  # noqa: E402
+from rig.process import proc  # noqa: E402
 
 CACHE = Path(os.environ.get("RIG_NETEMVM_CACHE",
                             Path(os.environ.get("XDG_CACHE_HOME", "/root/.cache"))

@@ -6,7 +6,7 @@ the log files worth quoting when it fails to start. `ServerPlan` is one instance
 will run. Starting and probing live in `start.py` (it runs processes); this module and
 the kind modules are pure, so the scenario loader can validate server kinds from here.
 
-Must not import rig.proc, orchestration or reports.
+Must not import rig.process.proc, orchestration or reports.
 """
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from ...scenario import ServerSpec
+    from rig.description.scenario import ServerSpec
 
 IPERF3_PORT = 5201        # the path's validation server (not a scenario server kind)
 PORT_STEP = 10            # the k-th server of a path adds k * PORT_STEP to its ports

@@ -1,8 +1,8 @@
 """rig-fdt serve: the FDT-style server (control and data streams on one port)."""
 from __future__ import annotations
 
-from ...fdt import adapter
-from . import ServerKind, ServerPlan, register
+from rig.fdt import adapter
+from rig.services.servers import ServerKind, ServerPlan, register
 
 
 @register

@@ -1,7 +1,7 @@
 """nginx: HTTP with sendfile, its own config, pid and temp paths in the run directory."""
 from __future__ import annotations
 
-from . import ServerKind, ServerPlan, register
+from rig.services.servers import ServerKind, ServerPlan, register
 
 
 @register

@@ -1,4 +1,4 @@
-"""Starting servers: write a plan's configs, start it as a rig.proc.Service in its
+"""Starting servers: write a plan's configs, start it as a rig.process.proc.Service in its
 namespace, probe its ports against a deadline (never a sleep).
 
 Must not import orchestration or reports.
@@ -11,9 +11,9 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from ... import nsprobe, proc
-from ...errors import RigError
-from . import ServerPlan, iperf3_server_argv
+from rig.process import nsprobe, proc
+from rig.errors import RigError
+from rig.services.servers import ServerPlan, iperf3_server_argv
 
 READY_TIMEOUT_S = 20.0
 

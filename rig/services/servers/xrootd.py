@@ -1,7 +1,7 @@
 """xrootd: root:// and HTTP (XrdHttp) from one instance, run as user xrootd."""
 from __future__ import annotations
 
-from . import ServerKind, ServerPlan, register
+from rig.services.servers import ServerKind, ServerPlan, register
 
 
 @register

@@ -7,7 +7,7 @@ and environment of one `Job`, how it parses its own output, and which extra colu
 adds to a transfers row. Adding a tool is adding one module to this folder; the
 scenario schema, the run, `rig plan`, `rig doctor` and the reports read this registry.
 
-Pure: argv builders and parsers only; must not import rig.proc, orchestration or
+Pure: argv builders and parsers only; must not import rig.process.proc, orchestration or
 reports (the scenario loader imports it to validate client configurations).
 """
 from __future__ import annotations
@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 if TYPE_CHECKING:  # the scenario imports this registry; types only, no cycle
-    from ...scenario import ClientSpec, FileSpec
-    from ..servers import ServerPlan
+    from rig.description.scenario import ClientSpec, FileSpec
+    from rig.services.servers import ServerPlan
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import json
 
-from . import Capabilities, ClientTool, Job, Parsed, last_line, register
+from rig.services.tools import Capabilities, ClientTool, Job, Parsed, last_line, register
 
 
 @register

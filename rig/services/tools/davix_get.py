@@ -1,7 +1,7 @@
 """davix-get (libdavix): HTTP downloads, one stream."""
 from __future__ import annotations
 
-from . import Capabilities, ClientTool, Job, register
+from rig.services.tools import Capabilities, ClientTool, Job, register
 
 
 @register

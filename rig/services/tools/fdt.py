@@ -3,13 +3,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ...fdt import adapter
-from ...limits import MAX_STREAMS
-from . import Capabilities, ClientTool, Job, Parsed, last_line, register
+from rig.fdt import adapter
+from rig.description.limits import MAX_STREAMS
+from rig.services.tools import Capabilities, ClientTool, Job, Parsed, last_line, register
 
 if TYPE_CHECKING:
-    from ...scenario import ClientSpec, FileSpec
-    from ..servers import ServerPlan
+    from rig.description.scenario import ClientSpec, FileSpec
+    from rig.services.servers import ServerPlan
 
 
 @register

@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from ...limits import MAX_STREAMS
-from . import Capabilities, ClientTool, Job, Parsed, register
+from rig.description.limits import MAX_STREAMS
+from rig.services.tools import Capabilities, ClientTool, Job, Parsed, register
 
 if TYPE_CHECKING:
-    from ...scenario import ClientSpec, FileSpec
-    from ..servers import ServerPlan
+    from rig.description.scenario import ClientSpec, FileSpec
+    from rig.services.servers import ServerPlan
 
 
 @register

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import re
 
-from . import Capabilities, ClientTool, Job, Parsed, last_line, register
+from rig.services.tools import Capabilities, ClientTool, Job, Parsed, last_line, register
 
 # xrdcp 5.5 retries a refused connection for ~8 minutes by default; fail fast instead.
 XRD_FAIL_FAST = {"XRD_CONNECTIONRETRY": "1", "XRD_CONNECTIONWINDOW": "5",

@@ -1,0 +1,45 @@
+"""Every limit on what a scenario (and `rig net up`) may ask for, stated once.
+
+The schema parsers (rig.description.schema), the scenario loader (rig.description.scenario), the path builder
+(rig.realization.netns) and `rig net up` read these; a test checks the loader refuses what lies
+outside. Pure constants: must not import anything.
+"""
+from __future__ import annotations
+
+# --- the file itself ---------------------------------------------------------------
+MAX_FILE_BYTES = 1 << 20          # a scenario or topology file; real ones are < 4 KiB
+MAX_YAML_DEPTH = 32               # nesting of mappings/lists (the schema needs 4)
+QUOTE_CHARS = 80                  # an error message quotes at most this much of a value
+MAX_TEXT_CHARS = 4096             # description, binary paths, env values
+
+# --- how much a scenario may contain ------------------------------------------------
+MAX_PATHS = 32                    # 8 addresses per path in the run's /24 (rig.realization.netns)
+MAX_RTTS = 64                     # RTTs swept per path
+MAX_FILES = 64
+MAX_SERVERS = 16
+MAX_CLIENTS = 64
+MAX_ENV = 64                      # environment variables per client
+MAX_SWEEP_VALUES = 32             # entries of sweep.concurrency / sweep.streams
+MAX_REPEATS = 1000
+MAX_CONCURRENCY = 256             # client processes started together
+MAX_STREAMS = 128                 # streams of one multi-stream client
+MAX_MEASUREMENTS = 100_000        # steps x transfer groups of the whole sweep
+
+# --- numbers ------------------------------------------------------------------------
+MIN_NONZERO_S = 1e-6              # a nonzero duration below 1 us is below tc's resolution
+MAX_RTT_S = 10.0                  # above 10 s is not a network
+MAX_DURATION_S = 86400.0          # any duration (timeouts), one day
+MAX_IPERF_S = 3600.0              # iperf3 -t runs whole seconds, at most an hour here
+MIN_PING_INTERVAL_S = 0.002       # below floods
+MAX_PING_INTERVAL_S = 10.0
+MIN_PING_COUNT, MAX_PING_COUNT = 3, 10000
+MAX_RTT_TOLERANCE_S = 1.0
+MIN_RATE_BPS = 1e3                # 1 kbit/s: tc's rate table has nothing useful below
+MAX_RATE_BPS = 1e12               # 1 Tbit/s
+MAX_QUEUE_PKTS = 1_000_000        # x 1514 B stays inside tc's 32-bit byte limit
+MAX_FILE_SIZE = 64 << 30          # a data file lives on a tmpfs
+MIN_BUFFER, MAX_BUFFER = 64 << 10, 1 << 30    # tuning.*mem_max (sysctls are 32-bit ints)
+MIN_SOCKET_BUFFER = 4 << 10       # a client's socket buffer (fdt --bufsize, iperf3 -w)
+MIN_BLOCK, MAX_BLOCK = 1 << 10, 1 << 30       # fdt block (rig.fdt.protocol.MAX_BLOCK)
+MAX_SIZE = 1 << 40                # any size at all, 1 TiB
+MIN_MTU, MAX_MTU = 576, 65000

@@ -1,0 +1,456 @@
+"""The typed statistics contract between link-emulation backends and the reports.
+
+Every backend's `stats()` (userspace engine, netem, none) returns one `EmulStats`: per
+direction, packets seen and released, drops by cause, applied delay and release
+lateness; plus whether the engine was alive, its error and its CPU time. The
+orchestrator stores `to_json()` in `engine_stats.stats`; reports read it back with
+`load_stats()`, which never raises: JSON it cannot read becomes an `UnreadableStats`.
+
+Drop causes, and whose fault they are:
+  dropped_loss          the configured random / Gilbert-Elliott loss        (by design)
+  dropped_queue         the emulator's own queue was full                  (emulator)
+  nfq_queue_dropped     kernel NFQUEUE queue full (/proc queue_dropped)     (emulator)
+  nfq_user_dropped      kernel could not hand packets to the engine         (emulator)
+                        (/proc user_dropped: netlink socket buffer full)
+  dropped_unattributed  netem counts its loss and its `limit` overflows together: its
+                        own drops minus its TBF child's                   (loss or emulator)
+  dropped_rate_limiter  TBF/HTB: the path's bottleneck queue                (by design)
+A field is None when the backend cannot tell, 0 when it counted none.
+
+stats_version 2 is this typed form. Version 1 is the free-form JSON rig stored before
+(the engine's own dict, netem's `tc -s -j` digest, `{}` for none); `load_stats()` adapts
+it, so old result folders still report (docs/results-format.md).
+
+Results layer, pure: must not import realization (rig.realization.emul, rig.realization.netns, rig.process.proc),
+services or reports. Realization imports this module, not the other way round.
+"""
+from __future__ import annotations
+
+import bisect
+import json
+import math
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Mapping
+
+STATS_VERSION = 2
+
+# Release lateness histogram (actual release - due time), shared with the engine's core:
+# bins are (<-50us), [-50us,0), [0,50us), ... [5ms,10ms), (>=10ms).
+LATENESS_EDGES_S = (-50e-6, 0.0, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3)
+LATENESS_LABELS = ("<-50us", "-50..0us", "0..50us", "50..100us", "100..200us",
+                   "200..500us", "0.5..1ms", "1..2ms", "2..5ms", "5..10ms", ">=10ms")
+# "Late" for the share of late packets: the design's engine target is p99 <= 1 ms.
+LATE_THRESHOLD_S = 1e-3
+
+
+class StatsFormatError(ValueError):
+    """Stored stats JSON that is not a stats object this rig can read."""
+
+
+def _nonneg_int(v: Any, what: str) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != int(v):
+        raise StatsFormatError(f"{what}: want a count >= 0 (got {v!r})")
+    return int(v)
+
+
+def _real(v: Any, what: str) -> float:
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise StatsFormatError(f"{what}: want a finite number (got {v!r})")
+    return float(v)
+
+
+def _opt(conv, v: Any, what: str):
+    return None if v is None else conv(v, what)
+
+
+def _sub(a: int | None, b: int | None) -> int | None:
+    """Counter a minus earlier counter b; a counter that went down was reset: keep a."""
+    if a is None or b is None or a < b:
+        return a
+    return a - b
+
+
+@dataclass(frozen=True)
+class Lateness:
+    """How late a backend released packets (actual release - due time), over `count`
+    packets: mean and max measured, quantiles bounded from the histogram."""
+    count: int
+    mean_s: float
+    max_s: float
+    hist: tuple[int, ...]          # packets per LATENESS_LABELS bin
+
+    def __post_init__(self) -> None:
+        if len(self.hist) != len(LATENESS_LABELS):
+            raise StatsFormatError(f"lateness.hist: want {len(LATENESS_LABELS)} bins "
+                                   f"(got {len(self.hist)})")
+
+    def quantile_s(self, q: float) -> float | None:
+        """Upper bound of the q-quantile: the upper edge of the histogram bin holding it
+        (the measured max for the open last bin, and never above the max)."""
+        n = sum(self.hist)
+        if n <= 0:
+            return None
+        rank, acc = q * n, 0
+        for i, k in enumerate(self.hist):
+            acc += k
+            if k and acc >= rank:
+                edge = LATENESS_EDGES_S[i] if i < len(LATENESS_EDGES_S) else self.max_s
+                return min(edge, self.max_s)
+        return self.max_s
+
+    @property
+    def p50_s(self) -> float | None:
+        return self.quantile_s(0.50)
+
+    @property
+    def p99_s(self) -> float | None:
+        return self.quantile_s(0.99)
+
+    def share_late(self, threshold_s: float = LATE_THRESHOLD_S) -> float | None:
+        """Fraction of packets released >= threshold_s late; threshold_s must be a bin
+        edge (the histogram cannot split a bin)."""
+        if threshold_s not in LATENESS_EDGES_S:
+            raise ValueError(f"lateness threshold {threshold_s} is not a histogram edge")
+        n = sum(self.hist)
+        if n <= 0:
+            return None
+        first = bisect.bisect_right(LATENESS_EDGES_S, threshold_s)
+        return sum(self.hist[first:]) / n
+
+    def since(self, prev: "Lateness") -> "Lateness":
+        hist = tuple(a - b for a, b in zip(self.hist, prev.hist))
+        if any(k < 0 for k in hist):
+            return self                                   # a reset, not a later snapshot
+        count = self.count - prev.count
+        mean = ((self.mean_s * self.count - prev.mean_s * prev.count) / count
+                if count > 0 else 0.0)
+        return Lateness(count, mean, self.max_s, hist)    # max: cumulative, not separable
+
+    def to_json(self) -> dict:
+        return {"count": self.count, "mean_s": self.mean_s, "max_s": self.max_s,
+                "hist": list(self.hist), "p50_s": self.p50_s, "p99_s": self.p99_s,
+                "share_late_1ms": self.share_late()}
+
+    @classmethod
+    def from_json(cls, d: Any) -> "Lateness":
+        d = _object(d, "lateness", {"count", "mean_s", "max_s", "hist", "p50_s", "p99_s",
+                                    "share_late_1ms"})
+        hist = d.get("hist")
+        if not isinstance(hist, list):
+            raise StatsFormatError(f"lateness.hist: want a list (got {hist!r})")
+        return cls(_nonneg_int(d.get("count"), "lateness.count"),
+                   _real(d.get("mean_s"), "lateness.mean_s"),
+                   _real(d.get("max_s"), "lateness.max_s"),
+                   tuple(_nonneg_int(k, "lateness.hist") for k in hist))
+
+
+_COUNTS = ("seen", "released", "held", "duplicated", "dropped_loss", "dropped_queue",
+           "nfq_queue_dropped", "nfq_user_dropped", "dropped_unattributed",
+           "dropped_rate_limiter")
+# The emulator's own drops: never by design (their names are the evidence in verdicts).
+EMULATOR_DROPS = ("dropped_queue", "nfq_queue_dropped", "nfq_user_dropped")
+
+
+@dataclass(frozen=True)
+class DirStats:
+    """What one backend did to one direction ("forward": client -> server)."""
+    direction: str
+    seen: int | None = None                # packets offered to the emulator
+    released: int | None = None            # packets it let through
+    held: int | None = None                # in its queue at the snapshot (a gauge)
+    duplicated: int | None = None
+    dropped_loss: int | None = None
+    dropped_queue: int | None = None
+    nfq_queue_dropped: int | None = None
+    nfq_user_dropped: int | None = None
+    dropped_unattributed: int | None = None
+    dropped_rate_limiter: int | None = None
+    applied_delay_mean_s: float | None = None
+    lateness: Lateness | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)   # diagnostics, never judged
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.direction, str) or not self.direction:
+            raise StatsFormatError(f"direction: want a name (got {self.direction!r})")
+
+    def since(self, prev: "DirStats") -> "DirStats":
+        """What happened after `prev` (an earlier snapshot of the same engine)."""
+        counts = {k: _sub(getattr(self, k), getattr(prev, k)) for k in _COUNTS
+                  if k != "held"}
+        applied = self.applied_delay_mean_s
+        acc, pacc = self._accepted(), prev._accepted()
+        if applied is not None and prev.applied_delay_mean_s is not None \
+                and acc is not None and pacc is not None and acc > pacc:
+            applied = (applied * acc - prev.applied_delay_mean_s * pacc) / (acc - pacc)
+        late = self.lateness
+        if late is not None and prev.lateness is not None:
+            late = late.since(prev.lateness)
+        return replace(self, **counts, applied_delay_mean_s=applied, lateness=late)
+
+    def _accepted(self) -> int | None:
+        if self.seen is None:
+            return None
+        return self.seen - (self.dropped_loss or 0) - (self.dropped_queue or 0)
+
+    def to_json(self) -> dict:
+        out: dict = {"direction": self.direction}
+        out.update({k: getattr(self, k) for k in _COUNTS})
+        out["applied_delay_mean_s"] = self.applied_delay_mean_s
+        out["lateness"] = self.lateness.to_json() if self.lateness else None
+        out["extra"] = dict(self.extra)
+        return out
+
+    @classmethod
+    def from_json(cls, d: Any) -> "DirStats":
+        d = _object(d, "direction", {f.name for f in fields(cls)})
+        where = f"directions[{d.get('direction')!r}]"
+        extra = d.get("extra") or {}
+        if not isinstance(extra, dict):
+            raise StatsFormatError(f"{where}.extra: want an object (got {extra!r})")
+        return cls(direction=d.get("direction"),
+                   **{k: _opt(_nonneg_int, d.get(k), f"{where}.{k}") for k in _COUNTS},
+                   applied_delay_mean_s=_opt(_real, d.get("applied_delay_mean_s"),
+                                             f"{where}.applied_delay_mean_s"),
+                   lateness=None if d.get("lateness") is None
+                   else Lateness.from_json(d["lateness"]),
+                   extra=extra)
+
+
+@dataclass(frozen=True)
+class EmulStats:
+    """One snapshot of one path's emulation backend. Counters are cumulative from the
+    backend's start; `instance` (the engine's pid) says which snapshots can be
+    differenced (`since`)."""
+    backend: str
+    directions: tuple[DirStats, ...] = ()
+    alive: bool | None = None           # None: nothing runs (netem, none)
+    error: str | None = None
+    instance: int | None = None
+    cpu_user_s: float | None = None
+    cpu_sys_s: float | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    source_version: int = STATS_VERSION   # 1: adapted from the old free-form JSON
+
+    def direction(self, name: str) -> DirStats | None:
+        return next((d for d in self.directions if d.direction == name), None)
+
+    def since(self, prev: "EmulStats | UnreadableStats | None") -> "EmulStats":
+        """Counters since `prev` when it is an earlier snapshot of the same engine
+        instance; otherwise self unchanged (netem and none carry no instance)."""
+        if not isinstance(prev, EmulStats) or self.instance is None \
+                or prev.instance != self.instance:
+            return self
+        dirs = tuple(d.since(p) if (p := prev.direction(d.direction)) else d
+                     for d in self.directions)
+        return replace(self, directions=dirs)
+
+    def to_dict(self) -> dict:
+        return {"stats_version": STATS_VERSION, "backend": self.backend, "alive": self.alive,
+                "error": self.error, "instance": self.instance, "cpu_user_s": self.cpu_user_s,
+                "cpu_sys_s": self.cpu_sys_s,
+                "directions": [d.to_json() for d in self.directions], "extra": dict(self.extra)}
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, data: str | bytes | Mapping) -> "EmulStats":
+        """The typed form (stats_version 2) only; raises StatsFormatError."""
+        d = _decode(data)
+        version = d.get("stats_version")
+        if version != STATS_VERSION:
+            raise StatsFormatError(f"stats_version: want {STATS_VERSION} (got {version!r})")
+        d = _object(d, "stats", {"stats_version", "backend", "alive", "error", "instance",
+                                 "cpu_user_s", "cpu_sys_s", "directions", "extra"})
+        if not isinstance(d.get("backend"), str):
+            raise StatsFormatError(f"backend: want a name (got {d.get('backend')!r})")
+        if d.get("alive") not in (None, True, False):
+            raise StatsFormatError(f"alive: want true, false or null (got {d['alive']!r})")
+        if d.get("error") is not None and not isinstance(d["error"], str):
+            raise StatsFormatError(f"error: want text (got {d['error']!r})")
+        dirs = d.get("directions") or []
+        extra = d.get("extra") or {}
+        if not isinstance(dirs, list) or not isinstance(extra, dict):
+            raise StatsFormatError("directions: want a list, extra: want an object")
+        return cls(backend=d["backend"], directions=tuple(DirStats.from_json(x) for x in dirs),
+                   alive=d.get("alive"), error=d.get("error"),
+                   instance=_opt(_nonneg_int, d.get("instance"), "instance"),
+                   cpu_user_s=_opt(_real, d.get("cpu_user_s"), "cpu_user_s"),
+                   cpu_sys_s=_opt(_real, d.get("cpu_sys_s"), "cpu_sys_s"), extra=extra)
+
+
+@dataclass(frozen=True)
+class UnreadableStats:
+    """A stored stats value this rig cannot read: why, and the start of what was there."""
+    reason: str
+    raw: str
+    backend: str = "?"
+
+
+def _decode(data: str | bytes | Mapping) -> dict:
+    if isinstance(data, Mapping):
+        return dict(data)
+    try:
+        d = json.loads(data)
+    except (TypeError, ValueError) as e:
+        raise StatsFormatError(f"not JSON ({e})") from e
+    if not isinstance(d, dict):
+        raise StatsFormatError(f"want a JSON object (got {type(d).__name__})")
+    return d
+
+
+def _object(d: Any, what: str, known: set[str]) -> dict:
+    if not isinstance(d, dict):
+        raise StatsFormatError(f"{what}: want an object (got {d!r})")
+    unknown = sorted(set(d) - known)
+    if unknown:
+        raise StatsFormatError(f"{what}: unknown keys {unknown}")
+    return d
+
+
+def load_stats(data: Any, backend: str = "?") -> EmulStats | UnreadableStats:
+    """Any stored engine_stats.stats value -> EmulStats (typed, or adapted from the
+    version-1 free-form JSON), or UnreadableStats saying why. Never raises.
+    `backend` is the row's backend column, used when old JSON does not name one."""
+    raw = data if isinstance(data, str) else repr(data)
+    try:
+        d = _decode(data)
+        if "stats_version" in d:
+            v = d["stats_version"]
+            if isinstance(v, int) and not isinstance(v, bool) and v > STATS_VERSION:
+                raise StatsFormatError(f"stats_version {v} is newer than this rig reads "
+                                       f"({STATS_VERSION})")
+            return EmulStats.from_json(d)
+        return adapt_v1(d, backend)
+    except StatsFormatError as e:
+        return UnreadableStats(str(e), raw[:200], backend)
+
+
+# --- kernel qdisc statistics (netem backend; also old stored netem rows) ----------------
+
+RATE_LIMITERS = ("tbf", "htb")
+_QDISC_KEYS = ("kind", "handle", "parent", "packets", "bytes", "drops", "overlimits",
+               "requeues", "backlog", "qlen")
+
+
+def qdisc_dir_stats(direction: str, qdiscs: list[dict]) -> DirStats:
+    """One egress's `tc -s -j qdisc show` objects -> DirStats.
+
+    netem counts a packet when it leaves (after its child, if any); its `drops` hold its
+    loss, its `limit` overflows *and* every drop of a child qdisc (sch_netem.c,
+    netem_dequeue: a failed child enqueue is counted with qdisc_qstats_drop on netem).
+    So netem's own drops are its drops minus those of the TBF/HTB under it, and what
+    it was offered is packets + drops + what is queued (netem's qlen leaves out what
+    its child holds). A qdisc without `parent` (old stored rows) next to a netem root
+    is taken for netem's child: the only shape the netem backend builds.
+    """
+    if not isinstance(qdiscs, list) or not all(isinstance(q, dict) for q in qdiscs):
+        raise StatsFormatError(f"{direction}: want a list of qdisc objects")
+    for q in qdiscs:
+        for k in ("packets", "drops", "qlen"):
+            if q.get(k) is not None:
+                _nonneg_int(q[k], f"{direction}.{q.get('kind', '?')}.{k}")
+    n = lambda q, k: int(q.get(k) or 0)          # noqa: E731
+    digest = [{k: q.get(k) for k in _QDISC_KEYS if q.get(k) is not None} for q in qdiscs]
+    # A parent qdisc counts its children's drops and queue as its own (seen here with
+    # htb over tbf, and in sch_netem.c), so only the topmost of nested limiters counts.
+    limiters = [q for q in qdiscs if q.get("kind") in RATE_LIMITERS]
+    handles = {_major(q.get("handle")) for q in limiters}
+    top = [q for q in limiters if q.get("parent") is None or _major(q["parent"]) not in handles]
+    rate_drops = sum(n(q, "drops") for q in top) if limiters else None
+    netem = next((q for q in qdiscs if q.get("kind") == "netem"), None)
+    if netem is None:
+        return DirStats(direction, dropped_rate_limiter=rate_drops, extra={"qdiscs": digest})
+    major = _major(netem.get("handle") or "1:")
+    children = [q for q in qdiscs if q is not netem
+                and (q.get("parent") is None or _major(q["parent"]) == major)]
+    child_drops = sum(n(q, "drops") for q in children)
+    held = n(netem, "qlen") + sum(n(q, "qlen") for q in children)
+    return DirStats(direction, seen=n(netem, "packets") + n(netem, "drops") + held,
+                    released=n(netem, "packets"), held=held,
+                    dropped_unattributed=max(0, n(netem, "drops") - child_drops),
+                    dropped_rate_limiter=rate_drops, extra={"qdiscs": digest})
+
+
+def _major(handle: Any) -> str:
+    return str(handle).split(":")[0] + ":"
+
+
+# --- version 1: the free-form JSON stored before stats_version existed ---------------------
+
+_V1_LANE_COUNTS = ("seen", "released", "held", "duplicated", "dropped_loss", "dropped_queue")
+_V1_LANE_TYPED = set(_V1_LANE_COUNTS) | {"applied_delay_mean_s", "late_mean_s",
+                                         "late_max_s", "late_hist"}
+_V1_TOP = {"backend", "alive", "error", "pid", "cpu_user_s", "cpu_sys_s", "kernel_queues",
+           "forward", "reverse"}
+
+
+def adapt_v1(d: dict, backend: str = "?") -> EmulStats:
+    """Version-1 stats: the userspace engine's dict (forward/reverse lanes, kernel_queues),
+    netem's {direction: {kind: tc counters}}, `{}` (none) or {"error": ...}."""
+    name = d.get("backend") if isinstance(d.get("backend"), str) else backend
+    errors = [d["error"]] if isinstance(d.get("error"), str) else []
+    dirs = []
+    for direction in ("forward", "reverse"):
+        lane = d.get(direction)
+        if lane is None:
+            continue
+        if not isinstance(lane, dict):
+            raise StatsFormatError(f"{direction}: want an object (got {lane!r})")
+        if isinstance(lane.get("error"), str):
+            errors.append(f"{direction}: {lane['error']}")
+        elif name == "netem" or (lane and all(isinstance(v, dict) for v in lane.values())):
+            dirs.append(qdisc_dir_stats(direction, [{"kind": k, **v} for k, v in lane.items()]))
+        else:
+            dirs.append(_v1_lane(direction, lane))
+    dirs = _v1_kernel_queues(dirs, d.get("kernel_queues") or [])
+    pid = d.get("pid")
+    return EmulStats(name, tuple(dirs),
+                     alive=d["alive"] if isinstance(d.get("alive"), bool) else None,
+                     error="; ".join(errors) or None,
+                     instance=_opt(_nonneg_int, pid, "pid"),
+                     cpu_user_s=_opt(_real, d.get("cpu_user_s"), "cpu_user_s"),
+                     cpu_sys_s=_opt(_real, d.get("cpu_sys_s"), "cpu_sys_s"),
+                     extra={k: v for k, v in d.items() if k not in _V1_TOP},
+                     source_version=1)
+
+
+def _v1_lane(direction: str, lane: dict) -> DirStats:
+    counts = {k: _opt(_nonneg_int, lane.get(k), f"{direction}.{k}") for k in _V1_LANE_COUNTS}
+    late = None
+    hist_d = lane.get("late_hist")
+    if hist_d is not None or lane.get("late_mean_s") is not None:
+        hist_d = hist_d or {}
+        if not isinstance(hist_d, dict) or set(hist_d) - set(LATENESS_LABELS):
+            raise StatsFormatError(f"{direction}.late_hist: want counts per bin "
+                                   f"{list(LATENESS_LABELS)} (got {hist_d!r})")
+        hist = tuple(_nonneg_int(hist_d.get(b, 0), f"{direction}.late_hist")
+                     for b in LATENESS_LABELS)
+        late = Lateness(counts["released"] if counts["released"] is not None else sum(hist),
+                        _real(lane.get("late_mean_s") or 0.0, f"{direction}.late_mean_s"),
+                        _real(lane.get("late_max_s") or 0.0, f"{direction}.late_max_s"), hist)
+    return DirStats(direction, **counts,
+                    applied_delay_mean_s=_opt(_real, lane.get("applied_delay_mean_s"),
+                                              f"{direction}.applied_delay_mean_s"),
+                    lateness=late,
+                    extra={k: v for k, v in lane.items() if k not in _V1_LANE_TYPED})
+
+
+def _v1_kernel_queues(dirs: list[DirStats], kqs: Any) -> list[DirStats]:
+    """Kernel NFQUEUE counters go to the direction reading that queue number; a queue no
+    direction names (hand-written rows) becomes its own entry, "queue N"."""
+    if not isinstance(kqs, list):
+        raise StatsFormatError(f"kernel_queues: want a list (got {kqs!r})")
+    for kq in kqs:
+        if not isinstance(kq, dict):
+            raise StatsFormatError(f"kernel_queues: want objects (got {kq!r})")
+        qd = _opt(_nonneg_int, kq.get("queue_dropped", 0), "kernel_queues.queue_dropped")
+        ud = _opt(_nonneg_int, kq.get("user_dropped", 0), "kernel_queues.user_dropped")
+        i = next((i for i, x in enumerate(dirs) if "queue" in x.extra
+                  and x.extra["queue"] == kq.get("queue")), None)
+        if i is None:
+            dirs.append(DirStats(f"queue {kq.get('queue')}", nfq_queue_dropped=qd,
+                                 nfq_user_dropped=ud))
+        else:
+            dirs[i] = replace(dirs[i], nfq_queue_dropped=qd, nfq_user_dropped=ud)
+    return dirs

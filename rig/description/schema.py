@@ -1,0 +1,342 @@
+"""A small strict schema checker for YAML documents: unknown keys are errors, units are
+parsed once here, every error names the file, the key path and the bad value.
+
+Every number a parser returns is finite and inside the range rig.description.limits states.
+
+Pure; imports only rig.errors, rig.description.limits and rig.description.units.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import ipaddress
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from rig.description import limits as L, units
+from rig.errors import InputError, printable
+
+Parser = Callable[[Any], Any]
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class Field:
+    parse: Parser
+    default: Any = _MISSING
+
+    @property
+    def required(self) -> bool:
+        return self.default is _MISSING
+
+
+class Ctx:
+    """Where we are in a document, to build error messages."""
+
+    def __init__(self, file: str, path: str = "") -> None:
+        self.file, self.path = file, path
+
+    def child(self, key: str | int) -> "Ctx":
+        if isinstance(key, int):
+            return Ctx(self.file, f"{self.path}[{key}]")
+        key = printable(str(key), 40) or "''"   # a key can be anything a YAML file holds
+        return Ctx(self.file, f"{self.path}.{key}" if self.path else key)
+
+    def error(self, message: str, value: Any = _MISSING) -> InputError:
+        if value is _MISSING:
+            return InputError(message, file=self.file, key=self.path or None)
+        return InputError(message, file=self.file, key=self.path or None, value=value,
+                          has_value=True)
+
+
+def check_mapping(ctx: Ctx, data: Any, fields: dict[str, Field]) -> dict[str, Any]:
+    """Validate a mapping against `fields`; return parsed values with defaults filled."""
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ctx.error("expected a mapping", data)
+    for key in data:
+        if key not in fields:
+            known = ", ".join(sorted(fields))
+            raise ctx.child(str(key)).error(f"unknown key (known: {known})", data[key])
+    out: dict[str, Any] = {}
+    for key, f in fields.items():
+        sub = ctx.child(key)
+        if key not in data:
+            if f.required:
+                raise sub.error("required key is missing")
+            out[key] = f.default
+            continue
+        out[key] = call(sub, f.parse, data[key])
+    return out
+
+
+# --- a document section declared once, as a dataclass ------------------------------
+EMPTY = object()   # default of a nested section: a missing key reads as an empty mapping
+
+
+def spec(parse: Parser, default: Any = _MISSING, *, key: str | None = None) -> Any:
+    """A dataclass field read from the document: its YAML `key` (default: the field's
+    name), the parser that checks and converts the value, and the default when the
+    key is absent (none: required; EMPTY: a nested section parsed from {})."""
+    md = {"parse": parse, "key": key, "default": default}
+    if default is _MISSING or default is EMPTY:
+        return dataclasses.field(metadata=md)
+    if isinstance(default, (list, dict)):
+        return dataclasses.field(default_factory=lambda: copy.deepcopy(default), metadata=md)
+    return dataclasses.field(default=default, metadata=md)
+
+
+def _doc_fields(cls: type) -> dict[str, tuple[str, Field]]:
+    """YAML key -> (attribute, Field) of every field a document section declares."""
+    out = {}
+    for f in dataclasses.fields(cls):
+        if "parse" in f.metadata:
+            out[f.metadata["key"] or f.name] = (f.name, Field(f.metadata["parse"],
+                                                              f.metadata["default"]))
+    return out
+
+
+def load(ctx: Ctx, data: Any, cls: type) -> Any:
+    """Check a mapping against the fields `cls` declares with `spec` and build it.
+
+    A class may define `checked(cls, ctx, values) -> values` (a classmethod) for what
+    one field cannot say alone: checks across fields, values derived from others; it
+    gets and returns a dict of attribute -> value."""
+    fields = _doc_fields(cls)
+    d = check_mapping(ctx, data, {k: f for k, (_, f) in fields.items()})
+    values = {}
+    for k, (attr, f) in fields.items():
+        v = d[k]
+        if v is EMPTY:
+            v = call(ctx.child(k), f.parse, {})
+        values[attr] = v
+    checked = getattr(cls, "checked", None)
+    if checked is not None:
+        values = checked(ctx, values)
+    return cls(**values)
+
+
+def section(cls: type) -> Parser:
+    """Parser of a nested section declared by dataclass `cls`."""
+    @with_ctx
+    def p(ctx: Ctx, v: Any) -> Any:
+        return load(ctx, v, cls)
+    return p
+
+
+def call(ctx: Ctx, parse: Parser, value: Any) -> Any:
+    """Apply a parser; turn its ValueError/TypeError into an error at ctx."""
+    try:
+        return parse(value) if not getattr(parse, "wants_ctx", False) else parse(ctx, value)
+    except InputError:
+        raise
+    except (ValueError, TypeError) as e:
+        raise ctx.error(str(e) or "invalid value", value) from None
+
+
+def with_ctx(fn: Callable[[Ctx, Any], Any]) -> Parser:
+    fn.wants_ctx = True  # type: ignore[attr-defined]
+    return fn
+
+
+def list_of(parse: Parser, *, min_len: int = 1, scalar_ok: bool = True,
+            max_len: int | None = None) -> Parser:
+    @with_ctx
+    def p(ctx: Ctx, v: Any) -> list:
+        if scalar_ok and not isinstance(v, list):
+            v = [v]
+        if not isinstance(v, list):
+            raise ctx.error("expected a list", v)
+        if len(v) < min_len:
+            raise ctx.error(f"needs at least {min_len} item(s)", v)
+        if max_len is not None and len(v) > max_len:
+            raise ctx.error(f"at most {max_len} item(s) (has {len(v)})")
+        return [call(ctx.child(i), parse, x) for i, x in enumerate(v)]
+    return p
+
+
+def optional(parse: Parser) -> Parser:
+    @with_ctx
+    def p(ctx: Ctx, v: Any) -> Any:
+        return None if v is None else call(ctx, parse, v)
+    return p
+
+
+def choice(*options: str) -> Parser:
+    def p(v: Any) -> str:
+        if v not in options:
+            raise ValueError(f"must be one of {', '.join(options)}")
+        return v
+    return p
+
+
+def integer(lo: int | None = None, hi: int | None = None) -> Parser:
+    def p(v: Any) -> int:
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise ValueError("expected a whole number")
+        if lo is not None and v < lo:
+            raise ValueError(f"must be >= {lo}")
+        if hi is not None and v > hi:
+            raise ValueError(f"must be <= {hi}")
+        return v
+    return p
+
+
+def boolean(v: Any) -> bool:
+    if not isinstance(v, bool):
+        raise ValueError("expected true or false")
+    return v
+
+
+def name(v: Any) -> str:
+    if not isinstance(v, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,39}", v):
+        raise ValueError("expected a name of letters, digits, '_', '.', '+', '-' (max 40)")
+    return v
+
+
+def text(v: Any) -> str:
+    if not isinstance(v, str):
+        raise ValueError("expected text")
+    if len(v) > L.MAX_TEXT_CHARS:
+        raise ValueError(f"longer than {L.MAX_TEXT_CHARS} characters")
+    if "\0" in v:
+        raise ValueError("contains a NUL character")
+    return v
+
+
+def path_text(v: Any) -> str:
+    """A file system path given to a program (a binary): one printable line."""
+    v = text(v)
+    if not v or not v.isprintable():
+        raise ValueError("expected a path on one line without control characters")
+    return v
+
+
+def ns_name(v: Any) -> str:
+    """An existing network namespace's name, as `ip netns` accepts it (a file name
+    under /run/netns: no '/', not '.' or '..')."""
+    if not isinstance(v, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}", v) \
+            or ".." in v:
+        raise ValueError("expected a namespace name of letters, digits, '_', '.', '-' "
+                         "(max 64, no '/' or '..')")
+    return v
+
+
+def ip_address(v: Any) -> str:
+    if isinstance(v, bool) or not isinstance(v, str) or len(v) > 64:
+        raise ValueError("expected an IP address like 192.0.2.1 or 2001:db8::1")
+    try:
+        return str(ipaddress.ip_address(v))
+    except ValueError:
+        raise ValueError("expected an IP address like 192.0.2.1 or 2001:db8::1") from None
+
+
+def env_key(v: Any) -> str:
+    if not isinstance(v, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,127}", v):
+        raise ValueError("an environment variable name is letters, digits and '_', "
+                         "not starting with a digit")
+    return v
+
+
+def env_value(v: Any) -> str:
+    """Text or a number, as the variable's value."""
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+        raise ValueError("expected text or a number")
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError("number is not finite")
+    if isinstance(v, int) and abs(v) >= 10**18:
+        raise ValueError("number too large")
+    return text(str(v))
+
+
+def fmt_s(seconds: float) -> str:
+    for unit, scale in (("h", 3600.0), ("min", 60.0), ("s", 1.0), ("ms", 1e-3)):
+        if seconds >= scale:
+            return f"{seconds / scale:g}{unit}"
+    return f"{seconds * 1e6:g}us"
+
+
+def fmt_size(n: float) -> str:
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale and n % scale == 0:
+            return f"{n // scale:g}{unit}"
+    return f"{n:g}B"
+
+
+def duration_in(lo: float = 0.0, hi: float = L.MAX_DURATION_S, *,
+                whole: bool = False) -> Parser:
+    """A duration in seconds within lo..hi (0 < lo means: must be > 0)."""
+    def p(v: Any) -> float:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v != 0:
+            raise ValueError("give a unit, e.g. '50ms'")
+        s = units.parse_duration(v)
+        if s < 0:
+            raise ValueError("must be >= 0")
+        if lo > 0 and s <= 0:
+            raise ValueError("must be > 0")
+        if 0 < s < max(lo, L.MIN_NONZERO_S):
+            raise ValueError(f"must be 0 or at least {fmt_s(max(lo, L.MIN_NONZERO_S))}")
+        if s > hi:
+            raise ValueError(f"must be at most {fmt_s(hi)}")
+        if whole and s != int(s):
+            raise ValueError("must be a whole number of seconds")
+        return s
+    return p
+
+
+_duration = duration_in()
+_positive_duration = duration_in(L.MIN_NONZERO_S)
+
+
+def duration(v: Any) -> float:
+    """Seconds, 0 .. one day."""
+    return _duration(v)
+
+
+def positive_duration(v: Any) -> float:
+    return _positive_duration(v)
+
+
+def rate(v: Any) -> float:
+    """Bits per second within rig.description.limits' MIN_RATE_BPS..MAX_RATE_BPS."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        raise ValueError("give a unit, e.g. '10gbit'")
+    r = units.parse_rate(v)
+    if not L.MIN_RATE_BPS <= r <= L.MAX_RATE_BPS:
+        raise ValueError(f"must be within {units.fmt_rate(L.MIN_RATE_BPS)}.."
+                         f"{units.fmt_rate(L.MAX_RATE_BPS)}")
+    return r
+
+
+def size_in(lo: int = 1, hi: int = L.MAX_SIZE) -> Parser:
+    def p(v: Any) -> int:
+        n = units.parse_size(v)
+        if n <= 0:
+            raise ValueError("must be > 0")
+        if not lo <= n <= hi:
+            raise ValueError(f"must be within {fmt_size(lo)}..{fmt_size(hi)}")
+        return n
+    return p
+
+
+_size = size_in()
+
+
+def size(v: Any) -> int:
+    """Bytes, 1 B .. 1 TiB."""
+    return _size(v)
+
+
+def fraction(v: Any) -> float:
+    return units.parse_fraction(v)
+
+
+def unique_names(ctx: Ctx, items: list, what: str) -> None:
+    seen: set[str] = set()
+    for i, it in enumerate(items):
+        if it.name in seen:
+            raise ctx.child(i).child("name").error(f"duplicate {what} name", it.name)
+        seen.add(it.name)

@@ -1,0 +1,68 @@
+"""Expansion of a scenario into sweep steps and transfer groups (pure).
+
+A step is one path at one RTT; within it every client configuration runs for each
+stream count, concurrency and repeat. `plan_lines` renders every command a run would
+execute, for `rig plan`. Must not import anything that runs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rig.description.profile import LinkProfile
+from rig.description.scenario import ClientSpec, PathSpec, Scenario
+from rig.services import tools
+
+
+@dataclass(frozen=True)
+class Step:
+    index: int
+    path: PathSpec
+    path_index: int
+    rtt_s: float | None          # None: real path (measured, not configured)
+    profile: LinkProfile | None
+
+    @property
+    def rtt_ms(self) -> float | None:
+        return None if self.rtt_s is None else self.rtt_s * 1e3
+
+    def label(self) -> str:
+        rtt = "real" if self.rtt_s is None else f"rtt={self.rtt_s * 1e3:g}ms"
+        return f"{self.path.name} {rtt}"
+
+
+@dataclass(frozen=True)
+class Group:
+    """`concurrency` identical client processes started together."""
+    client: ClientSpec
+    streams: int
+    concurrency: int
+    repeat: int
+
+
+def expand(sc: Scenario) -> list[Step]:
+    steps: list[Step] = []
+    for pi, p in enumerate(sc.paths):
+        if p.kind == "real":
+            steps.append(Step(len(steps), p, pi, None, None))
+            continue
+        for rtt in p.rtts_s:
+            steps.append(Step(len(steps), p, pi, rtt, p.profile(rtt)))
+    return steps
+
+
+def stream_counts(sc: Scenario, c: ClientSpec) -> list[int]:
+    if sc.sweep.streams and tools.get(c.tool).caps.max_streams > 1:
+        return list(sc.sweep.streams)   # limits checked when the scenario was loaded
+    return [c.streams]
+
+
+def groups(sc: Scenario) -> list[Group]:
+    """Transfer groups of one step, in the order they run: repeats outermost, so a slow
+    drift of the host spreads over every configuration instead of biasing one."""
+    out = []
+    for rep in range(sc.sweep.repeats):
+        for c in sc.clients:
+            for s in stream_counts(sc, c):
+                for n in sc.sweep.concurrency:
+                    out.append(Group(c, s, n, rep))
+    return out

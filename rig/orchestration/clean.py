@@ -1,0 +1,168 @@
+"""`rig clean`: remove what a killed run or an abandoned `rig net up` left behind.
+
+Only the rig's own resources: namespaces named `rig<4 hex>-<n><c|r|s>` (with the
+processes inside them), tmpfs mounts whose source is `rig<4 hex>-data`, processes whose
+pid and argv a run recorded in its state file, the run's address lease, and host
+sysctls the run recorded before changing them.
+
+Only what belongs to a dead owner goes (rig/process/owner.py: pid + start time, so a reused pid
+does not count as alive): a run whose process is gone; a `net up` path whose owner (the
+shell or script that ran `rig net up`, or its `--owner-pid`) is gone; anything with no
+state file at all (state is always written before anything is built). A path made by
+an older rig without an owner record is kept. Every prefix left is named with the
+reason, one line each. `force` removes live things too; `prefixes` restricts the whole
+sweep to the given prefixes (tests use it so they never touch another user's paths).
+Must not import services or reports.
+"""
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+from dataclasses import dataclass, field
+from typing import Callable, Collection
+
+from rig.realization import netns, tuning
+
+from rig.process import owner, proc
+from rig.realization import data
+
+
+@dataclass
+class Cleaned:
+    removed: int = 0
+    left: list[str] = field(default_factory=list)     # prefixes kept because in use
+
+
+def judge(st: dict | None) -> tuple[bool, str, str]:
+    """(in use?, why, how to remove it anyway) for one state file (None: no state file)."""
+    if st is None:
+        return False, "no state file: left by a killed rig", ""
+    kind = st.get("kind")
+    if kind == "net":
+        name = st.get("name", "?")
+        what, hint = f"net up {name!r}", f"use rig net down --name {name}, or rig clean --force"
+        if "owner_pid" not in st:
+            return True, f"{what}, no owner recorded (made by an older rig)", hint
+        who = f"owner pid {st['owner_pid']} ({st.get('owner_comm', '?')})"
+        if owner.alive(st["owner_pid"], st.get("owner_start")):
+            return True, f"{what}, {who} alive", hint
+        return False, f"{what}, {who} gone", hint
+    if kind == "run":
+        pid = st.get("pid")
+        hint = "stop the run (Ctrl-C or SIGTERM), or rig clean --force"
+        if owner.alive(pid, st.get("pid_start")):
+            return True, f"run, pid {pid} alive", hint
+        return False, f"run, pid {pid} gone", hint
+    return False, f"unknown kind {kind!r}", ""
+
+
+class _Sweep:
+    def __init__(self, force: bool, say: Callable[[str], None],
+                 prefixes: Collection[str] | None) -> None:
+        self.force, self.say, self.only = force, say, prefixes
+        self.states = {p: st for p, st in netns.read_states().items() if self.mine(p)}
+        self.decided: dict[str, bool] = {}
+        self.out = Cleaned()
+
+    def mine(self, prefix: str) -> bool:
+        return bool(netns.PREFIX_RE.match(prefix)) and (self.only is None or prefix in self.only)
+
+    def live(self, prefix: str) -> bool:
+        """Decide once per prefix and say why. A state file that appeared after the sweep
+        began (a run or net up starting now) is read fresh, never taken for an orphan."""
+        if prefix not in self.decided:
+            st = self.states.get(prefix)
+            if st is None and (netns.STATE_DIR / f"{prefix}.json").exists():
+                st = netns.read_states().get(prefix)
+                if st is not None:
+                    self.states[prefix] = st
+            in_use, why, hint = judge(st)
+            if in_use and not self.force:
+                self.say(f"left {prefix} ({why}): {hint}")
+                self.out.left.append(prefix)
+            elif in_use:
+                self.say(f"removing {prefix} although in use ({why}): --force")
+            elif st is not None:
+                self.say(f"removing {prefix} ({why})")
+            self.decided[prefix] = in_use and not self.force
+        return self.decided[prefix]
+
+
+def _kill_recorded(st: dict, say) -> None:
+    starts = st.get("pid_starts", {})
+    for pid, argv0 in st.get("pids", []):
+        cmd = _cmdline(pid)
+        same = owner.alive(pid, starts.get(str(pid)))
+        if same and cmd and argv0 in cmd:   # the very process we started, not a reused pid
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            say(f"killed pid {pid} ({argv0})")
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = open(f"/proc/{pid}/cmdline", "rb").read()
+    except OSError:
+        return []
+    return [x.decode(errors="replace") for x in raw.split(b"\0") if x]
+
+
+def _delete_ns(ns: str, say) -> None:
+    pids = netns.ns_pids(ns)
+    comms = sorted({(owner.info(p).comm if owner.info(p) else str(p)) for p in pids})
+    netns.kill_ns_processes(ns)
+    proc.run(["ip", "netns", "del", ns], timeout=20)
+    killed = f" (killed {len(pids)} process(es) inside: {', '.join(comms)})" if pids else ""
+    say(f"deleted namespace {ns}{killed}")
+
+
+def clean(*, force: bool = False, say: Callable[[str], None] = print,
+          prefixes: Collection[str] | None = None) -> Cleaned:
+    """Remove leftovers of dead owners (all of the rig's if `force`), only among
+    `prefixes` when given; say one line per prefix left or removed."""
+    sw = _Sweep(force, say, prefixes)
+    out = sw.out
+    for p, st in list(sw.states.items()):
+        if sw.live(p):
+            continue
+        _kill_recorded(st, say)
+        if st.get("sysctls_restore"):
+            tuning.restore_global(st["sysctls_restore"], st.get("sysctls_wrote"))
+            say(f"restored {', '.join(st['sysctls_restore'])} recorded by {p}")
+    for ns in netns.list_namespaces():
+        p = netns.NS_RE.match(ns).group(1)
+        if not sw.mine(p) or sw.live(p):
+            continue
+        _delete_ns(ns, say)
+        out.removed += 1
+    if netns.ETC_NETNS.is_dir():
+        for d in netns.ETC_NETNS.iterdir():
+            m = netns.NS_RE.match(d.name)
+            if m and sw.mine(m.group(1)) and not sw.live(m.group(1)) \
+                    and d.name not in netns.list_namespaces():
+                netns.forget_resolver(d.name)
+    for src, mnt in data.rig_mounts():
+        if not sw.mine(src[:7]) or sw.live(src[:7]):
+            continue
+        proc.run(data.umount_argv(mnt), timeout=20)
+        say(f"unmounted {mnt}")
+        out.removed += 1
+    leases = netns.STATE_DIR / "leases"
+    holders = {f.read_text().strip() for f in leases.iterdir()} if leases.is_dir() else set()
+    for p in sorted(set(sw.states) | {h for h in holders if sw.mine(h)}):
+        if sw.live(p):
+            continue
+        netns.release_subnet(p)
+        netns.drop_state(p)
+        with contextlib.suppress(OSError):
+            shutil.rmtree(netns.STATE_DIR / p)
+    # run directories whose run left neither a state file nor a namespace
+    if netns.STATE_DIR.is_dir():
+        for d in netns.STATE_DIR.iterdir():
+            if d.is_dir() and sw.mine(d.name) and not sw.live(d.name) \
+                    and d.name not in sw.states and not data.is_mounted_below(d):
+                shutil.rmtree(d, ignore_errors=True)
+                say(f"removed {d}")
+    return out

@@ -1,0 +1,88 @@
+"""What a run tells the person watching it, and the log of every command it executed.
+
+Progress lines go to a callable (stderr by default) and carry done/total and, once a
+few groups have run, an estimate of the time left. `OUT/commands.log` gets one line
+per process the run starts (time, namespace wrapper included, environment it set),
+through rig.process.proc's echo hook, so a run can be replayed by hand.
+
+Orchestration layer: must not import matplotlib or reports.
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable, TextIO
+
+from rig.process import proc
+
+Say = Callable[[str], None]
+
+
+def stderr_say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def fmt_eta(seconds: float) -> str:
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s}s"
+
+
+class Progress:
+    """done/total of transfer groups and the time left, from the mean time per group
+    so far (steps differ in RTT, so the estimate is rough early on)."""
+
+    def __init__(self, total: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self.total, self.done, self.clock = total, 0, clock
+        self.t0 = clock()
+
+    def advance(self) -> str:
+        self.done += 1
+        elapsed = self.clock() - self.t0
+        text = f"{self.done}/{self.total}"
+        if 0 < self.done < self.total and elapsed > 0:
+            text += f", ~{fmt_eta(elapsed / self.done * (self.total - self.done))} left"
+        return text
+
+
+class Reporter:
+    def __init__(self, say: Say = stderr_say) -> None:
+        self.say = say
+        self.progress: Progress | None = None
+        self._log: TextIO | None = None
+        self._lock = threading.Lock()
+        self._t0 = time.time()
+
+    def start(self, total_groups: int) -> None:
+        self.progress = Progress(total_groups)
+
+    def group_done(self) -> str:
+        return self.progress.advance() if self.progress else ""
+
+    # --- commands.log --------------------------------------------------------------
+    def open_command_log(self, path: Path) -> None:
+        self._log = path.open("a", encoding="utf-8")
+        proc.set_echo(self.command)
+
+    def command(self, argv: list[str], env: dict | None = None) -> None:
+        if self._log is None:
+            return
+        pre = " ".join(f"{shlex.quote(str(k))}={shlex.quote(str(v))}"
+                       for k, v in (env or {}).items())
+        line = f"{time.time() - self._t0:10.3f}  {(pre + ' ') if pre else ''}{shlex.join(argv)}\n"
+        with self._lock:
+            self._log.write(line)
+            self._log.flush()
+
+    def close(self) -> None:
+        proc.set_echo(None)
+        with self._lock:
+            if self._log is not None:
+                self._log.close()
+                self._log = None

@@ -1,0 +1,155 @@
+"""Running one transfer group: `concurrency` identical client processes started
+together in the client namespace, each with a deadline, CPU accounting and a check of
+the bytes that arrived. Returns transfers rows (dicts) ready for the results store.
+
+Must not import reports.
+"""
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from rig.process import proc
+from rig.results.store import TransferRow
+from rig.description.scenario import Scenario
+from rig.services import tools
+from rig.services.servers import ServerPlan
+from rig.services.tools import Job
+from rig.description.steps import Group
+
+
+@dataclass
+class Outcome:
+    job: Job
+    argv: list[str]
+    env: dict
+    res: proc.Result | None
+    started_at: float
+    t_start: float
+    error: str | None = None
+
+
+def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, ServerPlan],
+               server_addr: str, iperf_port: int) -> list[Job]:
+    """The `g.concurrency` client processes of one group (pure); each tool says what
+    its instance i talks to."""
+    c = g.client
+    tool = tools.get(c.tool)
+    server = server_plans.get(c.server) if c.server else None
+    file = sc.file(c.file) if c.file else None
+    return [tool.job(c, g.streams, i, server=server, file=file,
+                     iperf=(server_addr, iperf_port), timeout_s=sc.transfer_timeout_s)
+            for i in range(g.concurrency)]
+
+
+def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list, i: int,
+             pids: list[int]) -> None:
+    a = tools.get(job.client.tool)
+    argv, env = a.argv(job), a.env(job)
+    io_target = job.file_bytes if a.caps.timed_by_written_bytes else None
+    try:
+        barrier.wait(timeout=30)
+    except threading.BrokenBarrierError:
+        pass
+    started_at, t0 = time.time(), time.monotonic()
+    try:
+        res = proc.run(argv, netns=netns, env=env, timeout=job.timeout_s, io_target=io_target,
+                       on_start=pids.append)
+        out[i] = Outcome(job, argv, env, res, started_at, t0)
+    except Exception as e:  # noqa: BLE001 - recorded as a failed transfer, not fatal
+        out[i] = Outcome(job, argv, env, None, started_at, t0, error=str(e)[:300])
+
+
+WATCH_INTERVAL_S = 0.5
+
+
+def run_group(jobs: list[Job], netns: str | None,
+              watchdog: Callable[[], None] | None = None) -> tuple[list[Outcome], Exception | None]:
+    """Start every job at once (threads released by a barrier), wait for all.
+
+    `watchdog` is called every WATCH_INTERVAL_S while they run; when it raises (the
+    emulation died), every process of the group is killed at once and the exception is
+    returned with the outcomes, so nothing is measured on a path that is not emulated.
+    """
+    out: list = [None] * len(jobs)
+    pids: list[int] = []
+    barrier = threading.Barrier(len(jobs))
+    threads = [threading.Thread(target=_run_one, args=(j, netns, barrier, out, i, pids),
+                                daemon=True) for i, j in enumerate(jobs)]
+    for t in threads:
+        t.start()
+    failure: Exception | None = None
+    while alive := [t for t in threads if t.is_alive()]:
+        alive[0].join(WATCH_INTERVAL_S)
+        if watchdog is None or failure is not None:
+            continue
+        try:
+            watchdog()
+        except Exception as e:  # noqa: BLE001 - handed to the caller
+            failure = e
+            for pid in list(pids):
+                proc.kill_group(pid)
+    return out, failure
+
+
+def measure(o: Outcome) -> dict:
+    """Bytes, data-phase duration, throughput, ok/error of one finished process."""
+    job, res = o.job, o.res
+    if res is None:
+        return {"bytes": None, "duration_s": None, "throughput_bps": None, "ok": False,
+                "error": o.error, "exit_code": None, "extra": {}}
+    tool = tools.get(job.client.tool)
+    p = tool.parse(res.stdout, res.stderr, res.returncode, job)
+    extra = dict(p.extra, process_wall_s=res.wall_s)
+    error = p.error
+    if tool.caps.timed_by_written_bytes:
+        wrote = res.io_wchar or 0
+        nbytes = p.bytes if p.bytes is not None else min(wrote, job.file_bytes)
+        extra["io_wchar"] = wrote
+        duration = res.io_done_s if res.io_done_s is not None else res.wall_s
+        if res.io_done_s is not None:
+            extra["exit_lag_s"] = round(res.wall_s - res.io_done_s, 6)
+        if error is None and nbytes != job.file_bytes:
+            error = f"moved {nbytes} of {job.file_bytes} bytes"
+    else:
+        nbytes = p.bytes
+        duration = p.seconds if p.seconds else res.wall_s
+    if res.timed_out:
+        error = f"deadline of {job.timeout_s:g}s passed"
+    elif error is None and res.returncode != 0:
+        error = f"exit {res.returncode}"
+    ok = error is None and bool(nbytes) and bool(duration)
+    return {"bytes": nbytes, "duration_s": duration,
+            "throughput_bps": (8.0 * nbytes / duration) if nbytes and duration else None,
+            "ok": ok, "error": error, "exit_code": res.returncode, "extra": extra}
+
+
+def rows(outcomes: list[Outcome], common: dict) -> list[TransferRow]:
+    """Transfers rows for one group, with the group's aggregate throughput."""
+    ms = [measure(o) for o in outcomes]
+    starts = [o.t_start for o in outcomes]
+    ends = [o.t_start + m["duration_s"] for o, m in zip(outcomes, ms) if m["duration_s"]]
+    total = sum(m["bytes"] or 0 for m in ms if m["ok"])
+    span = (max(ends) - min(starts)) if ends else None
+    aggregate = 8.0 * total / span if span and all(m["ok"] for m in ms) else None
+    out = []
+    for i, (o, m) in enumerate(zip(outcomes, ms)):
+        res = o.res
+        env = o.env
+        row = TransferRow(
+            **common, instance=i, client=o.job.client.name, tool=o.job.client.tool,
+            url=o.job.target, streams=o.job.streams,
+            file_bytes=o.job.file_bytes or None, bytes=m["bytes"], duration_s=m["duration_s"],
+            throughput_bps=m["throughput_bps"], aggregate_bps=aggregate,
+            cpu_user_s=res.cpu_user_s if res else None, cpu_sys_s=res.cpu_sys_s if res else None,
+            exit_code=m["exit_code"], ok=m["ok"], error=m["error"],
+            argv=json.dumps(res.argv if res else o.argv), env=json.dumps(env),
+            stderr_tail=(res.tail(1000) if res else None),
+            page_checksum=None, started_at=o.started_at, extra=json.dumps(m["extra"]))
+        for k, v in tools.get(o.job.client.tool).row_fields(o.job, env).items():
+            setattr(row, k, v)
+        out.append(row)
+    return out

@@ -1,0 +1,85 @@
+"""The emulation backend contract and the kernel rate-limit commands every backend shares.
+
+A backend turns a LinkProfile into state on a router namespace (`LinkSite`). All
+command builders are pure (argv lists); `apply`/`update`/`remove` run them through
+rig.process.proc. Must not import services, orchestration or reports.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from rig.description.linkstats import EmulStats
+from rig.description.profile import Direction, LinkProfile, MTU_WIRE_BYTES
+
+
+@dataclass(frozen=True)
+class LinkSite:
+    """Where one path's emulation lives: the router namespace and its two legs.
+
+    forward (client -> server) packets leave through `to_server_if`;
+    reverse (server -> client) packets leave through `to_client_if`.
+    """
+    path: str                 # path name in the scenario
+    prefix: str               # run prefix, e.g. "rig3f2a"; everything created carries it
+    router_ns: str
+    to_client_if: str
+    to_server_if: str
+    client_net: str           # CIDR of the client leg, e.g. "10.201.4.0/30"
+    server_net: str           # CIDR of the server leg
+    queue_base: int           # first NFQUEUE number this site may use (two are used)
+    workdir: Path             # run-private directory for sockets, logs, stats
+
+
+class Backend(Protocol):
+    name: str
+
+    def plan(self, site: LinkSite, profile: LinkProfile) -> list[list[str]]:
+        """Every command `apply` would run, in order (for `rig plan`)."""
+
+    def apply(self, site: LinkSite, profile: LinkProfile) -> None:
+        """Install the profile on a freshly built site."""
+
+    def update(self, site: LinkSite, profile: LinkProfile) -> None:
+        """Change the profile between sweep steps without rebuilding the topology."""
+
+    def check(self, site: LinkSite) -> None:
+        """Raise rig.errors.StepAborted when the emulation is not in force."""
+
+    def stats(self, site: LinkSite) -> EmulStats:
+        """Live counters as the typed contract rig.description.linkstats.EmulStats (packets
+        seen/released, drops by cause, lateness, engine alive/error); never raises for
+        a backend that stopped answering: the error goes in EmulStats.error."""
+
+    def remove(self, site: LinkSite) -> None:
+        """Undo apply; never raises for already-missing state."""
+
+
+def tbf_burst_bytes(rate_bps: float) -> int:
+    """Token bucket depth: >= 256 KB (measured need at 1 Gbit/s), ~1 ms of rate above."""
+    return max(256 * 1024, int(rate_bps / 8 * 0.001))
+
+
+def bottleneck_queue_bytes(d: Direction, rtt_s: float) -> int:
+    """Queue at the rate limiter: the profile's queue, else one bandwidth-delay product
+    (the classic router buffer), never less than 256 KB."""
+    assert d.rate_bps
+    if d.queue_pkts is not None:
+        return d.queue_pkts * MTU_WIRE_BYTES
+    return max(256 * 1024, int(d.rate_bps / 8 * max(rtt_s, 0.001)))
+
+
+def tbf_argv(ns: str, dev: str, d: Direction, rtt_s: float, *, parent: str = "root",
+             handle: str = "1:") -> list[str]:
+    """`tc qdisc replace` of a TBF rate limiter on dev, run inside namespace ns."""
+    assert d.rate_bps
+    return ["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev,
+            *(["root"] if parent == "root" else ["parent", parent]), "handle", handle,
+            "tbf", "rate", f"{int(d.rate_bps)}bit",
+            "burst", str(tbf_burst_bytes(d.rate_bps)),
+            "limit", str(bottleneck_queue_bytes(d, rtt_s))]
+
+
+def qdisc_del_argv(ns: str, dev: str) -> list[str]:
+    return ["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root"]

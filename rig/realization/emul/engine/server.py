@@ -1,0 +1,293 @@
+"""The engine process: asyncio glue between NFQUEUE sockets, a deadline timer, the
+sans-IO core and a unix-socket control channel (ping, stats, configure).
+
+One NFQUEUE per direction. Packets are read in batches (recvmmsg: one syscall per wake-up,
+not one per packet), a batch is held as one run when the delay is plain; drop verdicts
+are sent at once, held packets are released when due with one batch verdict per queue
+(individual verdicts only when reordering is allowed). The timer is a timerfd armed at the earliest head-of-
+queue deadline minus the learned wake-up latency.
+
+Fail-closed by construction: when this process dies its netlink sockets close, the kernel
+unbinds the queues and drops what they held, and the NFQUEUE rules (no --queue-bypass)
+drop every later packet of the path.
+
+Must not import services, orchestration or reports; only rig.description.profile, this package
+and the pure stats contract rig.description.linkstats.
+"""
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import os
+import random
+import resource
+import signal
+import socket
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from rig.description.linkstats import EmulStats
+from rig.description.profile import Direction, LinkProfile
+from rig.realization.emul.engine.core import HOLD_DUP, DirectionQueue, WakeCompensator
+from rig.realization.emul.engine.nfq import NfQueue, verdict
+
+# Packets due within this window after a wake-up leave with it (batching at high rates);
+# keeps the mean release error well below the RTT target of 0.3 ms.
+RELEASE_WINDOW_S = 20e-6
+# Kernel timestamps (NFQA_TIMESTAMP, wall clock) trusted only when this close to now.
+TSTAMP_SANITY_S = 0.5
+
+
+def queue_limit(d: Direction, profile: LinkProfile) -> int:
+    return d.bdp_packets(profile.rtt_s)
+
+
+def wants_gso(d: Direction) -> bool:
+    """Whole GSO packets unless loss or duplication must act per wire segment."""
+    return d.mean_loss == 0.0 and d.duplicate == 0.0
+
+
+class Lane:
+    """One direction: its NFQUEUE, its core queue, payloads of packets to duplicate."""
+
+    def __init__(self, name: str, queue: int, d: Direction, profile: LinkProfile,
+                 rng: random.Random) -> None:
+        self.name = name
+        self.core = DirectionQueue(d, limit=queue_limit(d, profile), rng=rng)
+        self.nfq = NfQueue(queue, gso=wants_gso(d), copy_packet=d.duplicate > 0)
+        self.stash: dict[int, bytes] = {}       # payloads of packets to duplicate
+        self.payloads: dict[int, bytes] = {}    # this batch's payloads (copy mode)
+        self.tstamp_used = 0
+        self.wakeups = 0
+
+    def configure(self, d: Direction, profile: LinkProfile) -> None:
+        self.core.configure(d, limit=queue_limit(d, profile))
+        gso, copy = wants_gso(d), d.duplicate > 0
+        if (gso, copy) != (self.nfq.gso, self.nfq.copy_packet):
+            self.nfq.set_mode(gso=gso, copy_packet=copy)
+
+
+class Engine:
+    def __init__(self, queues: tuple[int, int], profile: LinkProfile, control: Path,
+                 *, seed: int | None = None) -> None:
+        rng = random.Random(seed)
+        self.profile = profile
+        self.lanes = [Lane("forward", queues[0], profile.forward, profile, rng),
+                      Lane("reverse", queues[1], profile.reverse, profile, rng)]
+        self.control_path = control
+        self.comp = WakeCompensator()
+        self.timer_wakeups = 0
+        self.timer = None
+        self.target: float | None = None      # head deadline the timer was armed for
+        self.armed: float | None = None       # when it was armed to fire
+        self.raw: socket.socket | None = None
+        self.started = time.monotonic()
+        self.stopping: asyncio.Event | None = None
+
+    # -- packet path ---------------------------------------------------------------
+    def on_readable(self, lane: Lane) -> None:
+        lane.wakeups += 1
+        now = time.monotonic()
+        try:
+            if lane.nfq.copy_packet:
+                batches = self._read_full(lane, now)
+            else:
+                batches, used = lane.nfq.read_batches(now, time.time() - now)
+                lane.tstamp_used += used
+        except OSError as e:
+            print(f"engine: {lane.name}: read failed: {e}", flush=True)
+            self.stopping.set()
+            return
+        if not batches:
+            return
+        q = lane.nfq.queue
+        drops = []
+        core = lane.core
+        for ids, times in batches:
+            for pid, code in core.arrive_batch(ids, now, times):
+                if code == HOLD_DUP:
+                    payload = lane.payloads.pop(pid, None)
+                    if payload is not None:
+                        lane.stash[pid] = payload
+                else:
+                    drops.append(verdict(q, pid, False))
+        lane.payloads.clear()
+        self._release_lane(lane, now, b"".join(drops))
+        self._rearm(now)
+
+    def _read_full(self, lane: Lane, now: float) -> list:
+        """Copy-mode PACKET (duplication): keep payloads until the core has decided."""
+        raw: list = []
+        lane.nfq.read(raw)
+        offset = time.time() - now
+        ids, times = [], []
+        for pid, _, ts, payload in raw:
+            t = now
+            if ts is not None and now - TSTAMP_SANITY_S < ts - offset <= now:
+                t = ts - offset
+                lane.tstamp_used += 1
+            ids.append(pid)
+            times.append(t)
+            if payload is not None:
+                lane.payloads[pid] = payload
+        return [(ids, times)] if ids else []
+
+    def on_timer(self) -> None:
+        self.timer_wakeups += 1
+        if not self.timer.consume():
+            return                       # stale event: the timer was re-armed meanwhile
+        now = time.monotonic()
+        # The packet the timer was armed for leaves now even if the wake-up came a little
+        # early: arming `comp` ahead of the deadline centres the release error on zero.
+        upto = now
+        if self.target is not None:
+            self.comp.observe(now - self.armed)
+            upto = max(now, self.target)
+            self.target = None
+        for lane in self.lanes:
+            self._release_lane(lane, upto, b"", now)
+        self._rearm(now)
+
+    def _release_lane(self, lane: Lane, upto: float, prefix: bytes,
+                      now: float | None = None) -> None:
+        ids, dups = lane.core.release(upto, RELEASE_WINDOW_S,
+                                      now=upto if now is None else now)
+        q = lane.nfq.queue
+        if ids:
+            if lane.core.reorder:
+                msg = prefix + b"".join(verdict(q, i, True) for i in ids)
+            else:
+                msg = prefix + verdict(q, ids[-1], True, batch=True)
+        elif prefix:
+            msg = prefix
+        else:
+            return
+        lane.nfq.send(msg)
+        for pid in dups:
+            self._inject(lane.stash.pop(pid, None))
+
+    def _inject(self, payload: bytes | None) -> None:
+        """Send the duplicate of an IPv4 packet from the router (it skips FORWARD)."""
+        if not payload or payload[0] >> 4 != 4:
+            return
+        if self.raw is None:
+            self.raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+        try:
+            self.raw.sendto(payload, (socket.inet_ntoa(payload[16:20]), 0))
+        except OSError:
+            pass
+
+    def _rearm(self, now: float) -> None:
+        a, b = self.lanes[0].core.next_deadline(), self.lanes[1].core.next_deadline()
+        if a is None or (b is not None and b < a):
+            a = b
+        if a is None:
+            if self.target is not None:
+                self.timer.disarm()
+                self.target = None
+            return
+        head = a
+        if self.target is not None and self.target <= head:
+            return                       # already armed early enough
+        self.target = head
+        self.armed = head - self.comp.value_s
+        self.timer.arm(self.armed)
+
+    # -- control channel -----------------------------------------------------------
+    def stats(self) -> EmulStats:
+        """The typed snapshot (rig.description.linkstats); the control channel carries its to_dict()."""
+        ru = resource.getrusage(resource.RUSAGE_SELF)
+        kernel = {kq.get("queue"): kq for kq in kernel_queue_stats()}
+        dirs = []
+        for lane in self.lanes:
+            kq = kernel.get(lane.nfq.queue, {})
+            d = lane.core.stats.report(
+                lane.name, lane.core.held, queue=lane.nfq.queue, gso=lane.nfq.gso,
+                copy_packet=lane.nfq.copy_packet, limit=lane.core.limit,
+                reorder=lane.core.reorder, netlink_errors=lane.nfq.errors,
+                kernel_tstamps=lane.tstamp_used, wakeups=lane.wakeups, recvs=lane.nfq.recvs,
+                messages=lane.nfq.msgs, verdict_sends=lane.nfq.sends)
+            dirs.append(replace(d, nfq_queue_dropped=kq.get("queue_dropped"),
+                                nfq_user_dropped=kq.get("user_dropped")))
+        return EmulStats("userspace", tuple(dirs), alive=True, instance=os.getpid(),
+                         cpu_user_s=ru.ru_utime, cpu_sys_s=ru.ru_stime,
+                         extra={"uptime_s": time.monotonic() - self.started,
+                                "wake_compensation_s": self.comp.value_s,
+                                "timer_wakeups": self.timer_wakeups,
+                                "profile": self.profile.to_dict()})
+
+    def handle(self, req: dict) -> dict:
+        op = req.get("op")
+        if op == "ping":
+            return {"ok": True, "pid": os.getpid()}
+        if op == "stats":
+            return {"ok": True, "stats": self.stats().to_dict()}
+        if op == "configure":
+            profile = LinkProfile.from_dict(req["profile"])
+            for lane, d in zip(self.lanes, (profile.forward, profile.reverse)):
+                lane.configure(d, profile)
+                self.on_readable(lane)      # packets read while waiting for the ack
+            self.profile = profile
+            self._rearm(time.monotonic())
+            return {"ok": True}
+        return {"ok": False, "error": f"unknown op {op!r}"}
+
+    async def serve_client(self, reader: asyncio.StreamReader,
+                           writer: asyncio.StreamWriter) -> None:
+        try:
+            while line := await reader.readline():
+                try:
+                    ans = self.handle(json.loads(line))
+                except Exception as e:         # a bad request must not stop the engine
+                    ans = {"ok": False, "error": f"{type(e).__name__}: {e}"}
+                writer.write(json.dumps(ans).encode() + b"\n")
+                await writer.drain()
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        finally:
+            writer.close()
+
+    # -- lifecycle ---------------------------------------------------------------
+    async def run(self) -> None:
+        from rig.realization.emul.engine.timer import DeadlineTimer, tighten_timer_slack
+        tighten_timer_slack()
+        loop = asyncio.get_running_loop()
+        self.stopping = asyncio.Event()
+        self.timer = DeadlineTimer()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self.stopping.set)
+        for lane in self.lanes:
+            loop.add_reader(lane.nfq.fileno(), self.on_readable, lane)
+        loop.add_reader(self.timer.fileno(), self.on_timer)
+        self.control_path.unlink(missing_ok=True)
+        server = await asyncio.start_unix_server(self.serve_client, path=str(self.control_path))
+        # Few cycles are created on the packet path; a collection pause is a late release.
+        gc.collect()
+        gc.freeze()
+        gc.set_threshold(200_000, 50, 50)
+        print(f"engine: ready pid={os.getpid()} queues="
+              f"{[lane.nfq.queue for lane in self.lanes]}", flush=True)
+        try:
+            await self.stopping.wait()
+        finally:
+            server.close()
+            for lane in self.lanes:
+                loop.remove_reader(lane.nfq.fileno())
+                lane.nfq.close()       # the kernel drops what was held: never undelayed
+            loop.remove_reader(self.timer.fileno())
+            self.timer.close()
+            self.control_path.unlink(missing_ok=True)
+            print("engine: stopped", flush=True)
+
+
+def kernel_queue_stats() -> list[dict]:
+    """/proc/net/netfilter/nfnetlink_queue of this namespace (kernel-side drops)."""
+    keys = ("queue", "portid", "queue_total", "copy_mode", "copy_range",
+            "queue_dropped", "user_dropped", "id_sequence")
+    try:
+        text = Path("/proc/net/netfilter/nfnetlink_queue").read_text()
+    except OSError:
+        return []
+    return [dict(zip(keys, map(int, line.split()[:8]))) for line in text.splitlines() if line]

@@ -1,0 +1,186 @@
+"""The netem backend: the kernel's sch_netem on each egress of the router, a TBF child
+for rate, all built by pure argv functions (tested without root) and verified with
+`tc -j`. Also `kernel_has_netem()`, the probe that decides whether this backend is usable.
+
+netem semantics worth knowing (and mirrored by the userspace engine):
+- `limit` is in packets and must hold the bandwidth-delay product or it caps throughput:
+  sized by Direction.bdp_packets.
+- jitter reorders packets unless netem's own `rate` is set; for order-preserving jitter
+  we add a rate far above any real one (100 Gbit/s) so each packet waits for the last.
+- loss applies per skb: with GSO a lost skb is up to ~45 wire segments (the userspace
+  engine segments first when loss > 0; netem cannot).
+
+Must not import services, orchestration or reports.
+"""
+from __future__ import annotations
+
+import json
+
+from rig.process import proc
+from rig.errors import RigError, StepAborted
+from rig.description.linkstats import EmulStats, StatsFormatError, qdisc_dir_stats
+from rig.realization.emul.base import LinkSite, qdisc_del_argv, tbf_argv
+from rig.description.profile import Direction, LinkProfile
+
+CMD_TIMEOUT = 20.0
+ORDER_RATE_BPS = 100e9        # netem `rate` that only serves to keep packets in order
+
+
+def _pct(x: float) -> str:
+    return f"{x * 100:.6g}%"
+
+
+def _us(s: float) -> str:
+    return f"{s * 1e6:.0f}us"
+
+
+def netem_params(d: Direction, rtt_s: float) -> list[str]:
+    """The netem option words for one direction (after `netem`)."""
+    words = ["limit", str(d.bdp_packets(rtt_s)), "delay", _us(d.delay_s)]
+    if d.jitter_s > 0:
+        words.append(_us(d.jitter_s))
+        if d.jitter_dist == "normal":
+            words += ["distribution", "normal"]
+    if d.gemodel is not None:
+        ge = d.gemodel
+        # netem: loss gemodel p r 1-h 1-k (1-h: loss in bad state, 1-k: loss in good)
+        words += ["loss", "gemodel", _pct(ge.p), _pct(ge.r), _pct(ge.loss_bad),
+                  _pct(ge.loss_good)]
+    elif d.loss > 0:
+        words += ["loss", "random", _pct(d.loss)]
+    if d.duplicate > 0:
+        words += ["duplicate", _pct(d.duplicate)]
+    if d.jitter_s > 0 and not d.reorder:
+        words += ["rate", f"{int(ORDER_RATE_BPS)}bit"]
+    return words
+
+
+def netem_argv(ns: str, dev: str, d: Direction, rtt_s: float) -> list[str]:
+    """`tc qdisc replace dev DEV root handle 1: netem ...` inside namespace ns."""
+    if not dev or not ns:
+        raise ValueError("netem needs a namespace and a device")
+    return ["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root",
+            "handle", "1:", "netem", *netem_params(d, rtt_s)]
+
+
+def rate_child_argv(ns: str, dev: str, d: Direction, rtt_s: float) -> list[str]:
+    """TBF grafted under netem (delay first, then the bottleneck), as on a WAN path."""
+    return tbf_argv(ns, dev, d, rtt_s, parent="1:1", handle="10:")
+
+
+def egresses(site: LinkSite, profile: LinkProfile) -> list[tuple[str, str, Direction]]:
+    """(direction, egress device, profile): forward leaves towards the server."""
+    return [("forward", site.to_server_if, profile.forward),
+            ("reverse", site.to_client_if, profile.reverse)]
+
+
+def plan_argv(site: LinkSite, profile: LinkProfile) -> list[list[str]]:
+    cmds = []
+    for _, dev, d in egresses(site, profile):
+        cmds.append(netem_argv(site.router_ns, dev, d, profile.rtt_s))
+        if d.rate_bps:
+            cmds.append(rate_child_argv(site.router_ns, dev, d, profile.rtt_s))
+    return cmds
+
+
+def show_argv(ns: str, dev: str) -> list[str]:
+    return ["ip", "netns", "exec", ns, "tc", "-s", "-j", "qdisc", "show", "dev", dev]
+
+
+def parse_qdiscs(stdout: str) -> list[dict]:
+    """`tc -s -j qdisc show` output -> list of qdicts (pure)."""
+    try:
+        data = json.loads(stdout or "[]")
+    except ValueError as e:
+        raise RigError(f"tc -j: unparsable output: {stdout[:80]!r}") from e
+    return data if isinstance(data, list) else []
+
+
+def netem_stats(per_dir: dict[str, list[dict] | str]) -> EmulStats:
+    """Parsed `tc -s -j qdisc show` of each egress (or why it could not be read) ->
+    the typed stats every backend returns (pure; see rig.description.linkstats.qdisc_dir_stats)."""
+    errors = [f"{d}: {v}" for d, v in per_dir.items() if isinstance(v, str)]
+    try:
+        dirs = tuple(qdisc_dir_stats(d, v) for d, v in per_dir.items()
+                     if not isinstance(v, str))
+    except StatsFormatError as e:
+        return EmulStats("netem", error=f"tc -j: {e}")
+    return EmulStats("netem", dirs, error="; ".join(errors) or None)
+
+
+class NetemBackend:
+    """Backend protocol implementation on sch_netem (+ TBF)."""
+
+    name = "netem"
+
+    def __init__(self) -> None:
+        self._rated: dict[str, set[str]] = {}
+
+    def plan(self, site: LinkSite, profile: LinkProfile) -> list[list[str]]:
+        return plan_argv(site, profile)
+
+    def apply(self, site: LinkSite, profile: LinkProfile) -> None:
+        try:
+            self._install(site, profile)
+        except BaseException:
+            self.remove(site)
+            raise
+
+    def _install(self, site: LinkSite, profile: LinkProfile) -> None:
+        rated = self._rated.setdefault(site.router_ns, set())
+        for _, dev, d in egresses(site, profile):
+            if dev in rated and not d.rate_bps:
+                # drop the TBF child: replace the whole root
+                proc.run(qdisc_del_argv(site.router_ns, dev), timeout=CMD_TIMEOUT)
+                rated.discard(dev)
+            proc.run(netem_argv(site.router_ns, dev, d, profile.rtt_s), timeout=CMD_TIMEOUT,
+                     check=True)
+            if d.rate_bps:
+                proc.run(rate_child_argv(site.router_ns, dev, d, profile.rtt_s),
+                         timeout=CMD_TIMEOUT, check=True)
+                rated.add(dev)
+
+    def update(self, site: LinkSite, profile: LinkProfile) -> None:
+        self._install(site, profile)
+
+    def _qdiscs(self, site: LinkSite, dev: str) -> list[dict]:
+        res = proc.run(show_argv(site.router_ns, dev), timeout=CMD_TIMEOUT)
+        if not res.ok:
+            raise StepAborted(f"{site.router_ns}: cannot read qdiscs of {dev}: {res.tail()}")
+        return parse_qdiscs(res.stdout)
+
+    def check(self, site: LinkSite) -> None:
+        for direction, dev, _ in egresses(site, LinkProfile()):
+            if not any(q.get("kind") == "netem" and q.get("root")
+                       for q in self._qdiscs(site, dev)):
+                raise StepAborted(f"{site.router_ns}: {direction} netem qdisc on {dev} missing")
+
+    def stats(self, site: LinkSite) -> EmulStats:
+        per_dir: dict[str, list[dict] | str] = {}
+        for direction, dev, _ in egresses(site, LinkProfile()):
+            try:
+                per_dir[direction] = self._qdiscs(site, dev)
+            except StepAborted as e:
+                per_dir[direction] = str(e)
+        return netem_stats(per_dir)
+
+    def remove(self, site: LinkSite) -> None:
+        for _, dev, _ in egresses(site, LinkProfile()):
+            proc.run(qdisc_del_argv(site.router_ns, dev), timeout=CMD_TIMEOUT)
+        self._rated.pop(site.router_ns, None)
+
+
+def netem_probe_argv() -> list[str]:
+    """Create a netem qdisc on `lo` of a throwaway anonymous namespace (unshare): the
+    namespace vanishes with the process, nothing on the host is touched or left behind."""
+    return ["unshare", "--net", "--", "tc", "qdisc", "add", "dev", "lo", "root",
+            "netem", "delay", "1ms"]
+
+
+def kernel_has_netem(timeout: float = 10.0) -> bool:
+    """True when the running kernel can create a netem qdisc (module built in or
+    loadable); False here, where sch_netem does not exist."""
+    try:
+        return proc.run(netem_probe_argv(), timeout=timeout).ok
+    except RigError:
+        return False

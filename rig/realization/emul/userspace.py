@@ -1,0 +1,236 @@
+"""The userspace emulation backend: NFQUEUE rules in the router's FORWARD chain feed the
+rig's own engine process (`python -m rig.realization.emul.engine`), which delays, drops and
+duplicates packets; rate limiting is the kernel's TBF on the router's egress.
+
+Fail-closed: the rules have no --queue-bypass, so a dead engine stops the path instead
+of letting undelayed packets through, and check() raises StepAborted. Every rule carries
+`--comment <prefix>`; everything apply() creates is undone by remove().
+
+Command builders are pure. Must not import services, orchestration or reports.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+
+from rig.process import proc
+from rig.errors import RigError, StepAborted
+from rig.description.linkstats import EmulStats, StatsFormatError
+from rig.realization.emul.base import LinkSite, qdisc_del_argv, tbf_argv
+from rig.realization.emul.engine import control
+from rig.description.profile import Direction, LinkProfile
+
+CMD_TIMEOUT = 20.0
+READY_TIMEOUT = 15.0
+CONTROL_TIMEOUT = 3.0
+_SUN_PATH_MAX = 100
+
+
+# --- pure command builders --------------------------------------------------------------
+
+def _iptables(site: LinkSite) -> str:
+    return "ip6tables" if ":" in site.client_net else "iptables"
+
+
+def legs(site: LinkSite, profile: LinkProfile) -> list[tuple[str, str, str, int, Direction]]:
+    """(direction, in_if, out_if, queue, profile) for forward then reverse."""
+    return [("forward", site.to_client_if, site.to_server_if, site.queue_base, profile.forward),
+            ("reverse", site.to_server_if, site.to_client_if, site.queue_base + 1,
+             profile.reverse)]
+
+
+def nfqueue_rule_argv(site: LinkSite, action: str, in_if: str, out_if: str,
+                      queue: int) -> list[str]:
+    """iptables -I/-D/-C of one direction's NFQUEUE rule (fail-closed: no bypass)."""
+    if action not in ("-I", "-D", "-C"):
+        raise ValueError(f"bad iptables action {action!r}")
+    return ["ip", "netns", "exec", site.router_ns, _iptables(site), "-w", "5", action,
+            "FORWARD", "-i", in_if, "-o", out_if, "-m", "comment", "--comment", site.prefix,
+            "-j", "NFQUEUE", "--queue-num", str(queue)]
+
+
+def is_passthrough(d: Direction) -> bool:
+    """Nothing for the engine to do in this direction (rate is the kernel's TBF)."""
+    return (d.delay_s == 0 and d.jitter_s == 0 and d.mean_loss == 0 and d.duplicate == 0)
+
+
+def control_path(site: LinkSite) -> Path:
+    p = site.workdir / f"{site.prefix}-{site.path}-engine.sock"
+    if len(str(p)) > _SUN_PATH_MAX:      # unix socket paths are limited to 108 bytes
+        p = Path(tempfile.gettempdir()) / f"{site.router_ns}-q{site.queue_base}.sock"
+    return p
+
+
+def profile_path(site: LinkSite) -> Path:
+    return site.workdir / f"{site.prefix}-{site.path}-profile.json"
+
+
+def engine_argv(site: LinkSite, *, python: str = sys.executable,
+                seed: int | None = None) -> list[str]:
+    argv = [python, "-m", "rig.realization.emul.engine",
+            "--queues", str(site.queue_base), str(site.queue_base + 1),
+            "--control", str(control_path(site)), "--profile", str(profile_path(site))]
+    return argv + (["--seed", str(seed)] if seed is not None else [])
+
+
+def rate_argv(site: LinkSite, profile: LinkProfile) -> list[list[str]]:
+    """TBF on each egress whose direction has a rate (forward leaves to the server)."""
+    return [tbf_argv(site.router_ns, out_if, d, profile.rtt_s)
+            for _, _, out_if, _, d in legs(site, profile) if d.rate_bps]
+
+
+# --- the backend -------------------------------------------------------------------------
+
+class UserspaceBackend:
+    """Backend protocol implementation; one engine process per LinkSite.
+
+    bypass_passthrough: a direction with no delay, jitter, loss or duplication gets no
+    NFQUEUE rule (its packets never visit the engine, as netem with nothing to do costs
+    nothing); update() adds or removes the rule when the profile changes.
+    """
+
+    name = "userspace"
+
+    def __init__(self, *, python: str = sys.executable, seed: int | None = None,
+                 ready_timeout: float = READY_TIMEOUT, bypass_passthrough: bool = True) -> None:
+        self.python = python
+        self.seed = seed
+        self.ready_timeout = ready_timeout
+        self.bypass_passthrough = bypass_passthrough
+        self._engines: dict[tuple[str, int], proc.Service] = {}
+        self._rated: dict[tuple[str, int], set[str]] = {}
+        self._rules: dict[tuple[str, int], set[tuple[str, str, int]]] = {}
+
+    @staticmethod
+    def _key(site: LinkSite) -> tuple[str, int]:
+        return (site.router_ns, site.queue_base)
+
+    def _wanted_rules(self, site: LinkSite, profile: LinkProfile) -> set[tuple[str, str, int]]:
+        return {(i, o, q) for _, i, o, q, d in legs(site, profile)
+                if not (self.bypass_passthrough and is_passthrough(d))}
+
+    def plan(self, site: LinkSite, profile: LinkProfile) -> list[list[str]]:
+        return ([proc.ns_argv(site.router_ns, engine_argv(site, python=self.python,
+                                                          seed=self.seed))]
+                + rate_argv(site, profile)
+                + [nfqueue_rule_argv(site, "-I", i, o, q)
+                   for i, o, q in sorted(self._wanted_rules(site, profile), key=lambda r: r[2])])
+
+    def apply(self, site: LinkSite, profile: LinkProfile) -> None:
+        key = self._key(site)
+        if key in self._engines:
+            raise RigError(f"{site.router_ns}: userspace emulation already applied")
+        site.workdir.mkdir(parents=True, exist_ok=True)
+        profile_path(site).write_text(json.dumps(profile.to_dict()))
+        svc = proc.Service(engine_argv(site, python=self.python, seed=self.seed),
+                           netns=site.router_ns, name=f"{site.prefix}-{site.path}-engine",
+                           log_path=site.workdir / f"{site.prefix}-{site.path}-engine.log")
+        self._engines[key] = svc
+        try:
+            svc.start()
+            proc.wait_until(lambda: self._responds(site), timeout=self.ready_timeout,
+                            what=f"emulation engine in {site.router_ns}", service=svc)
+            self._set_rates(site, profile)
+            self._set_rules(site, profile)
+        except BaseException:
+            self.remove(site)
+            raise
+
+    def _responds(self, site: LinkSite) -> bool:
+        try:
+            control.ping(control_path(site), timeout=0.5)
+            return True
+        except control.ControlError:
+            return False
+
+    def _set_rates(self, site: LinkSite, profile: LinkProfile) -> None:
+        rated = self._rated.setdefault(self._key(site), set())
+        for _, _, out_if, _, d in legs(site, profile):
+            if d.rate_bps:
+                proc.run(tbf_argv(site.router_ns, out_if, d, profile.rtt_s),
+                         timeout=CMD_TIMEOUT, check=True)
+                rated.add(out_if)
+            elif out_if in rated:
+                proc.run(qdisc_del_argv(site.router_ns, out_if), timeout=CMD_TIMEOUT)
+                rated.discard(out_if)
+
+    def _set_rules(self, site: LinkSite, profile: LinkProfile) -> None:
+        have = self._rules.setdefault(self._key(site), set())
+        want = self._wanted_rules(site, profile)
+        for rule in sorted(want - have):
+            proc.run(nfqueue_rule_argv(site, "-I", *rule), timeout=CMD_TIMEOUT, check=True)
+            have.add(rule)
+        for rule in sorted(have - want):
+            proc.run(nfqueue_rule_argv(site, "-D", *rule), timeout=CMD_TIMEOUT, check=True)
+            have.discard(rule)
+
+    def update(self, site: LinkSite, profile: LinkProfile) -> None:
+        if self._key(site) not in self._engines:
+            raise RigError(f"{site.router_ns}: userspace emulation not applied")
+        profile_path(site).write_text(json.dumps(profile.to_dict()))
+        try:
+            control.configure(control_path(site), profile.to_dict(), timeout=CONTROL_TIMEOUT)
+        except control.ControlError as e:
+            raise StepAborted(f"{site.router_ns}: cannot reconfigure the engine: {e}") from e
+        self._set_rates(site, profile)
+        self._set_rules(site, profile)
+
+    def check(self, site: LinkSite) -> None:
+        svc = self._engines.get(self._key(site))
+        if svc is None:
+            raise StepAborted(f"{site.router_ns}: userspace emulation not applied")
+        if not svc.alive():
+            raise StepAborted(f"{site.router_ns}: emulation engine died (exit "
+                              f"{svc.stop()}): {svc.log_tail(300).strip()}")
+        try:
+            control.ping(control_path(site), timeout=CONTROL_TIMEOUT)
+        except control.ControlError as e:
+            raise StepAborted(f"{site.router_ns}: emulation engine not responding: {e}") from e
+        for rule in sorted(self._rules.get(self._key(site), ())):
+            if not proc.run(nfqueue_rule_argv(site, "-C", *rule), timeout=CMD_TIMEOUT).ok:
+                raise StepAborted(f"{site.router_ns}: NFQUEUE rule {rule} missing")
+
+    def stats(self, site: LinkSite) -> EmulStats:
+        key = self._key(site)
+        svc = self._engines.get(key)
+        queued = {"queued": sorted(q for _, _, q in self._rules.get(key, ()))}
+        if not (svc and svc.alive()):
+            return EmulStats(self.name, alive=False, extra=queued)
+        try:
+            st = EmulStats.from_json(control.stats(control_path(site), timeout=CONTROL_TIMEOUT))
+        except control.ControlError as e:
+            return EmulStats(self.name, alive=True, error=str(e), extra=queued)
+        except StatsFormatError as e:
+            return EmulStats(self.name, alive=True, error=f"engine stats unreadable: {e}",
+                             extra=queued)
+        return replace(st, extra={**st.extra, **queued})
+
+    def remove(self, site: LinkSite) -> None:
+        key = self._key(site)
+        # Rules first (while the engine still serves what it holds), then the engine.
+        for rule in sorted(self._rules.pop(key, set())):
+            proc.run(nfqueue_rule_argv(site, "-D", *rule), timeout=CMD_TIMEOUT)
+        svc = self._engines.pop(key, None)
+        if svc is not None:
+            svc.stop()
+        for dev in self._rated.pop(key, set()):
+            proc.run(qdisc_del_argv(site.router_ns, dev), timeout=CMD_TIMEOUT)
+        for p in (control_path(site), profile_path(site)):
+            p.unlink(missing_ok=True)
+
+    def engine_pid(self, site: LinkSite) -> int | None:
+        svc = self._engines.get(self._key(site))
+        return svc.pid if svc else None
+
+
+def kernel_has_nfqueue(timeout: float = 10.0) -> bool:
+    """Can an NFQUEUE rule be installed? Probed in a throwaway anonymous namespace."""
+    try:
+        res = proc.run(["unshare", "--net", "--", "iptables", "-w", "5", "-A", "FORWARD",
+                        "-j", "NFQUEUE", "--queue-num", "0"], timeout=timeout)
+    except RigError:
+        return False
+    return res.ok

@@ -1,0 +1,318 @@
+"""Regression check between two stored runs (`rig compare BASELINE CANDIDATE`).
+
+Measurements are matched on (path, configured RTT, client configuration, streams,
+concurrency). For each pair the change is that of the geometric mean throughput over
+the successful repeats, candidate vs baseline. Its noise is judged by Welch's t on log
+throughput (rig.report.stats): a 95 % interval of the change and a two-sided p-value, which keep
+their stated coverage at 3 repeats. The p-values of all pairs tested together are
+Holm-adjusted, so that comparing two runs of one setup calls *anything* a regression in
+at most 5 % of comparisons, however many points are matched.
+
+Status of a pair (decide()):
+  regression    change < -threshold AND significant after Holm (both sides >= 3 repeats)
+  failed        every candidate repeat failed while most baseline repeats succeeded
+                (a transfer that stopped working is never noise)
+  improvement   change > +threshold AND significant after Holm
+  noise         |change| > threshold but not significant
+  unchanged     |change| <= threshold
+  undecided     |change| > threshold with fewer than 3 successful repeats on a side (the
+                noise is unknown), or every candidate repeat failed where the baseline
+                itself failed as often as it worked
+  no-baseline   the baseline never succeeded
+Exit code: 1 when a pair regressed or failed, else 0 -- also when some pairs are only
+undecided (the summary line says so); unusable input raises InputError (2).
+
+Writes compare.md, compare.csv, compare.html and, when matplotlib is importable,
+overlay charts. The verdict never needs matplotlib.
+
+Must not import rig.realization.netns, rig.process.proc, rig.services or rig.realization.emul (nor matplotlib at import).
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import math
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Sequence
+
+from rig.errors import ExitStatus, InputError
+from rig.report.model import SETTINGS, Key, Point, Run, key_order, load_run
+from rig.report.verdict import verdict
+from rig.report.stats import holm, welch_log
+
+CONFIDENCE = 0.95
+ALPHA = 1 - CONFIDENCE          # family-wise error over all tested pairs (Holm)
+MIN_REPEATS = 3                 # fewer successful repeats on a side: undecided
+
+REGRESSION, IMPROVEMENT, UNCHANGED, NOISE = "regression", "improvement", "unchanged", "noise"
+FAILED, NO_BASELINE, UNDECIDED = "failed", "no-baseline", "undecided"
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One matched measurement: baseline vs candidate."""
+    key: Key
+    base: tuple[float, ...]             # aggregate bits/s per successful repeat
+    cand: tuple[float, ...]
+    change: float                       # geometric mean change; nan without data
+    low: float | None                   # 95 % Welch interval of `change`, None: untested
+    high: float | None
+    status: str
+    base_failed: int = 0
+    cand_failed: int = 0
+    base_verdict: str = ""
+    cand_verdict: str = ""
+    settings: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+    p: float | None = None              # two-sided Welch p-value, None: untested
+    p_holm: float | None = None         # Holm-adjusted over every tested pair
+
+    @property
+    def regressed(self) -> bool:
+        return self.status in (REGRESSION, FAILED)
+
+    def interval_text(self) -> str:
+        if self.low is None or self.high is None:
+            return "n/a (< 3 repeats)" if self.base and self.cand else "n/a"
+        return f"[{self.low:+.1%}, {self.high:+.1%}]"
+
+
+@dataclass
+class CompareResult:
+    baseline: Path
+    candidate: Path
+    out_dir: Path
+    threshold: float
+    pairs: list[Pair]
+    only_baseline: list[Key]
+    only_candidate: list[Key]
+    env_diffs: list[str]
+    scenario_diff: list[str]
+    files: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def regressions(self) -> list[Pair]:
+        return [p for p in self.pairs if p.regressed]
+
+    @property
+    def undecided(self) -> list[Pair]:
+        return [p for p in self.pairs if p.status == UNDECIDED]
+
+    @property
+    def exit_code(self) -> int:
+        return int(ExitStatus.REGRESSION if self.regressions else ExitStatus.OK)
+
+    def summary(self) -> str:
+        return summary_line(self.pairs, self.threshold)
+
+
+def summary_line(pairs: Sequence[Pair], threshold: float) -> str:
+    n = len(pairs)
+    count = {s: sum(1 for p in pairs if p.status == s) for s in
+             (REGRESSION, FAILED, IMPROVEMENT, NOISE, UNDECIDED)}
+    r = count[REGRESSION] + count[FAILED]
+    if r:
+        head = (f"REGRESSION: {r} of {n} matched measurements dropped by more than "
+                f"{threshold:.0%} outside the noise")
+        if count[FAILED]:
+            head += f" ({count[FAILED]} of them failed in every candidate repeat)"
+    elif count[UNDECIDED]:
+        head = (f"UNDECIDED (exit 0): no regression shown, but {count[UNDECIDED]} of {n} "
+                f"matched measurements moved by more than {threshold:.0%} with fewer "
+                f"than {MIN_REPEATS} repeats on a side (noise unknown)")
+    else:
+        head = (f"no regression: {n} matched measurements, none dropped by more than "
+                f"{threshold:.0%} outside the noise")
+    tail = f"{count[IMPROVEMENT]} improved, {count[NOISE]} within noise"
+    if r and count[UNDECIDED]:
+        tail += f", {count[UNDECIDED]} undecided"
+    return f"{head} ({tail})"
+
+
+@dataclass(frozen=True)
+class Draft:
+    """What decide() needs of a pair: successful repeats and failure counts."""
+    base: Sequence[float]
+    cand: Sequence[float]
+    base_failed: int = 0
+    cand_failed: int = 0
+
+
+@dataclass(frozen=True)
+class Decision:
+    status: str
+    change: float
+    low: float | None = None
+    high: float | None = None
+    p: float | None = None
+    p_holm: float | None = None
+
+
+def _geo_change(base: Sequence[float], cand: Sequence[float]) -> float:
+    lb = sum(math.log(v) for v in base) / len(base)
+    lc = sum(math.log(v) for v in cand) / len(cand)
+    return math.expm1(lc - lb)
+
+
+def _untested(d: Draft, threshold: float) -> Decision:
+    if not d.base:
+        return Decision(NO_BASELINE, math.nan)
+    if not d.cand:      # failed everywhere: a regression unless the baseline was flaky
+        ok = len(d.base) > d.base_failed
+        return Decision(FAILED if ok else UNDECIDED, -1.0)
+    change = _geo_change(d.base, d.cand)
+    return Decision(UNCHANGED if abs(change) <= threshold else UNDECIDED, change)
+
+
+def decide(drafts: Sequence[Draft], threshold: float) -> list[Decision]:
+    """Status of every pair; the Holm family is every pair with >= 3 repeats a side."""
+    out: list[Decision | None] = [None] * len(drafts)
+    tested: list[tuple[int, Any]] = []
+    for i, d in enumerate(drafts):
+        if len(d.base) >= MIN_REPEATS and len(d.cand) >= MIN_REPEATS:
+            tested.append((i, welch_log(list(d.base), list(d.cand), CONFIDENCE)))
+        else:
+            out[i] = _untested(d, threshold)
+    adjusted = holm([w.p for _, w in tested])
+    for (i, w), p_holm in zip(tested, adjusted):
+        significant = p_holm <= ALPHA
+        if w.change < -threshold:
+            status = REGRESSION if significant else NOISE
+        elif w.change > threshold:
+            status = IMPROVEMENT if significant else NOISE
+        else:
+            status = UNCHANGED
+        out[i] = Decision(status, w.change, w.low, w.high, w.p, p_holm)
+    return [d for d in out if d is not None]
+
+
+def _settings_diff(b: Point, c: Point) -> dict[str, tuple[Any, Any]]:
+    out = {}
+    for name in SETTINGS:
+        bv, cv = b.settings.get(name, set()), c.settings.get(name, set())
+        if bv != cv:
+            out[name] = (_one(bv), _one(cv))
+    return out
+
+
+def _one(values: set) -> Any:
+    return next(iter(values)) if len(values) == 1 else sorted(map(str, values))
+
+
+def compare_points(b: Point, c: Point, base_run: Run, cand_run: Run) -> Pair:
+    """The pair before decide(): status and change are filled in by match()."""
+    return Pair(b.key, tuple(b.samples_bps), tuple(c.samples_bps), math.nan, None, None,
+                UNDECIDED, base_failed=b.failed, cand_failed=c.failed,
+                base_verdict=verdict(b, base_run).kind,
+                cand_verdict=verdict(c, cand_run).kind, settings=_settings_diff(b, c))
+
+
+def _flat(d: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(d, dict):
+        return {prefix: d}
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+    return out
+
+
+def environment_diffs(base: dict, cand: dict) -> tuple[list[str], list[str]]:
+    """(one line per differing environment value, unified diff of the scenario text)."""
+    text_keys = ("scenario_text", "scenario")
+    b = _flat({k: v for k, v in base.items() if k not in text_keys})
+    c = _flat({k: v for k, v in cand.items() if k not in text_keys})
+    lines = []
+    for k in sorted(set(b) | set(c)):
+        if b.get(k) != c.get(k):
+            lines.append(f"{k}: {_short(b.get(k, '(absent)'))} -> "
+                         f"{_short(c.get(k, '(absent)'))}")
+    bt, ct = _text(base), _text(cand)
+    diff = list(difflib.unified_diff(bt.splitlines(), ct.splitlines(), "baseline",
+                                     "candidate", lineterm="", n=1))
+    if diff:
+        lines.append("scenario text differs (diff below)")
+    return lines, diff[:200]
+
+
+def _text(env: dict) -> str:
+    v = env.get("scenario_text", env.get("scenario", ""))
+    return v if isinstance(v, str) else json.dumps(v, indent=2, sort_keys=True)
+
+
+def _short(v: Any) -> str:
+    s = v if isinstance(v, str) else json.dumps(v)
+    return s if len(s) <= 120 else s[:117] + "..."
+
+
+def settings_lines(pairs: list[Pair]) -> list[str]:
+    """Per-measurement settings that changed (window, tcp_rmem, congestion control...)."""
+    counts: dict[tuple[str, str, str], int] = {}
+    for p in pairs:
+        for name, (bv, cv) in p.settings.items():
+            k = (name, _short(bv), _short(cv))
+            counts[k] = counts.get(k, 0) + 1
+    return [f"{name}: {bv} -> {cv} in {n} of {len(pairs)} matched measurements"
+            for (name, bv, cv), n in sorted(counts.items())]
+
+
+def _load(d: Path, role: str) -> Run:
+    d = Path(d)
+    if not d.is_dir():
+        raise InputError(f"{role} run folder does not exist" if not d.exists() else
+                         f"{role} run is not a folder", file=str(d))
+    run = load_run(d)
+    if not run.points:
+        raise InputError(f"{role} run has no transfers", file=str(d))
+    return run
+
+
+def _out_dir(out_dir: Path | None, cand: Run) -> Path:
+    out = Path(out_dir) if out_dir is not None else cand.dir / "compare"
+    for parent in (out, *out.parents):
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError("output folder is a file" if parent == out else
+                                 f"output folder's parent {parent} is a file",
+                                 file=str(out), key="--out")
+            break
+    return out
+
+
+def match(base: Run, cand: Run, threshold: float) -> tuple[list[Pair], list[Key], list[Key]]:
+    bmap = {p.key: p for p in base.points}
+    cmap = {p.key: p for p in cand.points}
+    common = sorted(set(bmap) & set(cmap), key=key_order)
+    raw = [compare_points(bmap[k], cmap[k], base, cand) for k in common]
+    decisions = decide([Draft(p.base, p.cand, p.base_failed, p.cand_failed) for p in raw],
+                       threshold)
+    pairs = [replace(p, status=d.status, change=d.change, low=d.low, high=d.high, p=d.p,
+                     p_holm=d.p_holm) for p, d in zip(raw, decisions)]
+    return (pairs, sorted(set(bmap) - set(cmap), key=key_order),
+            sorted(set(cmap) - set(bmap), key=key_order))
+
+
+def compare(baseline_dir: Path, candidate_dir: Path, out_dir: Path | None = None, *,
+            threshold: float = 0.10) -> CompareResult:
+    """Compare two runs, write compare.{md,csv,html} (+ charts) into out_dir
+    (default: CANDIDATE/compare), return the result; .exit_code is 0 or 1."""
+    if not (isinstance(threshold, (int, float)) and 0 < threshold < 1):
+        raise InputError("threshold must be a fraction between 0 and 1", key="threshold",
+                         value=threshold)
+    base, cand = _load(baseline_dir, "baseline"), _load(candidate_dir, "candidate")
+    pairs, only_b, only_c = match(base, cand, threshold)
+    if not pairs:
+        raise InputError("no measurement in common (matched on path, RTT, client, streams, "
+                         "concurrency)", file=f"{baseline_dir} vs {candidate_dir}")
+    env_lines, scen_diff = environment_diffs(base.env, cand.env)
+    out = _out_dir(out_dir, cand)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"cannot create the output folder ({e.strerror})", file=str(out),
+                         key="--out") from e
+    result = CompareResult(base.dir, cand.dir, out, threshold, pairs, only_b, only_c,
+                           env_lines + settings_lines(pairs), scen_diff)
+    from rig.report import compare_report
+    result.files = compare_report.write_all(result, base, cand)
+    return result
