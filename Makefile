@@ -7,7 +7,7 @@ APT_PKGS := xrootd-server xrootd-client davix curl iperf3 iptables iputils-ping 
             procps iproute2 python3-venv python3-pip chromium
 SCENARIO ?= scenarios/quick.yaml
 
-.PHONY: install deps venv run test test-fast test-netem netem-deps bench clean-leftovers
+.PHONY: install deps venv run test test-fast lint test-netem netem-deps bench clean-leftovers
 
 install: deps venv
 
@@ -29,11 +29,17 @@ venv: $(BIN)/rig
 run: install
 	$(BIN)/rig run $(SCENARIO)
 
-test: install netem-deps
+test: install netem-deps lint
 	$(BIN)/pytest -q -rs
 
+# The pure tier without the slow pure tests (browser, charts, fuzzing, loopback copies):
+# under 30 s on a quiet 2-core machine.
 test-fast: venv
-	$(BIN)/pytest -q -m "not netns and not e2e and not netemvm"
+	$(BIN)/pytest -q -m "not netns and not e2e and not netemvm and not slow"
+
+lint: venv
+	$(BIN)/ruff check rig tests bench
+	$(BIN)/mypy rig
 
 # The netem backend on a kernel that has sch_netem: Debian's kernel in qemu (TCG, no
 # network device), ~4 min. Downloads the kernel package once (not installed on the host).

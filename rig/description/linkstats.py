@@ -185,7 +185,7 @@ class DirStats:
         late = self.lateness
         if late is not None and prev.lateness is not None:
             late = late.since(prev.lateness)
-        return replace(self, **counts, applied_delay_mean_s=applied, lateness=late)
+        return replace(self, applied_delay_mean_s=applied, lateness=late, **counts)  # type: ignore[arg-type]
 
     def _accepted(self) -> int | None:
         if self.seen is None:
@@ -405,7 +405,7 @@ def adapt_v1(d: dict, backend: str = "?") -> EmulStats:
             dirs.append(_v1_lane(direction, lane))
     dirs = _v1_kernel_queues(dirs, d.get("kernel_queues") or [])
     pid = d.get("pid")
-    return EmulStats(name, tuple(dirs),
+    return EmulStats(str(name), tuple(dirs),
                      alive=d["alive"] if isinstance(d.get("alive"), bool) else None,
                      error="; ".join(errors) or None,
                      instance=_opt(_nonneg_int, pid, "pid"),

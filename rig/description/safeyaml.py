@@ -86,7 +86,7 @@ class StrictLoader(yaml.SafeLoader):
         super().__init__(stream)
         self._depth = 0
 
-    def compose_node(self, parent, index):  # type: ignore[override]
+    def compose_node(self, parent, index):
         event = self.peek_event()
         if isinstance(event, AliasEvent):
             raise ComposerError(None, None, "aliases (*name) are not allowed here",
@@ -103,7 +103,7 @@ class StrictLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
-    def construct_mapping(self, node, deep=False):  # type: ignore[override]
+    def construct_mapping(self, node, deep=False):
         if isinstance(node, MappingNode):
             seen: set = set()
             for key_node, _ in node.value:

@@ -130,7 +130,9 @@ def section(cls: type) -> Parser:
 def call(ctx: Ctx, parse: Parser, value: Any) -> Any:
     """Apply a parser; turn its ValueError/TypeError into an error at ctx."""
     try:
-        return parse(value) if not getattr(parse, "wants_ctx", False) else parse(ctx, value)
+        if getattr(parse, "wants_ctx", False):
+            return parse(ctx, value)  # type: ignore[call-arg]
+        return parse(value)
     except InputError:
         raise
     except (ValueError, TypeError) as e:
@@ -139,7 +141,7 @@ def call(ctx: Ctx, parse: Parser, value: Any) -> Any:
 
 def with_ctx(fn: Callable[[Ctx, Any], Any]) -> Parser:
     fn.wants_ctx = True  # type: ignore[attr-defined]
-    return fn
+    return fn  # type: ignore[return-value]
 
 
 def list_of(parse: Parser, *, min_len: int = 1, scalar_ok: bool = True,

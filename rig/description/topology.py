@@ -253,6 +253,8 @@ def lay_out(t: Topology, servers: int | None = None) -> tuple[list[LinkLayout], 
         size = subnet_size(len(members))
         start = -(-end // size) * size
         end = start + size
+        devs: tuple[str, ...]
+        ports: tuple[str, ...]
         if ln.kind == "veth":
             a, b = members
             devs, ports = (a + b, b + a), ()

@@ -77,7 +77,7 @@ def _int(key: str, v: object, lo: int, hi: int, optional: bool = False) -> None:
 def _num(key: str, v: object, optional: bool = True) -> None:
     if v is None and optional:
         return
-    if type(v) not in (int, float) or not math.isfinite(v):
+    if not isinstance(v, (int, float)) or type(v) is bool or not math.isfinite(v):
         raise _bad(key, "a finite number", v)
 
 
@@ -224,7 +224,7 @@ class Ready:
         _int("size", self.size, 0, MAX_BYTES)
         _int("file_id", self.file_id, 0, 2**32 - 1)
         _ints("sizes", self.sizes, MAX_FILES, optional=True)
-        if not re.fullmatch(r"[0-9a-fA-F]{%d}" % (2 * TOKEN_BYTES), self.token):
+        if not re.fullmatch(rf"[0-9a-fA-F]{{{2 * TOKEN_BYTES}}}", self.token):
             raise ProtocolError("bad ready message")
         if self.sizes is not None and (sum(self.sizes) != self.size
                                        or any(x < 0 for x in self.sizes)):

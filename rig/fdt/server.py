@@ -232,11 +232,13 @@ class Server:
                                 f" within {self.opts.connect_s:g}s") from None
         if s.hello.bufsize:
             for sock in s.socks:
-                set_bufsize(sock, s.hello.bufsize)
+                if sock is not None:
+                    set_bufsize(sock, s.hello.bufsize)
 
     async def _send(self, ctrl: Control, s: Session, fds: list[int], sizes: list[int]) -> None:
         h = s.hello
-        sources = [FileSource(fd) for fd in fds] if fds else [MemSource(h.block)]
+        sources: list[FileSource | MemSource] = (
+            [FileSource(fd) for fd in fds] if fds else [MemSource(h.block)])
         progress = Progress(h.streams)
         cpu0 = cpu_times()
         socks = [x for x in s.socks if x is not None]

@@ -120,7 +120,10 @@ async def _writable(sock: socket.socket) -> None:
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
     fd = sock.fileno()
-    loop.add_writer(fd, lambda: fut.done() or fut.set_result(None))
+    def wake() -> None:
+        if not fut.done():
+            fut.set_result(None)
+    loop.add_writer(fd, wake)
     try:
         await fut
     finally:
@@ -269,7 +272,8 @@ async def send_all(socks: list[socket.socket], sources: list[Source], sizes: lis
     sched = BlockScheduler(sizes, block)
     adler = None
     if checksum and isinstance(sources[0], FileSource):
-        adler = loop.run_in_executor(None, files_adler32, [s.fd for s in sources], sizes)
+        adler = loop.run_in_executor(None, files_adler32,
+                                     [s.fd for s in sources if isinstance(s, FileSource)], sizes)
     timer = loop.call_later(duration, sched.stop) if duration else None
     by_id = {i + 1: src for i, src in enumerate(sources)}
     aws = [send_stream(sock, i, by_id, sched, progress) for i, sock in enumerate(socks)]
@@ -287,10 +291,11 @@ async def send_all(socks: list[socket.socket], sources: list[Source], sizes: lis
     if not checksum:
         return sent, [None] * len(sources)
     if adler is not None:
-        return sent, await adler
+        return sent, list(await adler)
     source = sources[0]
     assert isinstance(source, MemSource)
-    return sent, [mem_adler32(source, sent, block)]
+    adlers: list[int | None] = [mem_adler32(source, sent, block)]
+    return sent, adlers
 
 
 def mem_adler32(source: MemSource, size: int, block: int) -> int:

@@ -20,6 +20,7 @@ import contextlib
 import os
 import shutil
 import signal
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Callable, Collection
 
@@ -111,7 +112,8 @@ def _cmdline(pid: int) -> list[str]:
 
 def _delete_ns(ns: str, say) -> None:
     pids = netns.ns_pids(ns)
-    comms = sorted({(owner.info(p).comm if owner.info(p) else str(p)) for p in pids})
+    infos = {p: owner.info(p) for p in pids}
+    comms = sorted({i.comm if i else str(p) for p, i in infos.items()})
     netns.kill_ns_processes(ns)
     proc.run(["ip", "netns", "del", ns], timeout=20)
     killed = f" (killed {len(pids)} process(es) inside: {', '.join(comms)})" if pids else ""
@@ -132,7 +134,10 @@ def clean(*, force: bool = False, say: Callable[[str], None] = print,
             tuning.restore_global(st["sysctls_restore"], st.get("sysctls_wrote"))
             say(f"restored {', '.join(st['sysctls_restore'])} recorded by {p}")
     for ns in netns.list_namespaces():
-        p = netns.NS_RE.match(ns).group(1)
+        m = netns.NS_RE.match(ns)
+        if m is None:
+            continue
+        p = m.group(1)
         if not sw.mine(p) or sw.live(p):
             continue
         _delete_ns(ns, say)
@@ -146,7 +151,7 @@ def clean(*, force: bool = False, say: Callable[[str], None] = print,
     for src, mnt in data.rig_mounts():
         if not sw.mine(src[:7]) or sw.live(src[:7]):
             continue
-        proc.run(data.umount_argv(mnt), timeout=20)
+        proc.run(data.umount_argv(Path(mnt)), timeout=20)
         say(f"unmounted {mnt}")
         out.removed += 1
     leases = netns.STATE_DIR / "leases"

@@ -112,6 +112,7 @@ def up(name: str, *, rtt: str, jitter: str = "0ms", loss: str = "0%", rate: str 
         path = netns.lay_out(netns.default_topology(), prefix, 0, name, subnet,
                              workdir=netns.STATE_DIR / prefix / "net")
         net = netns.build(path)
+        assert net.site is not None
         be = make_backend(backend)
         be.apply(net.site, profile)
     except BaseException:
@@ -153,7 +154,7 @@ def teardown(prefix: str, name: str = "net") -> None:
 def list_paths() -> list[dict]:
     live = set(netns.list_namespaces())
     out = []
-    for p, st in netns.read_states().items():
+    for _p, st in netns.read_states().items():
         if st.get("kind") == "net":
             out.append(dict(st, alive=st.get("router_ns") in live,
                             owner_alive=owner.alive(st.get("owner_pid"), st.get("owner_start"))

@@ -49,6 +49,7 @@ def plan_lines(sc: Scenario) -> list[str]:
     for i, p in enumerate(sc.paths):
         out.append(f"# path {p.name} ({p.kind})")
         if p.kind == "real":
+            assert p.server_addr is not None      # the schema requires it on real paths
             names[p.name] = netns.real_path(i, p.name, client_ns=p.client_ns,
                                             server_ns=p.server_ns, server_addr=p.server_addr)
             continue
@@ -57,7 +58,7 @@ def plan_lines(sc: Scenario) -> list[str]:
         out += [f"# write {netns.ETC_NETNS / ns / 'resolv.conf'} (no resolver in the namespace)"
                 for ns in n.namespaces]
         for node in n.nodes:
-            if node.role != "router":
+            if node.role != "router" and node.ns is not None:
                 out += [_fmt(a) for a in tuning.ns_argv(sc.tuning, node.ns)]
         names[p.name] = n
         _servers(sc, out, p.name, n.server_ns, n.server_addr, wd)
@@ -101,7 +102,9 @@ def _servers(sc: Scenario, out: list[str], path: str, ns: str, addr: str, wd: Pa
 
 def _emulation(step: S.Step, site) -> list[str]:
     be = step.path.backend
-    out = []
+    out: list[str] = []
+    if step.profile is None:
+        return out
     if be in ("auto", "netem"):
         out.append("# backend netem" + (" (auto: where the kernel has sch_netem)" if be == "auto" else ""))
         out += [_fmt(a) for a in NetemBackend().plan(site, step.profile)]

@@ -85,7 +85,8 @@ class RunState:
         """So `rig clean` can kill it after a SIGKILL of this run (host-side servers)."""
         self.data.setdefault("pids", []).append([svc.pid, svc.argv[0]])
         # apart from "pids", whose [pid, argv0] pairs an older `rig clean` unpacks
-        self.data.setdefault("pid_starts", {})[str(svc.pid)] = owner.start_time(svc.pid)
+        if svc.pid is not None:
+            self.data.setdefault("pid_starts", {})[str(svc.pid)] = owner.start_time(svc.pid)
         self.save()
 
 
@@ -98,9 +99,14 @@ class Run:
         self.prefix = prefix or netns.new_prefix()
         self.run_id = out_dir.name
         self.workdir = netns.STATE_DIR / self.prefix
-        self.store: Store | None = None
+        self._store: Store | None = None
         self.lives: list[Live] = []
         self.state = RunState(self.prefix, out_dir)
+
+    @property
+    def store(self) -> Store:
+        assert self._store is not None, "execute() opens the store first"
+        return self._store
 
     # --- setup ---------------------------------------------------------------------
     def _env_snapshot(self, stack: contextlib.ExitStack) -> None:
@@ -126,6 +132,7 @@ class Run:
 
     def _build_path(self, stack: contextlib.ExitStack, i: int, p: PathSpec) -> Live:
         if p.kind == "real":
+            assert p.server_addr is not None      # the schema requires it on real paths
             live = Live(p, netns.real_path(i, p.name, client_ns=p.client_ns,
                                            server_ns=p.server_ns, server_addr=p.server_addr),
                         NoneBackend())
@@ -134,7 +141,7 @@ class Run:
                 self.prefix, p.name, i, workdir=self.workdir / p.name,
                 mtu=self.sc.tuning.mtu, subnet=self.subnet, topology=self.sc.topology))
             for node in path.nodes:
-                if node.role != "router":
+                if node.role != "router" and node.ns is not None:
                     tuning.apply_ns(self.sc.tuning, node.ns)
             live = Live(p, path, make_backend(p.backend))
             stack.callback(self._remove_backend, live)
@@ -195,7 +202,7 @@ class Run:
     # --- the sweep -----------------------------------------------------------------
     def execute(self) -> Path:
         self.out.mkdir(parents=True, exist_ok=True)
-        self.store = Store.create(self.out / "results.sqlite", self.run_id)
+        self._store = Store.create(self.out / "results.sqlite", self.run_id)
         (self.out / "scenario.yaml").write_text(self.sc.text)
         self.state.save()
         with contextlib.ExitStack() as stack:
@@ -252,7 +259,7 @@ class Run:
 
     def _recover(self, live: Live, step: S.Step) -> None:
         """After the emulation died mid-step: rebuild it for the next step, or stop."""
-        if live.site is None:
+        if live.site is None or step.profile is None:
             return
         live.backend.remove(live.site)
         live.applied = False

@@ -105,6 +105,7 @@ def measure(o: Outcome) -> dict:
     p = tool.parse(res.stdout, res.stderr, res.returncode, job)
     extra = dict(p.extra, process_wall_s=res.wall_s)
     error = p.error
+    nbytes: int | None
     if tool.caps.timed_by_written_bytes:
         wrote = res.io_wchar or 0
         nbytes = p.bytes if p.bytes is not None else min(wrote, job.file_bytes)

@@ -144,7 +144,8 @@ class IoWatch:
     INTERVAL_S = 0.005
 
     def __init__(self, target: int) -> None:
-        self.target, self.wchar, self.done_at = target, 0, None
+        self.target, self.wchar = target, 0
+        self.done_at: float | None = None
 
     def sample(self, pid: int) -> None:
         try:
@@ -261,11 +262,12 @@ class Service:
         return self._p.pid if self._p else None
 
     def start(self) -> "Service":
-        out = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        out = open(self.log_path, "ab") if self.log_path else None
         try:
-            self._p = _spawn(self.full_argv, self.env, out, subprocess.STDOUT)
+            self._p = _spawn(self.full_argv, self.env,
+                             out if out is not None else subprocess.DEVNULL, subprocess.STDOUT)
         finally:
-            if self.log_path:
+            if out is not None:
                 out.close()
         return self
 
@@ -290,6 +292,7 @@ class Service:
     def stop(self) -> int | None:
         if not self._p:
             return None
+        rc: int | None
         if self._p.returncode is None:
             try:
                 rc, _ = _terminate(self._p)

@@ -180,6 +180,7 @@ def lay_out(topology: Topology, prefix: str, index: int, name: str, subnet: str,
                   for n, role in T.nodes(topology, servers))
     path = RealizedPath(name, index, topology.name, nodes, tuple(rl), prefix, subnet)
     cside, sside = path._side(client=True), path._side(client=False)
+    assert path.router is not None, "a built topology has a router"
     r = path.router.name
     site = LinkSite(path=name, prefix=prefix, router_ns=path.router_ns,
                     to_client_if=cside.dev_of(r), to_server_if=sside.dev_of(r),
@@ -192,9 +193,10 @@ def build_argv(path: RealizedPath, *, mtu: int = 1500) -> list[list[str]]:
     """Every command that builds `path`, in order: namespaces, links (veth pairs,
     bridges and their ports), addresses with MTU, loopbacks, default routes of every
     non-router node via the router, forwarding in the router."""
-    ns = {n.name: n.ns for n in path.nodes}
+    ns = {n.name: n.ns for n in path.nodes if n.ns}
     r = path.router
-    cmds: list[list[str]] = [["ip", "netns", "add", n.ns] for n in path.nodes]
+    assert r is not None and r.ns and len(ns) == len(path.nodes), "every node has a namespace"
+    cmds: list[list[str]] = [["ip", "netns", "add", ns[n.name]] for n in path.nodes]
     for ln in path.links:
         if ln.kind == "veth":
             (a, b), (da, db) = ln.members, ln.devs
@@ -212,11 +214,11 @@ def build_argv(path: RealizedPath, *, mtu: int = 1500) -> list[list[str]]:
         for m, dev, addr in zip(ln.members, ln.devs, ln.addrs):
             cmds += [["ip", "-n", ns[m], "addr", "add", f"{addr}/{ln.plen}", "dev", dev],
                      ["ip", "-n", ns[m], "link", "set", dev, "mtu", str(mtu), "up"]]
-    cmds += [["ip", "-n", n.ns, "link", "set", "lo", "up"] for n in path.nodes]
+    cmds += [["ip", "-n", ns[n.name], "link", "set", "lo", "up"] for n in path.nodes]
     for n in path.nodes:
         if n.role != "router":
             ln = next(x for x in path.links if n.name in x.members)
-            cmds.append(["ip", "-n", n.ns, "route", "add", "default",
+            cmds.append(["ip", "-n", ns[n.name], "route", "add", "default",
                          "via", ln.addr_of(r.name)])
     cmds.append(["ip", "netns", "exec", r.ns, "sysctl", "-q", "-w", "net.ipv4.ip_forward=1"])
     return cmds
@@ -371,6 +373,7 @@ def build(path: RealizedPath, *, mtu: int = 1500) -> RealizedPath:
     except BaseException:
         destroy(path)
         raise
+    assert path.site is not None
     path.site.workdir.mkdir(parents=True, exist_ok=True)
     return path
 

@@ -71,9 +71,9 @@ def global_argv(t: Tuning, allowed_cc: str | None = None) -> list[list[str]]:
     return [_sysctl_w(None, k, v) for k, v in global_wanted(t, allowed_cc).items()]
 
 
-def read(keys, ns: str | None = None) -> dict[str, str]:
+def read(keys, ns: str | None = None) -> dict[str, str | None]:
     """Current values; in a namespace through `ip netns exec`, else from /proc/sys."""
-    out = {}
+    out: dict[str, str | None] = {}
     for k in keys:
         if ns is None:
             try:
@@ -92,7 +92,7 @@ def apply_global(want: dict[str, str]) -> None:
         proc.run(_sysctl_w(None, k, v), timeout=10, check=True)
 
 
-def restore_global(before: dict[str, str], wrote: dict[str, str] | None = None) -> None:
+def restore_global(before: dict[str, str | None], wrote: dict[str, str] | None = None) -> None:
     """Put back the originals; where `wrote` is given, only keys that still hold what
     this run wrote (another run may have changed them since: leave those alone)."""
     now = read(before) if wrote else {}

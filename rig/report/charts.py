@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -130,7 +130,7 @@ def mark_flagged(ax: Axes, pts: list[Point], x: list[float], verdicts: dict) -> 
 def finish(ax: Axes, fig: Figure, title: str, subtitle: str, flagged: bool,
            extra: list[Patch] | None = None) -> None:
     """Title, subtitle and one legend outside the plot area, so it never hides data."""
-    seen: dict[str, object] = {p.get_label(): p for p in extra or []}
+    seen: dict[str, Any] = {str(p.get_label()): p for p in extra or []}
     for a in fig.axes:
         for h, lab in zip(*a.get_legend_handles_labels()):
             seen.setdefault(lab, h)
@@ -324,7 +324,7 @@ def cpu_per_gb(run: Run, out_dir: Path) -> list[Path]:
         ax.bar(i, total - sys_s, color=st.color)
         ax.bar(i, sys_s, bottom=total - sys_s, color=st.color, alpha=0.45, hatch="//",
                edgecolor="white")
-        per_rtt = [p.cpu_s_per_gb() for p in sp if p.cpu_s_per_gb()]
+        per_rtt = [c for c in (p.cpu_s_per_gb() for p in sp) if c]
         ax.scatter([i] * len(per_rtt), per_rtt, color="black", s=10, zorder=4,
                    label="per RTT point" if i == 0 else None)
         ax.annotate(f"{total:.2g} s/GB\n1 core: {8 / total:.3g} Gbit/s",
@@ -372,6 +372,6 @@ def draw_all(run: Run, out_dir: Path, verdicts: dict) -> tuple[list[Path], list[
 
 def _streams_per_line(points: list[Point]) -> dict[str, set[int]]:
     out: dict[str, set[int]] = defaultdict(set)
-    for (client, streams), name in streams_series(lowest_concurrency(points)).items():
+    for (_client, streams), name in streams_series(lowest_concurrency(points)).items():
         out[name].add(streams)
     return out

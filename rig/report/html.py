@@ -129,7 +129,7 @@ def _measurements(run: Run, verdicts: dict) -> list[str]:
            "measured RTT; path = min(validated iperf3 capacity, configured rate).</p>",
            table(cols, [[r[c] for c in cols] for r in rows], classes,
                  {cols.index("verdict"): "k-"})]
-    for name, stat, title in (("mean", lambda p: p.mean_bps, "mean over repeats"),
+    for _name, stat, title in (("mean", lambda p: p.mean_bps, "mean over repeats"),
                               ("max", lambda p: p.max_bps, "highest value over repeats")):
         header, body = rtt_table(run.points, stat)
         out += [f"<h3>MB/s per client and RTT ({title})</h3>", table(header, body)]

@@ -163,7 +163,7 @@ def _window(point: Point, run: Run) -> tuple[float, str] | None:
     rtt = _rtt_s(point) * 1e3
     if w and NEAR * w <= mean <= ABOVE * w:
         return w, (f"{_gbit(mean)} is {mean / w:.0%} of {point.key.concurrency}x"
-                   f"{point.key.streams}x{point.window_bytes / 2**20:.3g} MiB/"
+                   f"{point.key.streams}x{(point.window_bytes or 0) / 2**20:.3g} MiB/"
                    f"{rtt:.3g} ms = {_gbit(w)}")
     eff = effective_window(point, run)
     if eff is None:

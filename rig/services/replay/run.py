@@ -141,6 +141,7 @@ class _HttpTransport:
     def _conn(self) -> http.client.HTTPConnection:
         c = getattr(self.local, "c", None)
         if c is None:
+            assert self.host is not None
             c = self.local.c = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
         return c
 
@@ -198,6 +199,7 @@ def replay(plan: Plan, url: str, *, timeout: float = 300.0) -> ReplayResult:
             out = _Windowed([transport.thunk(q) for q in rnd.requests], rnd.window, deadline).run()
             times.append(time.monotonic() - r0)
             for q, pieces in zip(rnd.requests, out):
+                assert isinstance(pieces, (list, tuple))
                 if len(pieces) != len(q.ranges) or any(len(p) != n for p, (_, n) in zip(pieces, q.ranges)):
                     raise RigError(f"replay: short answer in round {len(times) - 1} "
                                    f"({sum(map(len, pieces))} of {q.nbytes} bytes)")

@@ -71,7 +71,7 @@ def parse_slots(view: memoryview, n: int, slot: int, now: float, wall_offset: fl
             elif t == _ERR_BE and _ERRNO.unpack_from(view, i * slot + 16)[0]:
                 hint[1] += 1
         ids = tuple(ids[i] for i in keep)
-        bases = [i * slot for i in keep]
+        bases = [i * slot for i in keep]  # type: ignore[assignment]
     if not ids:
         return ids, None, 0
     ts_off = _ts_offset(view, bases[0], slot, hint)

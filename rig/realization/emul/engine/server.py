@@ -17,6 +17,7 @@ and the pure stats contract rig.description.linkstats.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 import gc
 import json
 import os
@@ -79,7 +80,7 @@ class Engine:
         self.control_path = control
         self.comp = WakeCompensator()
         self.timer_wakeups = 0
-        self.timer = None
+        self.timer: Any = None                # a DeadlineTimer once run() starts
         self.target: float | None = None      # head deadline the timer was armed for
         self.armed: float | None = None       # when it was armed to fire
         self.raw: socket.socket | None = None
@@ -98,7 +99,8 @@ class Engine:
                 lane.tstamp_used += used
         except OSError as e:
             print(f"engine: {lane.name}: read failed: {e}", flush=True)
-            self.stopping.set()
+            if self.stopping is not None:
+                self.stopping.set()
             return
         if not batches:
             return
@@ -142,7 +144,7 @@ class Engine:
         # The packet the timer was armed for leaves now even if the wake-up came a little
         # early: arming `comp` ahead of the deadline centres the release error on zero.
         upto = now
-        if self.target is not None:
+        if self.target is not None and self.armed is not None:
             self.comp.observe(now - self.armed)
             upto = max(now, self.target)
             self.target = None
