@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import secrets
 import stat
 import time
 from dataclasses import dataclass, field
@@ -90,8 +91,11 @@ class _Dest:
         except FileNotFoundError:
             mode = stat.S_IFREG
         if stat.S_ISREG(mode):
-            self.tmp = self.final.with_name(f".{self.final.name}.rig-fdt-part")
-            self.fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            # a fresh name, created here and never through a link someone planted
+            self.tmp = self.final.with_name(
+                f".{self.final.name}.{secrets.token_hex(4)}.rig-fdt-part")
+            self.fd = os.open(self.tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                              0o644)
             os.ftruncate(self.fd, size)
         elif not os.path.samefile(self.final, os.devnull):   # /dev/null: skip the syscalls
             self.fd = os.open(self.final, os.O_WRONLY)
@@ -102,9 +106,10 @@ class _Dest:
             self.tmp = None
 
     def close(self) -> None:
-        if self.fd is not None:
-            os.close(self.fd)
-            self.fd = None
+        """Close; a get that did not commit leaves no partial file."""
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
         if self.tmp is not None:
             self.tmp.unlink(missing_ok=True)
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -222,6 +222,23 @@ def _bound_line(ax: Axes, xs: list[int], per_x: float, label: str | None) -> Non
             linestyle=style.WINDOW_LINESTYLE, linewidth=1.1, label=label)
 
 
+def _panel(ax: Axes, pts: list[Point], rtt: float, verdicts: dict,
+           x_of: Callable[[Point], float], ticks: list, bound_xs: list,
+           windows_bytes: list[int], xlabel: str, top: float, bound_label: str) -> bool:
+    """The common part of one RTT panel: the network's reference lines, one bound line
+    per window (bytes in flight / RTT), flagged points, title, axes. True if flagged."""
+    reference_lines(ax, pts)
+    for i, w in enumerate(windows_bytes):
+        if rtt > 0:
+            _bound_line(ax, bound_xs, w * 8 / (rtt / 1e3), bound_label if i == 0 else None)
+    flagged = mark_flagged(ax, pts, [x_of(p) for p in pts], verdicts)
+    ax.set_title(f"RTT {rtt:g} ms", fontsize=10)
+    ax.set_xticks(ticks)
+    ax.set_xlabel(xlabel)
+    ax.set_ylim(0, top)
+    return flagged
+
+
 def throughput_vs_concurrency(run: Run, out_dir: Path, verdicts: dict) -> list[Path]:
     concs = sorted({p.key.concurrency for p in run.points})
     rtts = panel_rtts(run.points)
@@ -236,17 +253,10 @@ def throughput_vs_concurrency(run: Run, out_dir: Path, verdicts: dict) -> list[P
             sp.sort(key=lambda p: p.key.concurrency)
             errorbar(ax, sp, [p.key.concurrency for p in sp], name,
                      style.style_for(name, sp[0].tool))
-        reference_lines(ax, pts)
         windows = sorted({(p.key.streams, p.window_bytes) for p in pts if p.window_bytes})
-        for i, (streams, w) in enumerate(windows):
-            if rtt > 0:
-                _bound_line(ax, concs, streams * w * 8 / (rtt / 1e3),
-                            "window bound (N x streams x window / RTT)" if i == 0 else None)
-        flagged |= mark_flagged(ax, pts, [p.key.concurrency for p in pts], verdicts)
-        ax.set_title(f"RTT {rtt:g} ms", fontsize=10)
-        ax.set_xticks(concs)
-        ax.set_xlabel("concurrent transfers")
-        ax.set_ylim(0, top)
+        flagged |= _panel(ax, pts, rtt, verdicts, lambda p: p.key.concurrency, concs, concs,
+                          [s * w for s, w in windows], "concurrent transfers", top,
+                          "window bound (N x streams x window / RTT)")
     axes[0].set_ylabel("aggregate throughput (Gbit/s)")
     finish(axes[-1], fig, f"Aggregate throughput vs concurrent transfers - run {run.run_id}",
            "mean of repeats, bars: min-max", flagged)
@@ -292,18 +302,11 @@ def throughput_vs_streams(run: Run, out_dir: Path, verdicts: dict) -> list[Path]
         for name, sp in sorted(lines.items(), key=lambda kv: style.sort_key(kv[0])):
             sp.sort(key=lambda p: p.key.streams)
             errorbar(ax, sp, [p.key.streams for p in sp], name, style.style_for(name, sp[0].tool))
-        reference_lines(ax, pts)
         windows = sorted({p.window_bytes for p in pts if p.window_bytes})
-        for i, w in enumerate(windows):
-            if rtt > 0:
-                _bound_line(ax, [0] + streams, w * 8 / (rtt / 1e3),
-                            "window bound (streams x window / RTT)" if i == 0 else None)
-        flagged |= mark_flagged(ax, pts, [p.key.streams for p in pts], verdicts)
-        ax.set_title(f"RTT {rtt:g} ms", fontsize=10)
-        ax.set_xticks(streams)
+        flagged |= _panel(ax, pts, rtt, verdicts, lambda p: p.key.streams, streams,
+                          [0] + streams, windows, "TCP streams per transfer", top,
+                          "window bound (streams x window / RTT)")
         ax.set_xlim(0, max(streams) * 1.05 + 0.5)
-        ax.set_xlabel("TCP streams per transfer")
-        ax.set_ylim(0, top)
     axes[0].set_ylabel("throughput (Gbit/s)")
     finish(axes[-1], fig, f"Throughput vs streams - run {run.run_id}",
            "mean of repeats, bars: min-max\nlowest concurrency per client", flagged)

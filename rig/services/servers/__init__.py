@@ -10,11 +10,11 @@ Must not import rig.process.proc, orchestration or reports.
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
+
+from rig.services.registry import Registry
 
 if TYPE_CHECKING:
     from rig.description.scenario import ServerSpec
@@ -66,26 +66,11 @@ class ServerKind:
         return f"{protocol}://{p.addr}:{port}/{relpath}"
 
 
-_REGISTRY: dict[str, ServerKind] = {}
-
-
-def register(cls: type[ServerKind]) -> type[ServerKind]:
-    if cls.kind in _REGISTRY:
-        raise ValueError(f"server kind {cls.kind!r} registered twice")
-    _REGISTRY[cls.kind] = cls()
-    return cls
-
-
-def get(kind: str) -> ServerKind:
-    return _REGISTRY[kind]
-
-
-def kinds() -> tuple[str, ...]:
-    return tuple(_REGISTRY)
-
-
-def all_kinds() -> list[ServerKind]:
-    return list(_REGISTRY.values())
+_KINDS: Registry[ServerKind] = Registry("server kind", lambda cls: cls.kind)
+register = _KINDS.register
+get = _KINDS.get
+kinds = _KINDS.names
+all_kinds = _KINDS.all
 
 
 def default_ports(kind: str, k: int) -> dict[str, int]:
@@ -108,10 +93,4 @@ def iperf3_server_argv(ns_addr: str, port: int) -> list[str]:
     return ["iperf3", "-s", "-J", "-B", ns_addr, "-p", str(port)]
 
 
-def _load() -> None:
-    for m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if not m.name.startswith("_") and m.name != "start":
-            importlib.import_module(f"{__name__}.{m.name}")
-
-
-_load()
+_KINDS.load(__name__, __path__, skip=("start",))

@@ -12,10 +12,10 @@ reports (the scenario loader imports it to validate client configurations).
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
+
+from rig.services.registry import Registry
 
 if TYPE_CHECKING:  # the scenario imports this registry; types only, no cycle
     from rig.description.scenario import ClientSpec, FileSpec
@@ -67,7 +67,13 @@ class ClientTool:
     """The contract of a client tool; subclasses override what differs."""
     name: ClassVar[str]
     caps: ClassVar[Capabilities]
-    version_argv: ClassVar[list[str] | None] = None   # for `rig doctor` and run metadata
+    # for `rig doctor` and run metadata; None: the tool is part of the rig
+    version_argv: ClassVar[list[str] | None] = None
+
+    def __init_subclass__(cls, **kw: Any) -> None:
+        super().__init_subclass__(**kw)
+        if "version_argv" not in cls.__dict__ and "name" in cls.__dict__:
+            cls.version_argv = [cls.name, "--version"]   # what most tools answer to
 
     def job(self, c: "ClientSpec", streams: int, instance: int, *,
             server: "ServerPlan | None", file: "FileSpec | None",
@@ -98,32 +104,15 @@ def last_line(text: str) -> str:
     return lines[-1].strip() if lines else ""
 
 
-_REGISTRY: dict[str, ClientTool] = {}
+_TOOLS: Registry[ClientTool] = Registry("client tool", lambda cls: cls.name)
+_REGISTRY = _TOOLS.items
+register = _TOOLS.register
+get = _TOOLS.get
+names = _TOOLS.names
+all_tools = _TOOLS.all
 
+# Capabilities shared by the plain HTTP fetchers (one stream, data phase from /proc io).
+HTTP_FETCHER = Capabilities(servers=frozenset({"xrootd", "nginx"}), protocols=("http",),
+                            timed_by_written_bytes=True)
 
-def register(cls: type[ClientTool]) -> type[ClientTool]:
-    if cls.name in _REGISTRY:
-        raise ValueError(f"client tool {cls.name!r} registered twice")
-    _REGISTRY[cls.name] = cls()
-    return cls
-
-
-def _load() -> None:
-    for m in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
-        if not m.name.startswith("_"):
-            importlib.import_module(f"{__name__}.{m.name}")
-
-
-def get(name: str) -> ClientTool:
-    return _REGISTRY[name]
-
-
-def names() -> tuple[str, ...]:
-    return tuple(_REGISTRY)
-
-
-def all_tools() -> list[ClientTool]:
-    return list(_REGISTRY.values())
-
-
-_load()
+_TOOLS.load(__name__, __path__)

@@ -3,15 +3,13 @@ from __future__ import annotations
 
 import json
 
-from rig.services.tools import Capabilities, ClientTool, Job, Parsed, last_line, register
+from rig.services.tools import HTTP_FETCHER, ClientTool, Job, Parsed, last_line, register
 
 
 @register
 class Curl(ClientTool):
     name = "curl"
-    caps = Capabilities(servers=frozenset({"xrootd", "nginx"}), protocols=("http",),
-                        timed_by_written_bytes=True)
-    version_argv = ["curl", "--version"]
+    caps = HTTP_FETCHER
 
     def argv(self, job: Job) -> list[str]:
         return [job.client.binary or "curl", "--silent", "--show-error", "--fail",

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
 @register
 class Fdt(ClientTool):
     name = "fdt"
+    version_argv = None                 # part of the rig: its version is the rig's
     caps = Capabilities(servers=frozenset({"fdt"}), protocols=("fdt",), max_streams=MAX_STREAMS,
                         options=frozenset({"block", "buffer"}))
 

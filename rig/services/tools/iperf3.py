@@ -18,7 +18,6 @@ class Iperf3(ClientTool):
     name = "iperf3"
     caps = Capabilities(max_streams=MAX_STREAMS, options=frozenset({"buffer", "duration"}),
                         needs_file=False, uses_iperf_servers=True)
-    version_argv = ["iperf3", "--version"]
 
     def job(self, c: "ClientSpec", streams: int, instance: int, *,
             server: "ServerPlan | None", file: "FileSpec | None",

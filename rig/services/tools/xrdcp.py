@@ -16,7 +16,6 @@ class Xrdcp(ClientTool):
     name = "xrdcp"
     caps = Capabilities(servers=frozenset({"xrootd"}), protocols=("root",), max_streams=15,
                         options=frozenset({"page_checksum"}), timed_by_written_bytes=True)
-    version_argv = ["xrdcp", "--version"]
 
     def argv(self, job: Job) -> list[str]:
         extra = ["-S", str(job.streams)] if job.streams > 1 else []
