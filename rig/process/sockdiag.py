@@ -8,7 +8,9 @@ sockets costs a few hundred microseconds of CPU here, where `ip netns exec NS ss
 costs a process start (and ss's own parsing) per sample.
 
 `parse_dump` is pure (bytes in, typed records out) and tested on captured bytes;
-`DiagSocket` does the I/O. IPv4 only (the rig's paths are 198.18.0.0/15).
+`DiagSocket` does the I/O. Both families are dumped: servers listening on `*` (iperf3,
+xrootd) accept IPv4 clients on IPv6 sockets, whose v4-mapped addresses are given here
+as plain IPv4.
 
 Must not import anything above rig.process.
 """
@@ -98,9 +100,10 @@ def parse_tcp_info(b: bytes) -> dict:
     return out
 
 
-def request(seq: int, *, info: bool, states: int = TCPF_ESTABLISHED) -> bytes:
-    """A dump request for AF_INET TCP sockets in `states`, with tcp_info if `info`."""
-    body = _REQ.pack(socket.AF_INET, socket.IPPROTO_TCP,
+def request(seq: int, *, info: bool, family: int = socket.AF_INET,
+            states: int = TCPF_ESTABLISHED) -> bytes:
+    """A dump request for TCP sockets of `family` in `states`, with tcp_info if `info`."""
+    body = _REQ.pack(family, socket.IPPROTO_TCP,
                      (1 << (INET_DIAG_INFO - 1)) if info else 0, states, b"\0" * 48)
     return _NLH.pack(_NLH.size + len(body), SOCK_DIAG_BY_FAMILY,
                      NLM_F_REQUEST | NLM_F_DUMP, seq, 0) + body
@@ -128,8 +131,21 @@ def parse_dump(buf: bytes) -> tuple[list[TcpInfo], bool]:
     return out, done
 
 
+def _has_done(buf: bytes) -> bool:
+    """Whether a reply chunk ends the dump (NLMSG_DONE or an error), headers only."""
+    off = 0
+    while off + _NLH.size <= len(buf):
+        length, typ = _NLH.unpack_from(buf, off)[:2]
+        if typ in (NLMSG_DONE, NLMSG_ERROR):
+            return True
+        if length < _NLH.size:
+            return True
+        off += (length + 3) & ~3
+    return False
+
+
 def _record(buf: bytes, start: int, end: int) -> TcpInfo:
-    (_, state, _, _, sport, dport, src, dst, _, _, _, _, _, _, inode) = \
+    (family, state, _, _, sport, dport, src, dst, _, _, _, _, _, _, inode) = \
         _MSG.unpack_from(buf, start)
     fields: dict = {}
     off = start + _MSG.size
@@ -140,8 +156,19 @@ def _record(buf: bytes, start: int, end: int) -> TcpInfo:
         if rtype == INET_DIAG_INFO:
             fields = parse_tcp_info(bytes(buf[off + _RTA.size: off + rlen]))
         off += (rlen + 3) & ~3
-    return TcpInfo(socket.inet_ntoa(src[:4]), socket.ntohs(sport), socket.inet_ntoa(dst[:4]),
+    return TcpInfo(_addr(family, src), socket.ntohs(sport), _addr(family, dst),
                    socket.ntohs(dport), inode, state, **fields)
+
+
+_V4_MAPPED = b"\0" * 10 + b"\xff\xff"
+
+
+def _addr(family: int, raw: bytes) -> str:
+    if family == socket.AF_INET:
+        return socket.inet_ntoa(raw[:4])
+    if raw[:12] == _V4_MAPPED:
+        return socket.inet_ntoa(raw[12:16])
+    return socket.inet_ntop(socket.AF_INET6, raw)
 
 
 class DiagSocket:
@@ -155,26 +182,21 @@ class DiagSocket:
         self._sock.settimeout(2.0)
 
     def dump(self, *, info: bool = True) -> list[TcpInfo]:
-        """Every established IPv4 TCP socket of the namespace, now."""
-        self._seq += 1
-        self._sock.send(request(self._seq, info=info))
-        out: list[TcpInfo] = []
-        while True:
-            recs, done = parse_dump(self._sock.recv(1 << 16))
-            out += recs
-            if done:
-                return out
+        """Every established TCP socket (IPv4 and IPv6) of the namespace, now."""
+        return parse_dump(self.raw_dump(info=info))[0]
 
     def raw_dump(self, *, info: bool = True) -> bytes:
-        """The answer's bytes, unparsed (to capture test data)."""
-        self._seq += 1
-        self._sock.send(request(self._seq, info=info))
+        """The answers' bytes, unparsed (parse_dump reads them; tests keep captures)."""
         chunks = []
-        while True:
-            b = self._sock.recv(1 << 16)
-            chunks.append(b)
-            if parse_dump(b)[1]:
-                return b"".join(chunks)
+        for family in (socket.AF_INET, socket.AF_INET6):
+            self._seq += 1
+            self._sock.send(request(self._seq, info=info, family=family))
+            while True:
+                b = self._sock.recv(1 << 16)
+                chunks.append(b)
+                if _has_done(b):
+                    break
+        return b"".join(chunks)
 
     def close(self) -> None:
         self._sock.close()
