@@ -308,9 +308,13 @@ class Store:
                                  "name = ?", (table,)).fetchone() is not None
 
     def tcp_samples(self) -> list[dict]:
-        """Every tcp_info sample, by transfer, connection and time; [] in a folder
-        written before the table existed."""
+        """Every tcp_info sample, by transfer, connection and time, with the columns
+        of its transfer that key a measurement point; [] in a folder written before
+        the table existed."""
         if not self.has_table("tcp_samples"):
             return []
         return [dict(r) for r in self.conn.execute(
-            "SELECT * FROM tcp_samples ORDER BY transfer_id, conn, t_s")]
+            "SELECT s.*, t.path, t.rtt_ms_configured, t.client, t.streams, t.concurrency, "
+            "t.step, t.repeat, t.instance, t.ok, t.throughput_bps, t.duration_s "
+            "FROM tcp_samples s JOIN transfers t ON t.rowid = s.transfer_id "
+            "ORDER BY s.transfer_id, s.conn, s.t_s")]
