@@ -209,3 +209,14 @@ def test_bad_tcp_sample_is_one_line(tmp_path):
     conn.close()
     with pytest.raises(Exception, match=r"tcp_samples\[1\]\.busy_us: must be >= 0"):
         check.check(d / "results.sqlite")
+
+
+def test_timeline_series_adds_connections():
+    from rig.report.timeline import transfer_series
+    ss = [dict(t_s=t, conn=c, bytes_acked=int(t * 10 * 1e6) * (c + 1), cwnd_segs=10,
+               mss_bytes=1000, srtt_us=20000 + 1000 * c)
+          for t in (0.1, 0.2, 0.3) for c in (0, 1)]
+    t, bps, cwnd, srtt = transfer_series(ss)
+    assert t == [0.2, 0.3]
+    assert bps == pytest.approx([8 * 30e6 / 1] * 2, rel=1e-6)   # 3 x 10 MB/s in all
+    assert cwnd == [20000.0, 20000.0] and srtt == [20.5, 20.5]
