@@ -232,6 +232,22 @@ class Validation:
     rtt_tolerance_rel: float = S.spec(S.fraction, 0.01, key="rtt_tolerance_relative")
 
 
+_tcp_info_interval = S.duration_in(0.01, 10.0)
+
+
+def _interval_or_off(v: Any) -> float | None:
+    """A sampling interval (10ms..10s), or `off` (YAML reads a bare off as false)."""
+    if v is False or v == "off":
+        return None
+    return _tcp_info_interval(v)
+
+
+@dataclass(frozen=True)
+class Sampling:
+    # the sending side's tcp_info of every connection of a transfer (issue #15)
+    tcp_info_s: float | None = S.spec(_interval_or_off, 0.1, key="tcp_info")
+
+
 def _items(cls: type, limit: int, min_len: int = 1) -> S.Parser:
     return S.list_of(S.section(cls), scalar_ok=False, min_len=min_len, max_len=limit)
 
@@ -248,6 +264,7 @@ class Scenario:
     sweep: Sweep = S.spec(S.section(Sweep), S.EMPTY)
     tuning: Tuning = S.spec(S.section(Tuning), S.EMPTY)
     validation: Validation = S.spec(S.section(Validation), S.EMPTY)
+    sampling: Sampling = S.spec(S.section(Sampling), S.EMPTY)
     transfer_timeout_s: float = S.spec(S.duration_in(1.0), 600.0, key="transfer_timeout")
     source: str = ""           # the file it came from
     text: str = ""             # its text, stored with every run

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from rig.orchestration import hostinfo, transfer
+from rig.orchestration import hostinfo, tcpsample, transfer
 
 from rig.realization import netns, tuning
 
@@ -33,7 +33,7 @@ from rig.orchestration.reporter import Reporter, Say, stderr_say
 from rig.results.store import EngineStatsRow, Store, ValidationRow
 from rig.description.scenario import PathSpec, Scenario
 from rig.realization import data
-from rig.services import servers
+from rig.services import servers, tools
 from rig.services.servers.start import start_iperf3_server, start_server
 from rig.orchestration.pathcheck import validate_path
 
@@ -102,6 +102,8 @@ class Run:
         self._store: Store | None = None
         self.lives: list[Live] = []
         self.state = RunState(self.prefix, out_dir)
+        self.tcp_cost = {"interval_s": sc.sampling.tcp_info_s, "groups": 0, "ticks": 0,
+                         "cpu_s": 0.0, "wall_s": 0.0, "samples": 0, "errors": 0}
 
     @property
     def store(self) -> Store:
@@ -291,6 +293,17 @@ class Run:
                  f"iperf3 -P{self.sc.validation.iperf_streams} {cap} srtt {srtt}{flag}")
         return v
 
+    def _tcp_cost(self, smp: tcpsample.GroupSampler, wall_s: float) -> None:
+        """The sampler's own CPU time against the wall time it ran, per run."""
+        c = self.tcp_cost
+        c["groups"] += 1
+        c["ticks"] += smp.ticks
+        c["cpu_s"] = round(c["cpu_s"] + smp.cpu_s, 6)
+        c["wall_s"] = round(c["wall_s"] + wall_s, 6)
+        c["errors"] += smp.errors
+        c["cpu_share"] = round(c["cpu_s"] / c["wall_s"], 6) if c["wall_s"] else None
+        self.store.set_env("tcp_sampling", c)
+
     def _check(self, live: Live) -> None:
         if live.site is not None and live.applied:
             live.backend.check(live.site)
@@ -318,8 +331,14 @@ class Run:
     def _group(self, step: S.Step, live: Live, g: S.Group, common: dict, pos: str) -> None:
         self._check(live)
         jobs = transfer.build_jobs(self.sc, g, live.servers, live.server_addr, live.iperf_port)
-        outcomes, alive_after = transfer.run_group(jobs, live.client_ns,
-                                                   watchdog=lambda: self._check(live))
+        sender = tools.get(g.client.tool).caps.sender
+        t0 = time.monotonic()
+        with tcpsample.sampling(live.server_ns if sender == "server" else live.client_ns,
+                                live.client_ns, sender=sender,
+                                interval_s=self.sc.sampling.tcp_info_s) as smp:
+            outcomes, alive_after = transfer.run_group(
+                jobs, live.client_ns, watchdog=lambda: self._check(live),
+                on_start=smp.track if smp else None)
         if alive_after is None:
             try:
                 self._check(live)
@@ -331,7 +350,14 @@ class Run:
         for r in rows:
             if alive_after is not None:   # never store an undelayed measurement as good
                 r.ok, r.error = False, f"emulation not in force: {alive_after}"
-            self.store.add_transfer(r)
+            tid = self.store.add_transfer(r)
+            if smp is not None:
+                samples = tcpsample.sample_rows(smp.connections(r.instance), tid,
+                                                outcomes[r.instance].t_start)
+                self.store.add_tcp_samples(samples)
+                self.tcp_cost["samples"] += len(samples)
+        if smp is not None:
+            self._tcp_cost(smp, time.monotonic() - t0)
         ok = [r for r in rows if r.ok]
         pos = f"{pos}, {self.reporter.group_done()}"
         if ok:

@@ -46,7 +46,7 @@ def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, ServerPlan],
 
 
 def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list, i: int,
-             pids: list[int]) -> None:
+             pids: list[int], on_start: Callable[[int, int], None] | None = None) -> None:
     a = tools.get(job.client.tool)
     argv, env = a.argv(job), a.env(job)
     io_target = job.file_bytes if a.caps.timed_by_written_bytes else None
@@ -56,8 +56,12 @@ def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list,
         pass
     started_at, t0 = time.time(), time.monotonic()
     try:
+        def started(pid: int) -> None:
+            pids.append(pid)
+            if on_start is not None:
+                on_start(i, pid)
         res = proc.run(argv, netns=netns, env=env, timeout=job.timeout_s, io_target=io_target,
-                       on_start=pids.append)
+                       on_start=started)
         out[i] = Outcome(job, argv, env, res, started_at, t0)
     except Exception as e:  # noqa: BLE001 - recorded as a failed transfer, not fatal
         out[i] = Outcome(job, argv, env, None, started_at, t0, error=str(e)[:300])
@@ -67,17 +71,21 @@ WATCH_INTERVAL_S = 0.5
 
 
 def run_group(jobs: list[Job], netns: str | None,
-              watchdog: Callable[[], None] | None = None) -> tuple[list[Outcome], Exception | None]:
+              watchdog: Callable[[], None] | None = None,
+              on_start: Callable[[int, int], None] | None = None
+              ) -> tuple[list[Outcome], Exception | None]:
     """Start every job at once (threads released by a barrier), wait for all.
 
     `watchdog` is called every WATCH_INTERVAL_S while they run; when it raises (the
     emulation died), every process of the group is killed at once and the exception is
     returned with the outcomes, so nothing is measured on a path that is not emulated.
+    `on_start(instance, pid)` is told each process as it starts (the tcp_info sampler).
     """
     out: list = [None] * len(jobs)
     pids: list[int] = []
     barrier = threading.Barrier(len(jobs))
-    threads = [threading.Thread(target=_run_one, args=(j, netns, barrier, out, i, pids),
+    threads = [threading.Thread(target=_run_one,
+                                args=(j, netns, barrier, out, i, pids, on_start),
                                 daemon=True) for i, j in enumerate(jobs)]
     for t in threads:
         t.start()

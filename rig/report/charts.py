@@ -370,6 +370,12 @@ def draw_all(run: Run, out_dir: Path, verdicts: dict) -> tuple[list[Path], list[
         files += cpu_per_gb(run, out_dir)
     else:
         notes.append("cpu_per_gb not drawn: no CPU times recorded")
+    if run.tcp:
+        from rig.report import timeline
+        files += timeline.draw(run, out_dir)
+    else:
+        notes.append("no TCP timelines: the run has no tcp_samples (sampling off, or "
+                     "written before issue #15)")
     return files, notes
 
 

@@ -110,11 +110,17 @@ CAPTIONS = {
 }
 
 
+TIMELINE_CAPTION = ("TCP timeline of the step (sending side's tcp_info, first repeat, "
+                    "first instance): throughput, congestion window and smoothed RTT "
+                    "over time; slow start, then the steady state.")
+
+
 def _charts(images: list[Path], notes: list[str]) -> list[str]:
     out = ["<h2>Charts</h2>"]
     for p in images:
         if p.suffix == ".png":
-            out.append(image(p, CAPTIONS.get(p.stem, p.stem)))
+            out.append(image(p, CAPTIONS.get(p.stem, TIMELINE_CAPTION
+                                             if p.stem.startswith("timeline_") else p.stem)))
     out += [f'<p class="note">{esc(n)}</p>' for n in notes]
     return out
 

@@ -121,6 +121,7 @@ class Run:
     validations: list[dict]
     engine: list[dict]
     points: list[Point]
+    tcp: list[dict] = field(default_factory=list)   # tcp_samples joined with their transfer
 
     @property
     def run_id(self) -> str:
@@ -227,13 +228,14 @@ def load_run(run_dir: Path) -> Run:
         transfers = store.transfers()
         validations = store.validations()
         engine = store.rows("engine_stats")
+        tcp = store.tcp_samples()
         meta, env = store.meta(), store.environment()
     except (sqlite3.DatabaseError, ValueError) as e:
         raise InputError(f"unreadable results database ({e})", file=str(store.path)) from e
     finally:
         store.close()
     return Run(store.path.parent, meta, env, transfers, validations, engine,
-               build_points(transfers, validations))
+               build_points(transfers, validations), tcp)
 
 
 SeriesId = tuple[str, str, int, int]        # path, client, streams, concurrency

@@ -12,6 +12,13 @@ For one point (path, RTT, client configuration, streams, concurrency), in this o
   client-CPU-bound   the client's CPU time is about the wall time of one thread
   unexplained        none of the above; the detail says how far from each bound it was
 When several bounds fit, the tightest is the verdict and the others are listed in `also`.
+
+When the run sampled the sending side's tcp_info (tcp_samples), the kernel's own account
+decides after the emulator check (rig.report.tcpevidence): window-limited,
+sender-buffer-limited, loss-limited, cwnd-limited or application-limited, citing the
+shares ("rwnd_limited 91 % of busy time"). A cwnd/loss limit at the path's capacity is
+path-limited; a closed window or idle sender with the client's CPU saturated is
+client-CPU-bound (a receiver that cannot keep up shows at the sender that way).
 Seed 000 needed a profiler to find its CPU-bound poller thread; this makes it a column.
 
 Engine evidence comes from the typed stats contract (rig.description.linkstats), never from key
@@ -25,6 +32,7 @@ from dataclasses import dataclass, field
 
 from rig.description.linkstats import EMULATOR_DROPS, DirStats, EmulStats, UnreadableStats, load_stats
 from rig.report.model import Point, Run
+from rig.report.tcpevidence import Evidence, evidence_by_key
 
 NEAR = 0.85          # at >= 85 % of a bound, the bound is what limits
 ABOVE = 1.15         # more than 15 % above a "bound" means it was not the bound
@@ -41,7 +49,8 @@ LATE_MS = 0.5
 LATE_RTT_FRACTION = 0.05
 
 KINDS = ("window-limited", "path-limited", "client-CPU-bound", "emulator-limited",
-         "unexplained", "failed")
+         "unexplained", "failed", "sender-buffer-limited", "loss-limited", "cwnd-limited",
+         "application-limited")
 
 # What the emulator's own drops were called in the evidence text before the stats were
 # typed; kept so reports read the same.
@@ -208,6 +217,30 @@ def _distances(point: Point) -> str:
     return ", ".join(parts)
 
 
+def tcp_evidence(run: Run) -> dict:
+    """Kernel evidence per point Key, computed once per loaded run."""
+    cached = getattr(run, "_tcp_evidence", None)
+    if cached is None:
+        cached = evidence_by_key(run.tcp)
+        run._tcp_evidence = cached      # type: ignore[attr-defined]
+    return cached
+
+
+def _from_kernel(point: Point, ev: Evidence, bounds: list[tuple[str, float, str]]) -> Verdict:
+    kind, why = ev.classify()
+    found = {k: d for k, _, d in bounds}
+    if "client-CPU-bound" in found and kind in (None, "application-limited",
+                                                "window-limited"):
+        kind, why = "client-CPU-bound", f"{found['client-CPU-bound']}; {why}"
+    elif kind in ("cwnd-limited", "loss-limited") and "path-limited" in found:
+        kind, why = "path-limited", f"{found['path-limited']}; {why}"
+    elif kind is None:
+        return Verdict("unexplained", f"{_distances(point)}; {why}", tuple(found))
+    elif kind in found:
+        why = f"{why}; {found[kind]}"
+    return Verdict(kind, why, tuple(k for k in found if k != kind))
+
+
 def verdict(point: Point, run: Run) -> Verdict:
     if not point.samples_bps:
         err = point.errors[0] if point.errors else "no successful repeat"
@@ -217,6 +250,9 @@ def verdict(point: Point, run: Run) -> Verdict:
     if emul:
         return Verdict("emulator-limited", "; ".join(emul[:3]),
                        tuple(k for k, _, _ in bounds))
+    ev = tcp_evidence(run).get(point.key)
+    if ev is not None:
+        return _from_kernel(point, ev, bounds)
     if bounds:
         kind, _, detail = bounds[0]
         return Verdict(kind, detail, tuple(k for k, _, _ in bounds[1:]))

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from rig.errors import InputError
-from rig.results.store import _TABLES, FORMAT_VERSION, read_only_uri
+from rig.results.store import _TABLES, ADDED_AFTER_V1, FORMAT_VERSION, read_only_uri
 
 BASE_TABLES: dict[str, dict[str, str]] = {
     "meta": {"key": "TEXT NOT NULL", "value": "TEXT"},
@@ -32,9 +32,13 @@ NON_NEGATIVE = {"step", "instance", "repeat", "file_bytes", "bytes", "duration_s
                 "rate_bps_configured", "tcp_rmem_max", "tcp_wmem_max", "window_bytes",
                 "rtt_ms_min", "rtt_ms_max", "rtt_ms_stddev", "ping_count", "iperf_bps",
                 "iperf_retransmits", "iperf_srtt_ms", "started_at", "taken_at"}
+NON_NEGATIVE |= {"transfer_id", "conn", "t_s", "cwnd_segs", "ssthresh_segs", "mss_bytes",
+                 "srtt_us", "rttvar_us", "delivery_rate_bps", "in_flight_pkts",
+                 "snd_wnd_bytes", "bytes_acked", "bytes_sent", "bytes_retrans",
+                 "total_retrans", "busy_us", "rwnd_limited_us", "sndbuf_limited_us"}
 AT_LEAST_ONE = {"streams", "concurrency", "iperf_streams"}
 FRACTION = {"loss_configured", "ping_loss"}
-FLAG = {"ok", "flagged", "page_checksum"}
+FLAG = {"ok", "flagged", "page_checksum", "app_limited"}
 POSITIVE_WHEN_OK = {"duration_s", "throughput_bps", "aggregate_bps"}
 JSON_COLUMNS = {("transfers", "argv"): list, ("transfers", "env"): dict,
                 ("transfers", "extra"): dict, ("validations", "raw"): dict,
@@ -69,7 +73,8 @@ def check_connection(conn: sqlite3.Connection, path: Path) -> list[InputError]:
         if errors:
             return errors
         return list(_check_environment(conn, path)) + [
-            e for t, cols in _TABLES.items() for e in _check_rows(conn, path, t, cols)]
+            e for t, cols in _present(conn, tables).items()
+            for e in _check_rows(conn, path, t, cols)]
     except sqlite3.DatabaseError as e:    # damaged pages show up while reading rows
         return [_err(path, "", f"damaged SQLite database ({e})")]
 
@@ -93,15 +98,27 @@ def _check_version(conn: sqlite3.Connection, path: Path, tables: set[str]) -> li
     return []
 
 
+def _present(conn: sqlite3.Connection, tables: set[str]) -> dict[str, dict[str, str]]:
+    """The format's tables and columns this file has: one added after format 1
+    (ADDED_AFTER_V1) may be missing in an older folder, and then reads as NULL/empty."""
+    out = {}
+    for table, cols in _TABLES.items():
+        if table in tables:
+            have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+            out[table] = {c: d for c, d in cols.items() if c in have}
+    return out
+
+
 def _check_columns(conn: sqlite3.Connection, path: Path, tables: set[str]) -> list[InputError]:
     errors = []
     for table, cols in {**BASE_TABLES, **_TABLES}.items():
         if table not in tables:
-            errors.append(_err(path, table, "missing table"))
+            if table not in ADDED_AFTER_V1:
+                errors.append(_err(path, table, "missing table"))
             continue
         have = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
         errors += [_err(path, f"{table}.{c}", "missing column") for c in cols
-                   if c not in have]
+                   if c not in have and c not in ADDED_AFTER_V1]
         errors += [_err(path, f"{table}.{c}", "unknown column (not in format "
                         f"{FORMAT_VERSION})") for c in have if c not in cols]
     return errors

@@ -6,6 +6,7 @@ Format (FORMAT_VERSION 1), documented in docs/results-format.md:
   validations(...)                       one row per path check (before/after a step)
   transfers(...)                         one row per client process (concurrency N -> N rows)
   engine_stats(...)                      emulator counters per step
+  tcp_samples(...)                       sending side's tcp_info per connection over time
 Each insert is committed at once (WAL journal) so a crash loses nothing already measured.
 
 Must not import realization, services or reports.
@@ -112,9 +113,38 @@ class EngineStatsRow:
     stats: str = column("TEXT NOT NULL")  # EmulStats.to_json() (rig/description/linkstats.py)
 
 
+@dataclass
+class TcpSampleRow:
+    """One TCP connection of one transfer at one instant, from the sending side's
+    tcp_info (rig.process.sockdiag). Counters are cumulative since the connection began."""
+    transfer_id: int = column("INTEGER NOT NULL")  # rowid of the transfers row
+    conn: int = column("INTEGER NOT NULL")  # connection of the transfer, 0.. in order seen
+    t_s: float = column("REAL NOT NULL")  # seconds since the client process started
+    cwnd_segs: int | None = column("INTEGER")
+    ssthresh_segs: int | None = column("INTEGER")  # NULL while still in slow start (infinite)
+    mss_bytes: int | None = column("INTEGER")
+    srtt_us: int | None = column("INTEGER")
+    rttvar_us: int | None = column("INTEGER")
+    delivery_rate_bps: float | None = column("REAL")  # bits/s, the kernel's latest sample
+    app_limited: int | None = column("INTEGER")  # that sample was application-limited
+    in_flight_pkts: int | None = column("INTEGER")
+    snd_wnd_bytes: int | None = column("INTEGER")  # the receiver's advertised window
+    bytes_acked: int | None = column("INTEGER")
+    bytes_sent: int | None = column("INTEGER")
+    bytes_retrans: int | None = column("INTEGER")
+    total_retrans: int | None = column("INTEGER")  # segments retransmitted
+    busy_us: int | None = column("INTEGER")  # chrono: time with data to send
+    rwnd_limited_us: int | None = column("INTEGER")  # ... limited by the receive window
+    sndbuf_limited_us: int | None = column("INTEGER")  # ... limited by the send buffer
+
+
+# Tables and columns that came after format 1: a results.sqlite without them still
+# loads (a missing column reads as NULL, a missing table as empty).
+ADDED_AFTER_V1: set[str] = set()
+ADDED_AFTER_V1 |= {"tcp_samples"}
 
 ROW_TYPES: dict[str, type] = {"transfers": TransferRow, "validations": ValidationRow,
-                              "engine_stats": EngineStatsRow}
+                              "engine_stats": EngineStatsRow, "tcp_samples": TcpSampleRow}
 
 
 def columns(row_type: type) -> dict[str, str]:
@@ -210,7 +240,7 @@ class Store:
         self.conn.close()
 
     # --- writing ---------------------------------------------------------------
-    def _insert(self, table: str, row: Any) -> None:
+    def _insert(self, table: str, row: Any) -> int:
         if not isinstance(row, ROW_TYPES[table]):
             unknown = set(row) - set(_TABLES[table])
             if unknown:
@@ -222,12 +252,26 @@ class Store:
             raise ValueError(f"{table}: required columns missing {missing}")
         row = dataclasses.asdict(row)
         names = [n for n, v in row.items() if v is not None]
-        self.conn.execute(
+        cur = self.conn.execute(
             f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
             [_encode(row[n]) for n in names])
+        return int(cur.lastrowid)
 
-    def add_transfer(self, row: "TransferRow | dict[str, Any]") -> None:
-        self._insert("transfers", row)
+    def add_transfer(self, row: "TransferRow | dict[str, Any]") -> int:
+        """Store one transfer; returns its rowid (tcp_samples.transfer_id)."""
+        return self._insert("transfers", row)
+
+    def add_tcp_samples(self, rows: list[TcpSampleRow]) -> None:
+        """Many samples in one transaction (a group can hold tens of thousands)."""
+        if not rows:
+            return
+        names = list(columns(TcpSampleRow))
+        with self.conn:
+            self.conn.execute("BEGIN")
+            self.conn.executemany(
+                f"INSERT INTO tcp_samples ({', '.join(names)}) "
+                f"VALUES ({', '.join('?' * len(names))})",
+                [[_encode(getattr(r, n)) for n in names] for r in rows])
 
     def add_validation(self, row: "ValidationRow | dict[str, Any]") -> None:
         self._insert("validations", row)
@@ -258,3 +302,19 @@ class Store:
 
     def validations(self) -> list[dict]:
         return self.rows("validations")
+
+    def has_table(self, table: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
+                                 "name = ?", (table,)).fetchone() is not None
+
+    def tcp_samples(self) -> list[dict]:
+        """Every tcp_info sample, by transfer, connection and time, with the columns
+        of its transfer that key a measurement point; [] in a folder written before
+        the table existed."""
+        if not self.has_table("tcp_samples"):
+            return []
+        return [dict(r) for r in self.conn.execute(
+            "SELECT s.*, t.path, t.rtt_ms_configured, t.client, t.streams, t.concurrency, "
+            "t.step, t.repeat, t.instance, t.ok, t.throughput_bps, t.duration_s "
+            "FROM tcp_samples s JOIN transfers t ON t.rowid = s.transfer_id "
+            "ORDER BY s.transfer_id, s.conn, s.t_s")]

@@ -61,6 +61,9 @@ class Capabilities:
     # Talks to the path's iperf3 servers (one per concurrent instance) instead of a
     # scenario server.
     uses_iperf_servers: bool = False
+    # Which end sends the data, where tcp_info is sampled: server (downloads, iperf3 -R)
+    # or client (uploads).
+    sender: str = "server"
 
 
 class ClientTool:

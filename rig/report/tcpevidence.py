@@ -1,0 +1,168 @@
+"""What the sending side's kernel said about each measurement (tcp_samples), summed over
+the data-carrying connections of its successful transfers, and what limited it.
+
+Shares are of each connection's steady state (from the end of slow start) when that is
+at least STEADY_MIN of its sampled life; slow start is reported apart. The chrono
+counters of tcp_info split a connection's life into time with nothing to
+send (idle: the application did not supply data, or the peer did not ask for it) and
+busy time, of which part was limited by the receiver's advertised window (rwnd_limited)
+and part by the send buffer (sndbuf_limited); the rest of busy time the congestion
+window (or pacing) set the pace. Retransmitted bytes say whether loss drove cwnd.
+
+Classification, in this order (each share with its number, cited in the verdict):
+  application-limited    busy < IDLE_BUSY of the connections' lifetime
+  window-limited         rwnd_limited >= DOMINANT of busy time (or, with sndbuf_limited,
+                         together, rwnd the larger)
+  sender-buffer-limited  sndbuf_limited >= DOMINANT of busy time (or together, the larger)
+  loss-limited           cwnd-limited >= DOMINANT of busy and retransmitted >= LOSSY of sent
+  cwnd-limited           cwnd-limited >= DOMINANT of busy (slow start, congestion control)
+  None                   no share dominates (the numbers are still given)
+
+Pure Python: must not import matplotlib, realization, services, process or orchestration.
+"""
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from rig.report.model import Key
+
+DOMINANT = 0.5       # a limit that held the sender at least half of its busy time
+IDLE_BUSY = 0.5      # busy less than half the connection's sampled life: idle sender
+LOSSY = 0.001        # >= 0.1 % of bytes sent again
+DATA_SHARE = 0.01    # connections with < 1 % of a transfer's bytes (control) are left out
+STEADY_CWND = 0.9    # slow start ends when cwnd first reaches 90 % of its largest value
+STEADY_MIN = 0.3     # shares are of the steady state when it is >= 30 % of the life
+
+
+@dataclass
+class Evidence:
+    """Sums over the data connections of one point's successful transfers."""
+    conns: int = 0
+    busy_s: float = 0.0
+    rwnd_s: float = 0.0
+    sndbuf_s: float = 0.0
+    life_s: float = 0.0          # sampled steady-state life (whole life when too short)
+    slow_start_s: float = 0.0    # left out of the shares: slow start before steady state
+    bytes_sent: int = 0
+    bytes_retrans: int = 0
+    srtt_ms: list[float] = field(default_factory=list)    # last sample of each connection
+
+    @property
+    def cwnd_s(self) -> float:
+        return max(0.0, self.busy_s - self.rwnd_s - self.sndbuf_s)
+
+    def share(self, part: float) -> float:
+        return part / self.busy_s if self.busy_s > 0 else 0.0
+
+    @property
+    def busy_share(self) -> float:
+        return min(1.0, self.busy_s / self.life_s) if self.life_s > 0 else 0.0
+
+    @property
+    def retrans_share(self) -> float:
+        return self.bytes_retrans / self.bytes_sent if self.bytes_sent else 0.0
+
+    def numbers(self) -> str:
+        slow = f"; slow start {self.slow_start_s:.3g} s left out" if self.slow_start_s else ""
+        return (f"rwnd_limited {self.share(self.rwnd_s):.0%}, sndbuf_limited "
+                f"{self.share(self.sndbuf_s):.0%}, cwnd {self.share(self.cwnd_s):.0%} of "
+                f"busy time; busy {self.busy_share:.0%} of {self.life_s:.3g} s; "
+                f"retransmitted {self.retrans_share:.2%} of {self.bytes_sent / 2**20:.4g} MiB"
+                f" over {self.conns} connection{'s' if self.conns != 1 else ''}{slow}")
+
+    def classify(self) -> tuple[str | None, str]:
+        """(kind or None, evidence text citing the deciding share first)."""
+        n = self.numbers()
+        if self.busy_share < IDLE_BUSY:
+            return ("application-limited",
+                    f"sender busy only {self.busy_share:.0%} of the time, idle "
+                    f"{1 - self.busy_share:.0%} (kernel: {n})")
+        for kind, part, name in (("window-limited", self.rwnd_s, "rwnd_limited"),
+                                 ("sender-buffer-limited", self.sndbuf_s, "sndbuf_limited")):
+            if self.share(part) >= DOMINANT:
+                return kind, f"{name} {self.share(part):.0%} of busy time (kernel: {n})"
+        if self.share(self.rwnd_s + self.sndbuf_s) >= DOMINANT:
+            # the receiver's window and the sender's buffer together: a window limit,
+            # named after the larger part
+            rw = self.rwnd_s >= self.sndbuf_s
+            return ("window-limited" if rw else "sender-buffer-limited",
+                    f"rwnd_limited + sndbuf_limited "
+                    f"{self.share(self.rwnd_s + self.sndbuf_s):.0%} of busy time, "
+                    f"{'rwnd' if rw else 'sndbuf'} the larger (kernel: {n})")
+        if self.share(self.cwnd_s) >= DOMINANT:
+            if self.retrans_share >= LOSSY:
+                return ("loss-limited", f"retransmitted {self.retrans_share:.2%} of bytes, "
+                        f"cwnd-limited {self.share(self.cwnd_s):.0%} of busy time "
+                        f"(kernel: {n})")
+            return ("cwnd-limited", f"cwnd-limited {self.share(self.cwnd_s):.0%} of busy "
+                    f"time, no window or buffer limit (kernel: {n})")
+        return None, f"no limit dominates (kernel: {n})"
+
+
+def _steady(ss: list[dict]) -> dict | None:
+    """The first sample once cwnd reached STEADY_CWND of its largest value: the end of
+    slow start (ssthresh says nothing under BBR, which leaves it infinite)."""
+    top = max((s.get("cwnd_segs") or 0) for s in ss)
+    if top <= 0:
+        return None
+    return next(s for s in ss if (s.get("cwnd_segs") or 0) >= STEADY_CWND * top)
+
+
+def _conn_summaries(samples: list[dict]) -> dict[int, list[dict]]:
+    """transfer_id -> per-connection summaries (first/last sample)."""
+    by_conn: dict[tuple[int, int], list[dict]] = defaultdict(list)
+    for s in samples:
+        if s.get("ok"):
+            by_conn[(s["transfer_id"], s["conn"])].append(s)
+    out: dict[int, list[dict]] = defaultdict(list)
+    for (tid, _), ss in by_conn.items():
+        ss.sort(key=lambda s: s["t_s"])
+        first, last = ss[0], ss[-1]
+        steps = [b["t_s"] - a["t_s"] for a, b in zip(ss, ss[1:])]
+        tick = statistics.median(steps) if steps else 0.0
+        # the connection began at most one tick before its first sample
+        whole = last["t_s"] - first["t_s"] + tick
+        st = _steady(ss)
+        base = {"busy_us": 0, "rwnd_limited_us": 0, "sndbuf_limited_us": 0}
+        if st is not None and last["t_s"] - st["t_s"] >= STEADY_MIN * whole:
+            base = st                    # chrono shares of the steady state only
+            life = last["t_s"] - st["t_s"]
+            slow = st["t_s"] - first["t_s"] + tick
+        else:
+            life, slow = whole, 0.0
+
+        def d(name: str) -> float:
+            return ((last.get(name) or 0) - (base.get(name) or 0)) / 1e6
+        busy = d("busy_us")
+        out[tid].append({
+            "key": Key(last["path"], None if last["rtt_ms_configured"] is None
+                       else float(last["rtt_ms_configured"]), last["client"],
+                       int(last["streams"]), int(last["concurrency"])),
+            "acked": last.get("bytes_acked") or 0, "busy": busy, "life": max(life, busy),
+            "rwnd": d("rwnd_limited_us"), "sndbuf": d("sndbuf_limited_us"), "slow": slow,
+            "sent": last.get("bytes_sent") or 0, "retrans": last.get("bytes_retrans") or 0,
+            "srtt_ms": (last.get("srtt_us") or 0) / 1e3})
+    return out
+
+
+def evidence_by_key(samples: list[dict]) -> dict[Key, Evidence]:
+    """Evidence of every point that has tcp_samples of a successful transfer."""
+    out: dict[Key, Evidence] = {}
+    for conns in _conn_summaries(samples).values():
+        total = sum(c["acked"] for c in conns)
+        for c in conns:
+            if total and c["acked"] < DATA_SHARE * total:
+                continue
+            e = out.setdefault(c["key"], Evidence())
+            e.conns += 1
+            e.busy_s += c["busy"]
+            e.rwnd_s += c["rwnd"]
+            e.sndbuf_s += c["sndbuf"]
+            e.life_s += c["life"]
+            e.slow_start_s += c["slow"]
+            e.bytes_sent += c["sent"]
+            e.bytes_retrans += c["retrans"]
+            e.srtt_ms.append(c["srtt_ms"])
+    return {k: e for k, e in out.items() if e.conns and e.life_s > 0}
