@@ -15,7 +15,7 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from rig.orchestration import hostinfo, tcpsample, transfer
 
@@ -102,7 +102,7 @@ class Run:
         self._store: Store | None = None
         self.lives: list[Live] = []
         self.state = RunState(self.prefix, out_dir)
-        self.tcp_cost = {"interval_s": sc.sampling.tcp_info_s, "groups": 0, "ticks": 0,
+        self.tcp_cost: dict[str, Any] = {"interval_s": sc.sampling.tcp_info_s, "groups": 0, "ticks": 0,
                          "cpu_s": 0.0, "wall_s": 0.0, "samples": 0, "errors": 0}
 
     @property

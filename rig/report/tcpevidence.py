@@ -133,7 +133,7 @@ def _conn_summaries(samples: list[dict]) -> dict[int, list[dict]]:
         else:
             life, slow = whole, 0.0
 
-        def d(name: str) -> float:
+        def d(name: str, last: dict = last, base: dict = base) -> float:
             return ((last.get(name) or 0) - (base.get(name) or 0)) / 1e6
         busy = d("busy_us")
         out[tid].append({

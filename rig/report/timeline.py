@@ -31,7 +31,7 @@ def transfer_series(samples: list[dict]) -> tuple[list[float], list[float], list
     for t in ts:
         ss = ticks[t]
         acked = sum(s.get("bytes_acked") or 0 for s in ss)
-        if prev_t is not None and t > prev_t:
+        if prev_t is not None and prev_acked is not None and t > prev_t:
             out_t.append(t)
             bps.append(max(0.0, 8.0 * (acked - prev_acked) / (t - prev_t)))
             cwnd.append(float(sum((s.get("cwnd_segs") or 0) * (s.get("mss_bytes") or 0)

@@ -255,6 +255,7 @@ class Store:
         cur = self.conn.execute(
             f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
             [_encode(row[n]) for n in names])
+        assert cur.lastrowid is not None
         return int(cur.lastrowid)
 
     def add_transfer(self, row: "TransferRow | dict[str, Any]") -> int:
