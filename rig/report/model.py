@@ -19,7 +19,7 @@ from typing import Any
 
 from rig.errors import InputError
 from rig.results import check as results_check
-from rig.results.store import Store
+from rig.results.store import ADDED_AFTER_V1, Store
 
 # Per-measurement settings that, when they differ between two runs, explain a change.
 SETTINGS = ("backend", "window_bytes", "tcp_rmem_max", "tcp_wmem_max",
@@ -232,6 +232,9 @@ def load_run(run_dir: Path) -> Run:
         raise InputError(f"unreadable results database ({e})", file=str(store.path)) from e
     finally:
         store.close()
+    for r in transfers:           # an older results.sqlite lacks the columns added since
+        for c in ADDED_AFTER_V1:
+            r.setdefault(c, None)
     return Run(store.path.parent, meta, env, transfers, validations, engine,
                build_points(transfers, validations))
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from rig.errors import InputError
-from rig.results.store import _TABLES, FORMAT_VERSION, read_only_uri
+from rig.results.store import _TABLES, ADDED_AFTER_V1, FORMAT_VERSION, read_only_uri
 
 BASE_TABLES: dict[str, dict[str, str]] = {
     "meta": {"key": "TEXT NOT NULL", "value": "TEXT"},
@@ -31,9 +31,10 @@ NON_NEGATIVE = {"step", "instance", "repeat", "file_bytes", "bytes", "duration_s
                 "rtt_ms_configured", "rtt_ms_measured", "jitter_ms_configured",
                 "rate_bps_configured", "tcp_rmem_max", "tcp_wmem_max", "window_bytes",
                 "rtt_ms_min", "rtt_ms_max", "rtt_ms_stddev", "ping_count", "iperf_bps",
-                "iperf_retransmits", "iperf_srtt_ms", "started_at", "taken_at"}
+                "iperf_retransmits", "iperf_srtt_ms", "started_at", "taken_at",
+                "requests", "round_trips", "bytes_useful", "bytes_wire"}
 AT_LEAST_ONE = {"streams", "concurrency", "iperf_streams"}
-FRACTION = {"loss_configured", "ping_loss"}
+FRACTION = {"loss_configured", "ping_loss", "branch_fraction"}
 FLAG = {"ok", "flagged", "page_checksum"}
 POSITIVE_WHEN_OK = {"duration_s", "throughput_bps", "aggregate_bps"}
 JSON_COLUMNS = {("transfers", "argv"): list, ("transfers", "env"): dict,
@@ -101,7 +102,7 @@ def _check_columns(conn: sqlite3.Connection, path: Path, tables: set[str]) -> li
             continue
         have = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
         errors += [_err(path, f"{table}.{c}", "missing column") for c in cols
-                   if c not in have]
+                   if c not in have and c not in ADDED_AFTER_V1]
         errors += [_err(path, f"{table}.{c}", "unknown column (not in format "
                         f"{FORMAT_VERSION})") for c in have if c not in cols]
     return errors
@@ -117,10 +118,12 @@ def _check_environment(conn: sqlite3.Connection, path: Path) -> Iterator[InputEr
 
 def _check_rows(conn: sqlite3.Connection, path: Path, table: str,
                 cols: dict[str, str]) -> Iterator[InputError]:
-    names = list(cols)
+    have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+    names = [c for c in cols if c in have]      # an older file lacks ADDED_AFTER_V1: NULL
     query = f"SELECT rowid, {', '.join(names)} FROM {table} ORDER BY rowid"
     for row in conn.execute(query):
         rowid, values = row[0], dict(zip(names, row[1:]))
+        values.update({c: None for c in cols if c not in have})
         ok = values.get("ok") == 1
         for name, decl in cols.items():
             message = _cell_defect(table, name, decl, values[name], ok)

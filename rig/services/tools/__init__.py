@@ -34,6 +34,7 @@ class Job:
     file_bytes: int = 0
     timeout_s: float = 600.0
     dest: str = "/dev/null"
+    local: str = ""              # the file as the servers serve it (a replay reads its layout)
 
     @property
     def target(self) -> str:
@@ -46,6 +47,7 @@ class Parsed:
     seconds: float | None = None    # the tool's own measure of the data phase, if any
     error: str | None = None
     extra: dict = field(default_factory=dict)
+    columns: dict = field(default_factory=dict)   # transfers columns the output fills
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,11 @@ class ClientTool:
         assert server is not None and file is not None
         return Job(c, streams, url=server.url(c.protocol, file.name), relpath=file.name,
                    file_bytes=file.size, timeout_s=timeout_s)
+
+    def checked(self, ctx: Any, d: dict[str, Any]) -> dict[str, Any]:
+        """What spans this tool's own client keys (scenario loading; ctx: schema.Ctx);
+        returns the client's values, completed."""
+        return d
 
     def argv(self, job: Job) -> list[str]:
         raise NotImplementedError
