@@ -126,7 +126,17 @@ def _replay_plans(sc: Scenario) -> list[str]:
         if c.tool != "replay" or c.name in seen:
             continue
         seen.add(c.name)
-        p = plan_for(c, str(root_source(sc.file(c.file))))
+        f = sc.file(c.file)
+        src = root_source(f, generate=False)
+        if src is None:       # never generate here: a plan may name any size
+            g = f.root_spec()
+            out.append(_comment(
+                f"replay {c.name}: {f.name} is not generated yet (rig run makes it once); "
+                f"to see the plan now: rig plan --generate --size {g.size_bytes} "
+                f"--nbranches {g.n_branches} --cluster {g.cluster_bytes} --seed {g.seed} "
+                f"--mode {c.mode} --percent {(c.branches or 1.0) * 100:g}"))
+            continue
+        p = plan_for(c, str(src))
         out.append(_comment(f"replay {c.name} ({c.library}, {c.server}):"))
         out += [_comment("  " + line) for line in p.summary().splitlines()]
     return out

@@ -58,13 +58,20 @@ def write_random(path: Path, size: int, seed: int) -> None:
     os.chmod(path, 0o644)
 
 
-def root_source(f: FileSpec) -> Path:
+def root_source(f: FileSpec, *, generate: bool = True) -> Path | None:
     """Where a `kind: root` file comes from: the user's own file (read-only), or the
-    rig's generated one, made once per parameters in the cache (rootfile.generate)."""
+    rig's generated one, made once per parameters in the cache (rootfile.generate);
+    None when it is not generated yet and `generate` is false."""
     if f.path is not None:
         return Path(f.path)
-    from rig.description.rootfile import generate
-    return generate.ensure(f.root_spec())
+    from rig.description.rootfile import generate as g
+    spec = f.root_spec()
+    if not generate:
+        d = g.cache_dir()
+        key = spec.key()
+        done = (d / f"{key}.json").exists() and (d / f"{key}.root").exists()
+        return d / f"{key}.root" if done else None
+    return g.ensure(spec)
 
 
 @contextlib.contextmanager

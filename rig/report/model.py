@@ -65,6 +65,13 @@ class Point:
     bytes_ok: int = 0
     steps: set[int] = field(default_factory=set)
     settings: dict[str, set] = field(default_factory=lambda: defaultdict(set))
+    # caching-mode replays (NULL columns elsewhere): per ok process
+    round_trips: list[int] = field(default_factory=list)
+    durations_s: list[float] = field(default_factory=list)
+    cache_mode: str | None = None
+    read_library: str | None = None
+    branch_fraction: float | None = None
+    server: str | None = None
 
     @property
     def n(self) -> int:
@@ -165,6 +172,12 @@ def _add_process(p: Point, r: dict) -> None:
             p.errors.append(str(r["error"]))
         return
     p.bytes_ok += int(r.get("bytes") or 0)
+    if r.get("cache_mode") is not None:
+        p.cache_mode, p.read_library = r["cache_mode"], r.get("read_library")
+        p.branch_fraction, p.server = r.get("branch_fraction"), r.get("server")
+        if r.get("round_trips") is not None and r.get("duration_s"):
+            p.round_trips.append(int(r["round_trips"]))
+            p.durations_s.append(float(r["duration_s"]))
     cpu = (r.get("cpu_user_s") or 0.0) + (r.get("cpu_sys_s") or 0.0)
     if r.get("cpu_user_s") is not None or r.get("cpu_sys_s") is not None:
         p.cpu_s.append(cpu)

@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"replay: {e}", file=sys.stderr)
         return 1
     out = {"mode": r.mode, "library": a.library, "transport": TRANSPORT[a.library],
-           "wall_s": r.wall_s, "requests": r.requests, "round_trips": r.round_trips,
+           "wall_s": r.wall_s, "open_s": r.open_s, "requests": r.requests, "round_trips": r.round_trips,
            "bytes_useful": r.bytes_useful, "bytes_wire": r.bytes_wire,
            "bytes_received": r.bytes_received, "cpu_user_s": r.cpu_user_s,
            "cpu_sys_s": r.cpu_sys_s, "checksum": r.checksum, "expected_checksum": expected,

@@ -9,7 +9,7 @@ from rig.services.tools import Capabilities, ClientTool, Job, Parsed, last_line,
 @register
 class Curl(ClientTool):
     name = "curl"
-    caps = Capabilities(servers=frozenset({"xrootd", "nginx"}), protocols=("http",),
+    caps = Capabilities(servers=frozenset({"xrootd", "nginx", "apache"}), protocols=("http",),
                         timed_by_written_bytes=True)
     version_argv = ["curl", "--version"]
 

@@ -7,7 +7,7 @@ from rig.services.tools import Capabilities, ClientTool, Job, register
 @register
 class DavixGet(ClientTool):
     name = "davix-get"
-    caps = Capabilities(servers=frozenset({"xrootd", "nginx"}), protocols=("http",),
+    caps = Capabilities(servers=frozenset({"xrootd", "nginx", "apache"}), protocols=("http",),
                         timed_by_written_bytes=True)
     version_argv = ["davix-get", "--version"]
 
