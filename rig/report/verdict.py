@@ -196,6 +196,9 @@ def _bounds(point: Point, run: Run) -> list[tuple[str, float, str]]:
                                        f"{_gbit(p)}"))
     lat = _latency(point)
     if lat:
+        # synchronous round trips also keep throughput x RTT constant: that is the
+        # latency, not an effective window, when round trips x RTT explain the time
+        out = [b for b in out if not b[2].startswith("throughput x RTT is constant")]
         out.append(("latency-bound", *lat))
     cpu = max(point.cpu_ratio, default=0.0)
     if cpu >= CPU_NEAR:
