@@ -75,7 +75,7 @@ def _with(path: str, value):
     ("clients.0.tool", "wget", "clients[0].tool", "must be one of"),
     ("clients.0.file", "nope", "clients[0].file", "no file of that name"),
     ("clients.0.block", "1MiB", "clients[0].block", "only for fdt"),
-    ("servers.0.kind", "apache", "servers[0].kind", "must be one of"),
+    ("servers.0.kind", "lighttpd", "servers[0].kind", "must be one of"),
 ])
 def test_bad_input_names_file_key_and_value(path, value, key, words):
     with pytest.raises(InputError) as e:

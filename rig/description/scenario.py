@@ -8,6 +8,7 @@ configurations, a sweep, tuning and validation settings. Everything is checked s
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from rig.description import limits as L, safeyaml, schema as S
 from rig.description import topology as T
 from rig.description.profile import BACKENDS, Direction, GilbertElliott, LinkProfile
+from rig.description.rootfile.plan import MODES as READ_MODES
 from rig.services import servers as server_kinds, tools
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -132,28 +134,83 @@ class PathSpec:
 @dataclass(frozen=True)
 class FileSpec:
     name: str = S.spec(S.name)
-    size: int = S.spec(S.size)
+    size: int = S.spec(S.optional(S.size), None)   # required, except for a root `path`
+    kind: str = S.spec(S.choice("random", "root"), "random")
+    # kind root: generated (branches, cluster, seed; docs/caching-modes.md) or a user's file
+    branches: int | None = S.spec(S.optional(S.integer(1, 5000)), None)
+    cluster: int | None = S.spec(S.optional(S.size_in(64 << 10, 1 << 30)), None)
+    seed: int | None = S.spec(S.optional(S.integer(0, 2**31 - 1)), None)
+    path: str | None = S.spec(S.optional(S.path_text), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
+        root_keys = ("branches", "cluster", "seed", "path")
+        if d["kind"] == "random":
+            for k in root_keys:
+                if d[k] is not None:
+                    raise ctx.child(k).error("only for kind: root", d[k])
+        elif d["path"] is not None:
+            for k in ("size", "branches", "cluster", "seed"):
+                if d[k] is not None:
+                    raise ctx.child(k).error("a user's ROOT file is used as it is", d[k])
+            d = dict(d, size=_root_file_size(ctx.child("path"), d["path"]))
+        if d["size"] is None:
+            raise ctx.child("size").error("required key is missing")
         if d["size"] > L.MAX_FILE_SIZE:
             raise ctx.child("size").error(f"files above {S.fmt_size(L.MAX_FILE_SIZE)} do not "
                                           "fit a tmpfs here", S.fmt_size(d["size"]))
         return d
 
+    def root_spec(self) -> Any:
+        """The generator's parameters of a generated ROOT file (kind root, no path)."""
+        from rig.description.rootfile import generate
+        kw: dict[str, Any] = {"cluster_bytes": self.cluster} if self.cluster else {}
+        return generate.FileSpec(size_bytes=self.size, n_branches=self.branches or 300,
+                                 seed=self.seed or 0, **kw)
+
+
+def _root_file_size(ctx: S.Ctx, path: str) -> int:
+    """A user's ROOT file: it must exist, be a regular readable file and start with ROOT's
+    magic; its size is the file's (read once here, the file is never written)."""
+    p = Path(path)
+    try:
+        with open(p, "rb") as f:
+            magic = f.read(4)
+            size = os.fstat(f.fileno()).st_size
+    except FileNotFoundError:
+        raise ctx.error("no such file", path) from None
+    except IsADirectoryError:
+        raise ctx.error("is a directory, not a ROOT file", path) from None
+    except OSError as e:
+        raise ctx.error(f"cannot read it ({e.strerror})", path) from None
+    if magic != b"root":
+        raise ctx.error("not a ROOT file (no 'root' magic)", path)
+    return size
+
 
 @dataclass(frozen=True)
 class ServerSpec:
+    """A server instance on every path (kind: a module in rig/services/servers/)."""
     name: str = S.spec(S.name)
     kind: str = S.spec(_server_kind)
     binary: str | None = S.spec(S.optional(S.path_text), None)
 
 
-_OPTIONS = ("page_checksum", "block", "buffer")
+_OPTIONS = ("page_checksum", "block", "buffer", "mode", "library", "cache_size", "segment",
+            "branches")
+
+
+def _branch_fraction(v: Any) -> float:
+    f = S.fraction(v)
+    if f <= 0:
+        raise ValueError("must be more than 0%")
+    return f
 
 
 @dataclass(frozen=True)
 class ClientSpec:
+    """A client configuration (tool: a module in rig/services/tools/); the sweep runs it
+    at each of its stream counts, concurrencies and repeats."""
     name: str = S.spec(S.name)
     tool: str = S.spec(_tool)
     server: str | None = S.spec(S.optional(S.name), None)
@@ -170,6 +227,12 @@ class ClientSpec:
     duration_s: float = S.spec(S.duration_in(1.0, L.MAX_IPERF_S, whole=True), 10.0,
                                key="duration")
     env: dict = S.spec(_env, {})
+    # tool replay (caching modes): docs/caching-modes.md
+    mode: str | None = S.spec(S.optional(S.choice(*READ_MODES)), None)
+    library: str | None = S.spec(S.optional(S.choice("xrootd", "davix", "curl")), None)
+    cache_size: int | None = S.spec(S.optional(S.size_in(64 << 10, 4 << 30)), None)
+    segment: int | None = S.spec(S.optional(S.size_in(1 << 20, 4 << 30)), None)
+    branches: float | None = S.spec(S.optional(_branch_fraction), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
@@ -182,6 +245,7 @@ class ClientSpec:
             if d[key] is not None and key not in caps.options:
                 users = sorted(t.name for t in tools.all_tools() if key in t.caps.options)
                 raise ctx.child(key).error(f"only for {', '.join(users)}", d[key])
+        d = tools.get(tool).checked(ctx, d)
         proto = d["protocol"] or (caps.protocols[0] if caps.protocols else "")
         if d["protocol"] is not None and proto not in caps.protocols:
             speaks = " or ".join(f"{p}://" if p == "root" else p
@@ -200,6 +264,9 @@ class Sweep:
     # overrides multi-stream clients' streams
     streams: list[int] | None = S.spec(S.optional(S.list_of(S.integer(1, L.MAX_STREAMS),
                                                             max_len=L.MAX_SWEEP_VALUES)), None)
+    # fraction of branches read, for clients that read branches (tool replay)
+    branches: list[float] | None = S.spec(S.optional(S.list_of(_branch_fraction,
+                                                               max_len=L.MAX_SWEEP_VALUES)), None)
 
 
 @dataclass(frozen=True)
@@ -346,6 +413,9 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
         if servers[c.server].kind not in caps.servers:
             raise cc.child("server").error(
                 f"{c.tool} cannot talk to a {servers[c.server].kind} server", c.server)
+        if c.protocol and c.protocol not in server_kinds.get(servers[c.server].kind).ports:
+            raise cc.child("server").error(
+                f"a {servers[c.server].kind} server does not serve {c.protocol}", c.server)
         if c.file not in files:
             raise cc.child("file").error("no file of that name", c.file)
     sc = dataclasses.replace(sc, clients=clients)
@@ -377,6 +447,8 @@ def measurements(sc: Scenario) -> int:
     """Transfer groups of the whole sweep (what rig.description.steps expands), counted without
     expanding them."""
     steps = sum(1 if p.kind == "real" else len(p.rtts_s) for p in sc.paths)
-    configs = sum(len(sc.sweep.streams) if sc.sweep.streams and tools.get(c.tool).caps.max_streams > 1
-                  else 1 for c in sc.clients)
+    configs = sum((len(sc.sweep.streams) if sc.sweep.streams and tools.get(c.tool).caps.max_streams > 1
+                   else 1) * (len(sc.sweep.branches) if sc.sweep.branches
+                              and "branches" in tools.get(c.tool).caps.options else 1)
+                  for c in sc.clients)
     return steps * configs * len(sc.sweep.concurrency) * sc.sweep.repeats

@@ -6,6 +6,7 @@ execute, for `rig plan`. Must not import anything that runs.
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from rig.description.profile import LinkProfile
@@ -56,13 +57,23 @@ def stream_counts(sc: Scenario, c: ClientSpec) -> list[int]:
     return [c.streams]
 
 
+def branch_configs(sc: Scenario, c: ClientSpec) -> list[ClientSpec]:
+    """`sweep.branches` applied to a client that reads branches (tool replay): one
+    configuration per fraction, named `NAME@F%` so each is a point of its own."""
+    if not sc.sweep.branches or "branches" not in tools.get(c.tool).caps.options:
+        return [c]
+    return [dataclasses.replace(c, name=f"{c.name}@{f * 100:g}%", branches=f)
+            for f in sc.sweep.branches]
+
+
 def groups(sc: Scenario) -> list[Group]:
     """Transfer groups of one step, in the order they run: repeats outermost, so a slow
     drift of the host spreads over every configuration instead of biasing one."""
     out = []
     for rep in range(sc.sweep.repeats):
-        for c in sc.clients:
-            for s in stream_counts(sc, c):
-                for n in sc.sweep.concurrency:
-                    out.append(Group(c, s, n, rep))
+        for c0 in sc.clients:
+            for c in branch_configs(sc, c0):
+                for s in stream_counts(sc, c):
+                    for n in sc.sweep.concurrency:
+                        out.append(Group(c, s, n, rep))
     return out

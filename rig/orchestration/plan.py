@@ -44,7 +44,11 @@ def plan_lines(sc: Scenario) -> list[str]:
     wd = netns.STATE_DIR / PREFIX
     out += [_fmt(a) for a in tuning.global_argv(sc.tuning, "<host's list>")]
     out.append(_fmt(data.mount_argv(PREFIX, wd / "data", sum(f.size for f in sc.files) + (16 << 20))))
-    out += [f"# write {f.name}: {f.size} random bytes" for f in sc.files]
+    out += [f"# write {f.name}: {f.size} random bytes" if f.kind == "random" else
+            f"# copy {f.name}: ROOT file " + (f.path or f"generated ({f.size} bytes asked, "
+                                                f"{f.branches or 300} branches, seed {f.seed or 0})")
+            for f in sc.files]
+    out += _replay_plans(sc)
     names = {}
     for i, p in enumerate(sc.paths):
         out.append(f"# path {p.name} ({p.kind})")
@@ -111,4 +115,32 @@ def _emulation(step: S.Step, site) -> list[str]:
     if be in ("auto", "userspace"):
         out.append("# backend userspace" + (" (auto: where the kernel lacks sch_netem)" if be == "auto" else ""))
         out += [_fmt(a) for a in UserspaceBackend().plan(site, step.profile)]
+    return out
+
+
+def _replay_plans(sc: Scenario) -> list[str]:
+    """Each replay client's read plan summary (computed from the ROOT file's baskets; a
+    generated file is made once, into the cache, to read them)."""
+    from rig.realization.data import root_source
+    from rig.services.tools.replay import plan_for
+    out, seen = [], set()
+    for g in S.groups(sc):
+        c = g.client
+        if c.tool != "replay" or c.name in seen:
+            continue
+        seen.add(c.name)
+        assert c.file is not None, "a replay client names its file"
+        f = sc.file(c.file)
+        src = root_source(f, generate=False)
+        if src is None:       # never generate here: a plan may name any size
+            g = f.root_spec()
+            out.append(_comment(
+                f"replay {c.name}: {f.name} is not generated yet (rig run makes it once); "
+                f"to see the plan now: rig plan --generate --size {g.size_bytes} "
+                f"--nbranches {g.n_branches} --cluster {g.cluster_bytes} --seed {g.seed} "
+                f"--mode {c.mode} --percent {(c.branches or 1.0) * 100:g}"))
+            continue
+        p = plan_for(c, str(src))
+        out.append(_comment(f"replay {c.name} ({c.library}, {c.server}):"))
+        out += [_comment("  " + line) for line in p.summary().splitlines()]
     return out

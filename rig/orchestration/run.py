@@ -221,6 +221,10 @@ class Run:
             datadir = stack.enter_context(data.data_dir(self.prefix, self.workdir / "data",
                                                         self.sc.files))
             self.say(f"data: {len(self.sc.files)} file(s) on tmpfs {datadir}")
+            # a generated ROOT file's size is only near the asked one: use the real one
+            self.sc = dataclasses.replace(self.sc, files=[
+                dataclasses.replace(f, size=(datadir / f.name).stat().st_size)
+                for f in self.sc.files])
             for i, p in enumerate(self.sc.paths):
                 live = self._build_path(stack, i, p)
                 self._start_servers(stack, live, datadir)

@@ -133,7 +133,8 @@ def measure(o: Outcome) -> dict:
     ok = error is None and bool(nbytes) and bool(duration)
     return {"bytes": nbytes, "duration_s": duration,
             "throughput_bps": (8.0 * nbytes / duration) if nbytes and duration else None,
-            "ok": ok, "error": error, "exit_code": res.returncode, "extra": extra}
+            "ok": ok, "error": error, "exit_code": res.returncode, "extra": extra,
+            "columns": p.columns}
 
 
 def rows(outcomes: list[Outcome], common: dict) -> list[TransferRow]:
@@ -158,7 +159,8 @@ def rows(outcomes: list[Outcome], common: dict) -> list[TransferRow]:
             argv=json.dumps(res.argv if res else o.argv), env=json.dumps(env),
             stderr_tail=(res.tail(1000) if res else None),
             page_checksum=None, started_at=o.started_at, extra=json.dumps(m["extra"]))
-        for k, v in tools.get(o.job.client.tool).row_fields(o.job, env).items():
+        for k, v in {**tools.get(o.job.client.tool).row_fields(o.job, env),
+                     **m.get("columns", {})}.items():
             setattr(row, k, v)
         out.append(row)
     return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import shutil
 from pathlib import Path
 from typing import Iterator
 
@@ -57,15 +58,44 @@ def write_random(path: Path, size: int, seed: int) -> None:
     os.chmod(path, 0o644)
 
 
+def root_source(f: FileSpec, *, generate: bool = True) -> Path | None:
+    """Where a `kind: root` file comes from: the user's own file (read-only), or the
+    rig's generated one, made once per parameters in the cache (rootfile.generate);
+    None when it is not generated yet and `generate` is false."""
+    if f.path is not None:
+        return Path(f.path)
+    from rig.description.rootfile import generate as g
+    spec = f.root_spec()
+    if not generate:
+        d = g.cache_dir()
+        key = spec.key()
+        done = (d / f"{key}.json").exists() and (d / f"{key}.root").exists()
+        return d / f"{key}.root" if done else None
+    return g.ensure(spec)
+
+
 @contextlib.contextmanager
 def data_dir(prefix: str, path: Path, files: list[FileSpec]) -> Iterator[Path]:
-    """Mount a tmpfs sized for `files`, write them, unmount on exit whatever happens."""
+    """Mount a tmpfs sized for `files`, write them, unmount on exit whatever happens.
+    ROOT files are copied from their source (a generated file's size is only near the
+    asked one: the tmpfs is sized from the real files)."""
     path.mkdir(parents=True, exist_ok=True)
-    need = sum(f.size for f in files) + (16 << 20)
+    sources: dict[str, Path] = {}
+    for f in files:
+        if f.kind == "root":
+            src = root_source(f)
+            assert src is not None, "root_source generates a missing file"
+            sources[f.name] = src
+    need = sum(sources[f.name].stat().st_size if f.name in sources else f.size
+               for f in files) + (16 << 20)
     proc.run(mount_argv(prefix, path, need), timeout=30, check=True)
     try:
         for i, f in enumerate(files):
-            write_random(path / f.name, f.size, seed=i + 1)
+            if f.name in sources:
+                shutil.copyfile(sources[f.name], path / f.name)
+                os.chmod(path / f.name, 0o644)
+            else:
+                write_random(path / f.name, f.size, seed=i + 1)
         yield path
     finally:
         proc.run(umount_argv(path), timeout=30)

@@ -366,6 +366,8 @@ def draw_all(run: Run, out_dir: Path, verdicts: dict) -> tuple[list[Path], list[
         files += throughput_vs_streams(run, out_dir, verdicts)
     else:
         notes.append("throughput_vs_streams not drawn: no client varies its streams")
+    from rig.report import caching
+    files += caching.draw(run, out_dir)
     if any(p.cpu_s for p in run.points):
         files += cpu_per_gb(run, out_dir)
     else:

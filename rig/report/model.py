@@ -19,7 +19,7 @@ from typing import Any
 
 from rig.errors import InputError
 from rig.results import check as results_check
-from rig.results.store import Store
+from rig.results.store import ADDED_AFTER_V1, TRANSFER_COLUMNS, Store
 
 # Per-measurement settings that, when they differ between two runs, explain a change.
 SETTINGS = ("backend", "window_bytes", "tcp_rmem_max", "tcp_wmem_max",
@@ -65,6 +65,13 @@ class Point:
     bytes_ok: int = 0
     steps: set[int] = field(default_factory=set)
     settings: dict[str, set] = field(default_factory=lambda: defaultdict(set))
+    # caching-mode replays (NULL columns elsewhere): per ok process
+    round_trips: list[int] = field(default_factory=list)
+    durations_s: list[float] = field(default_factory=list)
+    cache_mode: str | None = None
+    read_library: str | None = None
+    branch_fraction: float | None = None
+    server: str | None = None
 
     @property
     def n(self) -> int:
@@ -166,6 +173,12 @@ def _add_process(p: Point, r: dict) -> None:
             p.errors.append(str(r["error"]))
         return
     p.bytes_ok += int(r.get("bytes") or 0)
+    if r.get("cache_mode") is not None:
+        p.cache_mode, p.read_library = r["cache_mode"], r.get("read_library")
+        p.branch_fraction, p.server = r.get("branch_fraction"), r.get("server")
+        if r.get("round_trips") is not None and r.get("duration_s"):
+            p.round_trips.append(int(r["round_trips"]))
+            p.durations_s.append(float(r["duration_s"]))
     cpu = (r.get("cpu_user_s") or 0.0) + (r.get("cpu_sys_s") or 0.0)
     if r.get("cpu_user_s") is not None or r.get("cpu_sys_s") is not None:
         p.cpu_s.append(cpu)
@@ -234,6 +247,9 @@ def load_run(run_dir: Path) -> Run:
         raise InputError(f"unreadable results database ({e})", file=str(store.path)) from e
     finally:
         store.close()
+    for r in transfers:           # an older results.sqlite lacks the columns added since
+        for c in ADDED_AFTER_V1 & TRANSFER_COLUMNS.keys():
+            r.setdefault(c, None)
     return Run(store.path.parent, meta, env, transfers, validations, engine,
                build_points(transfers, validations), tcp)
 

@@ -169,6 +169,8 @@ def write_tables(run: Run, verdicts: dict, out_dir: Path) -> list[Path]:
                  "Highest throughput (MB/s) over repeats")
         md.write_text(f"### {title}\n\n" + markdown(header, body))
         written.append(md)
+    from rig.report import caching
+    written += caching.write(run, out_dir, markdown, write_csv)
     written.append(write_csv(out_dir / "validations.csv", VALIDATION_COLUMNS,
                              [[r[c] for c in VALIDATION_COLUMNS] for r in validation_rows(run)]))
     return written

@@ -10,6 +10,9 @@ For one point (path, RTT, client configuration, streams, concurrency), in this o
   path-limited       throughput near the step's validated iperf3 capacity or the
                      configured rate, whichever is lower
   client-CPU-bound   the client's CPU time is about the wall time of one thread
+  latency-bound      (caching-mode replays) synchronous round trips x RTT explain at
+                     least half of the wall time: the reads wait for the network, not
+                     for bandwidth
   unexplained        none of the above; the detail says how far from each bound it was
 When several bounds fit, the tightest is the verdict and the others are listed in `also`.
 
@@ -48,9 +51,11 @@ MIN_RTT_S = 0.002
 LATE_MS = 0.5
 LATE_RTT_FRACTION = 0.05
 
-KINDS = ("window-limited", "path-limited", "client-CPU-bound", "emulator-limited",
-         "unexplained", "failed", "sender-buffer-limited", "loss-limited", "cwnd-limited",
-         "application-limited")
+LATENCY_SHARE = 0.5  # round trips x RTT >= half the wall: latency is what the time is made of
+
+KINDS = ("window-limited", "path-limited", "client-CPU-bound", "latency-bound",
+         "emulator-limited", "unexplained", "failed", "sender-buffer-limited", "loss-limited",
+         "cwnd-limited", "application-limited")
 
 # What the emulator's own drops were called in the evidence text before the stats were
 # typed; kept so reports read the same.
@@ -198,11 +203,33 @@ def _bounds(point: Point, run: Run) -> list[tuple[str, float, str]]:
                 else "configured rate")
         out.append(("path-limited", p, f"{_gbit(mean)} is {mean / p:.0%} of the {what} "
                                        f"{_gbit(p)}"))
+    lat = _latency(point)
+    if lat:
+        # synchronous round trips also keep throughput x RTT constant: that is the
+        # latency, not an effective window, when round trips x RTT explain the time
+        out = [b for b in out if not b[2].startswith("throughput x RTT is constant")]
+        out.append(("latency-bound", *lat))
     cpu = max(point.cpu_ratio, default=0.0)
     if cpu >= CPU_NEAR:
         out.append(("client-CPU-bound", float("inf"),
                     f"client CPU {cpu:.0%} of wall time (one thread saturated)"))
     return sorted(out, key=lambda t: t[1])
+
+
+def _latency(point: Point) -> tuple[float, str] | None:
+    """A replay whose synchronous round trips x RTT make up most of its wall time; the
+    bound is the throughput if nothing but the round trips took time."""
+    rtt = _rtt_s(point)
+    if not point.round_trips or rtt <= 0:
+        return None
+    rt = sorted(point.round_trips)[len(point.round_trips) // 2]
+    wall = sorted(point.durations_s)[len(point.durations_s) // 2]
+    waited = rt * rtt
+    if waited < LATENCY_SHARE * wall:
+        return None
+    bound = point.mean_bps * wall / waited
+    return bound, (f"{rt} synchronous round trips x {rtt * 1e3:.3g} ms = {waited:.3g} s "
+                   f"of the {wall:.3g} s wall ({waited / wall:.0%})")
 
 
 def _distances(point: Point) -> str:

@@ -31,13 +31,14 @@ NON_NEGATIVE = {"step", "instance", "repeat", "file_bytes", "bytes", "duration_s
                 "rtt_ms_configured", "rtt_ms_measured", "jitter_ms_configured",
                 "rate_bps_configured", "tcp_rmem_max", "tcp_wmem_max", "window_bytes",
                 "rtt_ms_min", "rtt_ms_max", "rtt_ms_stddev", "ping_count", "iperf_bps",
-                "iperf_retransmits", "iperf_srtt_ms", "started_at", "taken_at"}
+                "iperf_retransmits", "iperf_srtt_ms", "started_at", "taken_at",
+                "requests", "round_trips", "bytes_useful", "bytes_wire"}
 NON_NEGATIVE |= {"transfer_id", "conn", "t_s", "cwnd_segs", "ssthresh_segs", "mss_bytes",
                  "srtt_us", "rttvar_us", "delivery_rate_bps", "in_flight_pkts",
                  "snd_wnd_bytes", "bytes_acked", "bytes_sent", "bytes_retrans",
                  "total_retrans", "busy_us", "rwnd_limited_us", "sndbuf_limited_us"}
 AT_LEAST_ONE = {"streams", "concurrency", "iperf_streams"}
-FRACTION = {"loss_configured", "ping_loss"}
+FRACTION = {"loss_configured", "ping_loss", "branch_fraction"}
 FLAG = {"ok", "flagged", "page_checksum", "app_limited"}
 POSITIVE_WHEN_OK = {"duration_s", "throughput_bps", "aggregate_bps"}
 JSON_COLUMNS = {("transfers", "argv"): list, ("transfers", "env"): dict,
@@ -134,10 +135,12 @@ def _check_environment(conn: sqlite3.Connection, path: Path) -> Iterator[InputEr
 
 def _check_rows(conn: sqlite3.Connection, path: Path, table: str,
                 cols: dict[str, str]) -> Iterator[InputError]:
-    names = list(cols)
+    have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+    names = [c for c in cols if c in have]      # an older file lacks ADDED_AFTER_V1: NULL
     query = f"SELECT rowid, {', '.join(names)} FROM {table} ORDER BY rowid"
     for row in conn.execute(query):
         rowid, values = row[0], dict(zip(names, row[1:]))
+        values.update({c: None for c in cols if c not in have})
         ok = values.get("ok") == 1
         for name, decl in cols.items():
             message = _cell_defect(table, name, decl, values[name], ok)

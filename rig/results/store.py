@@ -71,6 +71,14 @@ class TransferRow:
     window_bytes: int | None = column("INTEGER")  # effective per-stream window bound used by reports
     started_at: float | None = column("REAL")  # unix time
     extra: str | None = column("TEXT")  # JSON: tool-specific parsed output
+    # caching-mode replay (tool replay; NULL for other tools): docs/results-format.md
+    cache_mode: str | None = column("TEXT")  # application | storage | lazy-download
+    read_library: str | None = column("TEXT")  # xrootd | davix | curl (the plugin replayed)
+    branch_fraction: float | None = column("REAL")  # share of the branches' bytes read
+    requests: int | None = column("INTEGER")  # read / vector-read requests sent
+    round_trips: int | None = column("INTEGER")  # synchronous waits of the plan
+    bytes_useful: int | None = column("INTEGER")  # what ROOT asked for
+    bytes_wire: int | None = column("INTEGER")  # what was requested from the server
 
 
 
@@ -142,6 +150,9 @@ class TcpSampleRow:
 # loads (a missing column reads as NULL, a missing table as empty).
 ADDED_AFTER_V1: set[str] = set()
 ADDED_AFTER_V1 |= {"tcp_samples"}
+
+ADDED_AFTER_V1 |= {"cache_mode", "read_library", "branch_fraction", "requests", "round_trips", "bytes_useful", "bytes_wire"}
+
 
 ROW_TYPES: dict[str, type] = {"transfers": TransferRow, "validations": ValidationRow,
                               "engine_stats": EngineStatsRow, "tcp_samples": TcpSampleRow}

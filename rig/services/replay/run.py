@@ -37,6 +37,7 @@ class ReplayResult:
     cpu_sys_s: float
     round_s: tuple[float, ...]
     checksum: str                 # crc32 of every received range, in plan order
+    open_s: float = 0.0           # connecting and opening the file, before wall_s starts
 
     @property
     def throughput_useful_Bps(self) -> float:
@@ -189,9 +190,11 @@ def _multipart(ctype: str, body: bytes) -> list[bytes]:
 def replay(plan: Plan, url: str, *, timeout: float = 300.0) -> ReplayResult:
     """Execute `plan` against `url` (root://host:port//path or http://host:port/path)."""
     proto = urllib.parse.urlsplit(url).scheme
+    t_open = time.monotonic()
     transport = _RootTransport(url, timeout) if proto in ("root", "xroot") else _HttpTransport(url, timeout)
     deadline = time.monotonic() + timeout
     ru0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    open_s = t0 - t_open
     received, crc, times = 0, 0, []
     try:
         for rnd in plan.rounds:
@@ -213,7 +216,7 @@ def replay(plan: Plan, url: str, *, timeout: float = 300.0) -> ReplayResult:
     return ReplayResult(proto, url, plan.mode, wall, plan.requests, plan.round_trips,
                         plan.bytes_useful, plan.bytes_wire, received,
                         ru1.ru_utime - ru0.ru_utime, ru1.ru_stime - ru0.ru_stime,
-                        tuple(times), f"{crc:08x}")
+                        tuple(times), f"{crc:08x}", open_s)
 
 
 def expected_checksum(plan: Plan, path: str) -> str:

@@ -52,6 +52,11 @@ class ServerKind:
     run_as: ClassVar[str | None] = None          # the workdir is chowned to this user
     logs: ClassVar[tuple[str, ...]] = ()         # quoted (last line) when start fails
 
+    def __init_subclass__(cls, **kw: object) -> None:
+        super().__init_subclass__(**kw)
+        if "logs" not in cls.__dict__ and "kind" in cls.__dict__:
+            cls.logs = (f"{cls.kind}-error.log",)      # what nginx and apache write
+
     def files(self, p: ServerPlan) -> dict[str, str]:
         """Config files (name -> text) the server needs in its workdir (pure)."""
         return {}

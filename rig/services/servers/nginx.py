@@ -9,7 +9,6 @@ class Nginx(ServerKind):
     kind = "nginx"
     ports = {"http": 8080}
     version_argv = ["nginx", "-v"]
-    logs = ("nginx-error.log",)
 
     def files(self, p: ServerPlan) -> dict[str, str]:
         w = p.workdir

@@ -34,6 +34,7 @@ class Job:
     file_bytes: int = 0
     timeout_s: float = 600.0
     dest: str = "/dev/null"
+    local: str = ""              # the file as the servers serve it (a replay reads its layout)
 
     @property
     def target(self) -> str:
@@ -46,6 +47,7 @@ class Parsed:
     seconds: float | None = None    # the tool's own measure of the data phase, if any
     error: str | None = None
     extra: dict = field(default_factory=dict)
+    columns: dict = field(default_factory=dict)   # transfers columns the output fills
 
 
 @dataclass(frozen=True)
@@ -86,6 +88,11 @@ class ClientTool:
         return Job(c, streams, url=server.url(c.protocol, file.name), relpath=file.name,
                    file_bytes=file.size, timeout_s=timeout_s)
 
+    def checked(self, ctx: Any, d: dict[str, Any]) -> dict[str, Any]:
+        """What spans this tool's own client keys (scenario loading; ctx: schema.Ctx);
+        returns the client's values, completed."""
+        return d
+
     def argv(self, job: Job) -> list[str]:
         raise NotImplementedError
 
@@ -115,7 +122,7 @@ names = _TOOLS.names
 all_tools = _TOOLS.all
 
 # Capabilities shared by the plain HTTP fetchers (one stream, data phase from /proc io).
-HTTP_FETCHER = Capabilities(servers=frozenset({"xrootd", "nginx"}), protocols=("http",),
+HTTP_FETCHER = Capabilities(servers=frozenset({"xrootd", "nginx", "apache"}), protocols=("http",),
                             timed_by_written_bytes=True)
 
 _TOOLS.load(__name__, __path__)

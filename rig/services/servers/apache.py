@@ -1,0 +1,55 @@
+"""Apache httpd (Debian apache2): HTTP with byte ranges and multi-range, its own config,
+pid, mutex and log paths in the run directory; started in the foreground (-DFOREGROUND,
+the parent stays the process the rig supervises) and stopped like nginx (TERM to the
+group). Pure: config text and argv only."""
+from __future__ import annotations
+
+from rig.services.servers import ServerKind, ServerPlan, register
+
+MODULES = "/usr/lib/apache2/modules"
+
+
+@register
+class Apache(ServerKind):
+    """apache2 -DFOREGROUND with a config of its own; ranges unlimited (MaxRanges)."""
+    kind = "apache"
+    ports = {"http": 8070}
+    version_argv = ["apache2", "-v"]
+
+    def files(self, p: ServerPlan) -> dict[str, str]:
+        w = p.workdir
+        # MaxRanges: Apache answers more than 200 ranges with the whole file by default;
+        # LimitRequestFieldSize: a vector read's Range header passes 8 KB
+        return {"apache2.conf": f"""ServerRoot {w}
+ServerName rig-apache
+LoadModule mpm_event_module {MODULES}/mod_mpm_event.so
+LoadModule authz_core_module {MODULES}/mod_authz_core.so
+Listen {p.addr}:{p.ports['http']}
+PidFile {w / 'apache2.pid'}
+DefaultRuntimeDir {w}
+Mutex file:{w} default
+ErrorLog {w / 'apache-error.log'}
+LogLevel warn
+User www-data
+Group www-data
+StartServers 1
+ServerLimit 2
+ThreadsPerChild 32
+MaxRequestWorkers 64
+KeepAlive On
+MaxKeepAliveRequests 0
+KeepAliveTimeout 60
+EnableSendfile On
+MaxRanges unlimited
+LimitRequestFieldSize 65536
+DocumentRoot {p.datadir}
+<Directory />
+    Require all denied
+</Directory>
+<Directory {p.datadir}>
+    Require all granted
+</Directory>
+"""}
+
+    def argv(self, p: ServerPlan) -> list[str]:
+        return [p.spec.binary or "apache2", "-DFOREGROUND", "-f", str(p.workdir / "apache2.conf")]

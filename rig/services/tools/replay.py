@@ -1,0 +1,137 @@
+"""replay: a CMSSW job's reads in one caching mode (application, storage, lazy-download),
+replayed from the ROOT file's own basket layout (docs/caching-modes.md).
+
+The client process is `python -m rig.services.replay`: it reads the file's layout from the
+servers' tmpfs (the namespaces share the mount namespace), makes the plan, executes it
+against the server and prints one JSON line. Which library really makes the requests:
+`xrootd` = the XRootD Python bindings (XrdCl File::Read / VectorRead, as CMSSW's
+XrdAdaptor); `davix` and `curl` = the rig's own HTTP Range / multi-range requests
+(Python http.client) standing for libdavix and libcurl; the row's `extra.transport` says
+so. Pure: argv builder and parser only.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from typing import TYPE_CHECKING, Any
+
+from rig.services.tools import Capabilities, ClientTool, Job, Parsed, last_line, register
+
+if TYPE_CHECKING:
+    from rig.description.scenario import ClientSpec, FileSpec
+    from rig.services.servers import ServerPlan
+
+# library -> (protocol, modes it can replay). curl is lazy-download only, as in seed 003
+# (CMSSW's curl plugin fetched whole ranges, it had no vector reads).
+LIBRARIES = {"xrootd": ("root", ("application", "storage", "lazy-download")),
+             "davix": ("http", ("application", "storage", "lazy-download")),
+             "curl": ("http", ("lazy-download",))}
+TRANSPORT = {"xrootd": "XRootD Python bindings (XrdCl)",
+             "davix": "rig http.client Range/multi-range (stands for libdavix)",
+             "curl": "rig http.client Range (stands for libcurl)"}
+
+
+@register
+class Replay(ClientTool):
+    name = "replay"
+    caps = Capabilities(servers=frozenset({"xrootd", "nginx", "apache"}),
+                        protocols=("root", "http"),
+                        options=frozenset({"mode", "library", "cache_size", "segment",
+                                           "branches"}))
+
+    def checked(self, ctx: Any, d: dict[str, Any]) -> dict[str, Any]:
+        if d["mode"] is None:
+            raise ctx.child("mode").error("replay needs a mode: application, storage or "
+                                          "lazy-download")
+        lib = d["library"] or "xrootd"
+        proto, modes = LIBRARIES[lib]
+        if d["mode"] not in modes:
+            raise ctx.child("library").error(f"{lib} cannot replay {d['mode']} (only "
+                                             f"{', '.join(modes)})", lib)
+        if d["protocol"] is not None and d["protocol"] != proto:
+            raise ctx.child("protocol").error(f"library {lib} speaks {proto}", d["protocol"])
+        if d["cache_size"] is not None and d["mode"] != "application":
+            raise ctx.child("cache_size").error("only for mode application", d["cache_size"])
+        if d["segment"] is not None and d["mode"] != "lazy-download":
+            raise ctx.child("segment").error("only for mode lazy-download", d["segment"])
+        return dict(d, library=lib, protocol=proto)
+
+    def job(self, c: "ClientSpec", streams: int, instance: int, *,
+            server: "ServerPlan | None", file: "FileSpec | None",
+            iperf: tuple[str, int], timeout_s: float) -> Job:
+        assert server is not None and file is not None
+        return Job(c, streams, url=server.url(c.protocol, file.name), relpath=file.name,
+                   file_bytes=file.size, timeout_s=timeout_s,
+                   local=str(server.datadir / file.name))
+
+    def argv(self, job: Job) -> list[str]:
+        c = job.client
+        out = [c.binary or sys.executable, "-m", "rig.services.replay", "--url", job.url,
+               "--file", job.local, "--mode", c.mode or "", "--library", c.library or "xrootd",
+               "--branches", f"{branch_fraction(c):g}",
+               "--timeout", f"{max(1.0, job.timeout_s - 5):g}"]
+        if c.cache_size:
+            out += ["--cache-size", str(c.cache_size)]
+        if c.segment:
+            out += ["--segment", str(c.segment)]
+        return out
+
+    def env(self, job: Job) -> dict[str, str]:
+        from rig.services.tools.xrdcp import XRD_FAIL_FAST
+        return {**XRD_FAIL_FAST, **job.client.env}
+
+    def parse(self, stdout: str, stderr: str, returncode: int, job: Job) -> Parsed:
+        try:
+            d = json.loads(last_line(stdout))
+            if not isinstance(d, dict):
+                raise ValueError("not an object")
+            cols: dict[str, float] = {k: int(d[k]) for k in ("requests", "round_trips",
+                                                              "bytes_useful", "bytes_wire")}
+            useful, wall = int(d["bytes_useful"]), float(d["wall_s"])
+            cols |= {"cpu_user_s": float(d["cpu_user_s"]), "cpu_sys_s": float(d["cpu_sys_s"])}
+        except (ValueError, KeyError, TypeError):
+            return Parsed(bytes=None, error=last_line(stderr)[:300] or f"exit {returncode}"
+                          if returncode else "no replay json output")
+        err = None
+        if returncode != 0:
+            err = last_line(stderr)[:300] or f"exit {returncode}"
+        elif d.get("checksum") != d.get("expected_checksum"):
+            err = f"replayed bytes differ from the file (crc {d.get('checksum')} != " \
+                  f"{d.get('expected_checksum')})"
+        extra = {k: v for k, v in d.items() if k not in cols}
+        return Parsed(bytes=useful, seconds=wall, error=err, extra=extra, columns=cols)
+
+    def row_fields(self, job: Job, env: dict[str, str]) -> dict:
+        c = job.client
+        return {"cache_mode": c.mode, "read_library": c.library,
+                "branch_fraction": branch_fraction(c)}
+
+
+def branch_fraction(c: "ClientSpec") -> float:
+    return c.branches if c.branches is not None else 1.0
+
+
+def plan_options(mode: str, library: str, cache_size: int | None, segment: int | None) -> Any:
+    from rig.description.rootfile import plan
+    kw: dict = {}
+    if cache_size:
+        kw["cache_size"] = cache_size
+    if segment:
+        kw["segment_size"] = segment
+    if library != "xrootd":
+        # DavixFile::read / curl: one read per segment, no 8 MiB split (caching-modes.md
+        # note 5); multi-range GETs kept well under nginx's 8 KB Range header limit
+        seg = segment or plan.Options().segment_size
+        kw |= {"read_chunk": seg, "read_window": 1, "readv_max_pieces": 256}
+    return plan.Options(**kw)
+
+
+def plan_for(c: "ClientSpec", file_path: str, seed: int = 0) -> Any:
+    """The read plan client `c` replays on the ROOT file at `file_path` (pure; what the
+    client process computes, for `rig plan`)."""
+    from rig.description.rootfile import layout, plan, select
+    lay = layout.load(file_path)
+    assert c.mode is not None, "the schema gives every replay client a mode"
+    return plan.make(lay, select.by_percent(lay, branch_fraction(c) * 100.0, seed=seed),
+                     c.mode, plan_options(c.mode, c.library or "xrootd", c.cache_size,
+                                          c.segment))

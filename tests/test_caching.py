@@ -1,0 +1,175 @@
+"""Caching modes wired into the rig (issue #9), pure tier: the `root` file kind and the
+replay client's keys in a scenario (bad input: one line, exit 2), the branch sweep, the
+replay tool's argv and parser (captured output), the new transfers columns (an older
+results.sqlite without them still reports), the latency-bound verdict and the tables."""
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rig import cli
+from rig.description import scenario, steps
+from rig.errors import InputError
+from rig.services import tools
+from rig.services.tools import Job
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = REPO / "tests/data"
+BASE = {"name": "c", "paths": [{"name": "wan", "rtt": ["0ms", "10ms"]}],
+        "files": [{"name": "aod", "kind": "root", "size": "8MiB", "branches": 20}],
+        "servers": [{"name": "xrootd", "kind": "xrootd"}, {"name": "nginx", "kind": "nginx"}],
+        "clients": [{"name": "st", "tool": "replay", "mode": "storage", "library": "davix",
+                     "server": "xrootd", "file": "aod"}]}
+
+
+def _load(tmp_path, **change):
+    d = yaml.safe_load(yaml.safe_dump(BASE))
+    for k, v in change.items():
+        d[k] = v
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump(d))
+    return scenario.load(f)
+
+
+def _client(**kw):
+    return dict(BASE["clients"][0], **kw)
+
+
+def test_replay_client_and_root_file_load(tmp_path):
+    sc = _load(tmp_path)
+    c = sc.clients[0]
+    assert (c.mode, c.library, c.protocol, c.branches) == ("storage", "davix", "http", None)
+    f = sc.files[0]
+    assert f.kind == "root" and f.root_spec().n_branches == 20 and f.root_spec().seed == 0
+
+
+@pytest.mark.parametrize("client,key,msg", [
+    (_client(mode="cached"), "clients[0].mode", "must be one of"),
+    (_client(mode="application", library="curl"), "clients[0].library", "curl cannot replay"),
+    (_client(branches="150%"), "clients[0].branches", "between 0% and 100%"),
+    (_client(branches="0%"), "clients[0].branches", "more than 0%"),
+    (_client(mode=None), "clients[0].mode", "needs a mode"),
+    (_client(library="xrootd", server="nginx"), "clients[0].server", "does not serve root"),
+    (_client(cache_size="20MiB"), "clients[0].cache_size", "only for mode application"),
+    ({"name": "x", "tool": "curl", "file": "aod", "mode": "storage"}, "clients[0].mode",
+     "only for replay"),
+])
+def test_bad_replay_clients_are_one_line(tmp_path, client, key, msg):
+    if client.get("mode", "") is None:
+        client = {k: v for k, v in client.items() if k != "mode"}
+    with pytest.raises(InputError) as e:
+        _load(tmp_path, clients=[client])
+    assert key in str(e.value) and msg in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("files,key,msg", [
+    ([{"name": "aod", "kind": "root", "path": "/nonexistent/x.root"}], "files[0].path",
+     "no such file"),
+    ([{"name": "aod", "kind": "root", "path": "@NOTROOT@"}], "files[0].path",
+     "not a ROOT file"),
+    ([{"name": "aod", "size": "1MiB", "branches": 3}], "files[0].branches", "only for kind: root"),
+    ([{"name": "aod", "kind": "root"}], "files[0].size", "required key is missing"),
+])
+def test_bad_root_files_are_one_line(tmp_path, files, key, msg):
+    junk = tmp_path / "junk.root"
+    junk.write_bytes(b"not a root file at all")
+    files = [dict(f, path=str(junk)) if f.get("path") == "@NOTROOT@" else f for f in files]
+    with pytest.raises(InputError) as e:
+        _load(tmp_path, files=files)
+    assert key in str(e.value) and msg in str(e.value)
+
+
+def test_cli_bad_input_exit_2_nothing_created(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    f = tmp_path / "s.yaml"
+    d = dict(BASE, sweep={"branches": ["30%", "150%"]})
+    f.write_text(yaml.safe_dump(d))
+    with pytest.raises(SystemExit) as e:
+        cli.main(["plan", str(f)])
+    assert e.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "sweep.branches[1]" in err[0] and "150%" in err[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s.yaml"]
+
+
+def test_branch_sweep_applies_to_replay_clients_only(tmp_path):
+    sc = _load(tmp_path, sweep={"branches": ["1%", "100%"]},
+               clients=[BASE["clients"][0], {"name": "curl", "tool": "curl", "file": "aod",
+                                             "server": "nginx"}])
+    gs = steps.groups(sc)
+    assert [(g.client.name, g.client.branches) for g in gs] == [
+        ("st@1%", 0.01), ("st@100%", 1.0), ("curl", None)]
+    assert scenario.measurements(sc) == 2 * 3
+
+
+def test_replay_argv_and_row_fields(tmp_path):
+    sc = _load(tmp_path, clients=[_client(mode="lazy-download", segment="8MiB",
+                                          branches="30%")])
+    c = sc.clients[0]
+    t = tools.get("replay")
+    job = Job(c, 1, url="http://h:1/aod", local="/d/aod", timeout_s=60)
+    a = t.argv(job)
+    assert a[1:3] == ["-m", "rig.services.replay"]
+    for k, v in (("--url", "http://h:1/aod"), ("--file", "/d/aod"), ("--mode", "lazy-download"),
+                 ("--library", "davix"), ("--branches", "0.3"), ("--segment", str(8 << 20))):
+        assert a[a.index(k) + 1] == v
+    assert t.row_fields(job, {}) == {"cache_mode": "lazy-download", "read_library": "davix",
+                                     "branch_fraction": 0.3}
+
+
+def test_replay_parse_captured_output():
+    t = tools.get("replay")
+    out = (DATA / "replay-ok.json").read_text()
+    p = t.parse(out, "", 0, None)
+    assert p.error is None and p.bytes == 10490960 and p.seconds == pytest.approx(9.8901, 1e-4)
+    assert p.columns["round_trips"] == 769 and p.columns["bytes_wire"] == 10490960
+    assert p.extra["transport"].startswith("rig http.client")
+    bad = t.parse(out.replace('"expected_checksum": "701e2ed7"', '"expected_checksum": "0"'),
+                  "", 0, None)
+    assert "differ" in bad.error
+    assert t.parse("", "replay: cannot open x", 1, None).error == "replay: cannot open x"
+
+
+def test_old_results_without_new_columns_still_report(tmp_path):
+    from fixtures_results import make_run
+    from rig import report
+    from rig.results.store import ADDED_AFTER_V1
+    run = tmp_path / "old"
+    make_run(run)
+    db = sqlite3.connect(run / "results.sqlite")
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    for c in sorted(ADDED_AFTER_V1):         # what a format-1 folder does not have
+        db.execute(f"DROP TABLE {c}" if c in tables else f"ALTER TABLE transfers DROP COLUMN {c}")
+    db.commit()
+    db.close()
+    files = {p.name for p in report.render(run, tmp_path / "out")}
+    assert "rtt_table_mean.md" in files and "caching_table_mean.md" not in files
+
+
+def test_latency_bound_verdict_and_tables(tmp_path):
+    from rig.report import caching, load_run, verdicts
+    from rig.results.store import Store, TransferRow
+    run = tmp_path / "r"
+    st = Store.create(run / "results.sqlite", "r")
+    for step, rtt in enumerate((0.0, 20.0)):
+        # storage: 1000 synchronous reads of 10 kB; at 20 ms they take 20 s
+        wall = 0.5 if rtt == 0 else 20.5
+        st.add_transfer(TransferRow(
+            run_id="r", step=step, path="wan", backend="userspace", rtt_ms_configured=rtt,
+            rtt_ms_measured=rtt or 0.05, client="st", tool="replay", server="xrootd",
+            streams=1, concurrency=1, instance=0, repeat=0, bytes=10_000_000,
+            duration_s=wall, throughput_bps=8e7 / wall, ok=True, argv="[]",
+            cache_mode="storage", read_library="davix", branch_fraction=1.0,
+            requests=1000, round_trips=1000, bytes_useful=10_000_000, bytes_wire=10_000_000))
+    st.finish()
+    r = load_run(run)
+    v = verdicts(r)
+    kinds = {k.rtt_ms: x.kind for k, x in v.items()}
+    assert kinds[20.0] == "latency-bound" and kinds[0.0] != "latency-bound"
+    assert "1000 synchronous round trips x 20 ms = 20 s" in v[next(k for k in v if k.rtt_ms == 20)].detail
+    header, body = caching.table(caching.replay_points(r), caching._mbps)
+    assert header == ["branches", "mode", "library", "server", "0", "20"]
+    assert body == [["100%", "storage", "davix", "xrootd", "20.00", "0.49"]]
