@@ -102,7 +102,7 @@ def _table(conn: sqlite3.Connection, rng: random.Random) -> Mutation:
 
 
 def _meta_env(conn: sqlite3.Connection, rng: random.Random) -> Mutation:
-    choice = rng.choice(["abc", "", "2", "0", "1.0", None, "delete", "1", 1, "env-bad",
+    choice = rng.choice(["abc", "", "3", "0", "1.0", None, "delete", "1", 1, "env-bad",
                          "env-ok", "no-run-id"])
     if choice == "delete":
         conn.execute("DELETE FROM meta WHERE key = 'format_version'")
@@ -118,7 +118,7 @@ def _meta_env(conn: sqlite3.Connection, rng: random.Random) -> Mutation:
         return Mutation(f"environment.{key} = {value}", choice == "env-bad",
                         f"environment.{key}")
     conn.execute("UPDATE meta SET value = ? WHERE key = 'format_version'", (choice,))
-    return Mutation(f"meta.format_version = {choice!r}", choice not in ("1", 1),
+    return Mutation(f"meta.format_version = {choice!r}", choice not in ("1", 1, "2", 2),
                     "format_version")
 
 

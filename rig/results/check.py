@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from rig.errors import InputError
-from rig.results.store import _TABLES, ADDED_AFTER_V1, FORMAT_VERSION, read_only_uri
+from rig.results.store import (_TABLES, ADDED_AFTER_V1, FORMAT_VERSION, READABLE_VERSIONS,
+                               read_only_uri)
 
 BASE_TABLES: dict[str, dict[str, str]] = {
     "meta": {"key": "TEXT NOT NULL", "value": "TEXT"},
@@ -93,9 +94,10 @@ def _check_version(conn: sqlite3.Connection, path: Path, tables: set[str]) -> li
         version = None
     if version is None:
         return [_err(path, "meta.format_version", "not an integer", _short(raw), True)]
-    if version != FORMAT_VERSION:
+    if version not in READABLE_VERSIONS:
         return [_err(path, "meta.format_version", f"results format {version} is not "
-                     f"supported (this rig reads {FORMAT_VERSION})", _short(raw), True)]
+                     f"supported (this rig reads "
+                     f"{', '.join(map(str, READABLE_VERSIONS))})", _short(raw), True)]
     return []
 
 

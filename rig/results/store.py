@@ -1,6 +1,6 @@
 """Typed, versioned results in SQLite, written as each measurement lands.
 
-Format (FORMAT_VERSION 1), documented in docs/results-format.md:
+Format (FORMAT_VERSION 2; 1 still read), documented in docs/results-format.md:
   meta(key, value)                       format_version, run_id, created, rig_version
   environment(key, value_json)           kernel, tools, sysctls_before/after, scenario, ...
   validations(...)                       one row per path check (before/after a step)
@@ -23,7 +23,10 @@ from typing import Any, Iterable
 
 from rig.errors import InputError
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+# Format 2 added the columns and tables in ADDED_AFTER_V1 (caching-mode replay columns,
+# tcp_samples); a format-1 folder still loads, the missing ones reading as NULL/empty.
+READABLE_VERSIONS = (1, 2)
 
 
 def column(sql: str) -> Any:
@@ -232,9 +235,9 @@ class Store:
             raise InputError(f"not a rig results database ({e})", file=str(path)) from e
         except (TypeError, ValueError) as e:
             raise InputError("meta.format_version is not an integer", file=str(path)) from e
-        if version != FORMAT_VERSION:
-            raise InputError(f"results format {version} is not supported (want {FORMAT_VERSION})",
-                             file=str(path))
+        if version not in READABLE_VERSIONS:
+            raise InputError(f"results format {version} is not supported (this rig reads "
+                             f"{', '.join(map(str, READABLE_VERSIONS))})", file=str(path))
         return st
 
     def close(self) -> None:
