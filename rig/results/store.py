@@ -70,6 +70,9 @@ class TransferRow:
     window_bytes: int | None = column("INTEGER")  # effective per-stream window bound used by reports
     started_at: float | None = column("REAL")  # unix time
     extra: str | None = column("TEXT")  # JSON: tool-specific parsed output
+    tls: str | None = column("TEXT")  # off | control | all (NULL: older runs, i.e. off)
+    server_cpu_user_s: float | None = column("REAL")  # server tree's CPU over the group / N
+    server_cpu_sys_s: float | None = column("REAL")
 
 
 
@@ -111,6 +114,12 @@ class EngineStatsRow:
     taken_at: float | None = column("REAL")
     stats: str = column("TEXT NOT NULL")  # EmulStats.to_json() (rig/description/linkstats.py)
 
+
+
+# Columns added after format 1 was released: a results.sqlite without them still loads
+# (read as NULL) until FORMAT_VERSION is bumped.
+ADDED_AFTER_V1: set[str] = set()
+ADDED_AFTER_V1 |= {"tls", "server_cpu_user_s", "server_cpu_sys_s"}
 
 
 ROW_TYPES: dict[str, type] = {"transfers": TransferRow, "validations": ValidationRow,
@@ -251,7 +260,9 @@ class Store:
         if table not in _TABLES:
             raise ValueError(table)
         q = f"SELECT * FROM {table}" + (f" WHERE {where}" if where else "") + " ORDER BY rowid"
-        return [dict(r) for r in self.conn.execute(q, tuple(params))]
+        # columns of ADDED_AFTER_V1 that an older file lacks read as NULL
+        absent = dict.fromkeys(c for c in ADDED_AFTER_V1 if c in _TABLES[table])
+        return [{**absent, **dict(r)} for r in self.conn.execute(q, tuple(params))]
 
     def transfers(self) -> list[dict]:
         return self.rows("transfers")

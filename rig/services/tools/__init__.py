@@ -34,6 +34,9 @@ class Job:
     file_bytes: int = 0
     timeout_s: float = 600.0
     dest: str = "/dev/null"
+    tls: str = "off"             # off | control | all (TLS_MODES)
+    ca_file: str = ""            # the run's CA (PEM) the client trusts, when tls != off
+    ca_dir: str = ""             # the same CA as an OpenSSL hashed directory
 
     @property
     def target(self) -> str:
@@ -46,6 +49,11 @@ class Parsed:
     seconds: float | None = None    # the tool's own measure of the data phase, if any
     error: str | None = None
     extra: dict = field(default_factory=dict)
+
+
+# TLS modes a scenario can ask for: `control` encrypts xrootd's control stream only
+# (xrdcp --tlsnodata), `all` every stream (roots://, https://).
+TLS_MODES = ("off", "control", "all")
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,7 @@ class Capabilities:
     # Talks to the path's iperf3 servers (one per concurrent instance) instead of a
     # scenario server.
     uses_iperf_servers: bool = False
+    tls: frozenset[str] = frozenset()       # TLS modes besides "off" it can use
 
 
 class ClientTool:
@@ -71,11 +80,17 @@ class ClientTool:
 
     def job(self, c: "ClientSpec", streams: int, instance: int, *,
             server: "ServerPlan | None", file: "FileSpec | None",
-            iperf: tuple[str, int], timeout_s: float) -> Job:
-        """The Job of instance `instance` of a group (pure). Default: fetch a URL."""
+            iperf: tuple[str, int], timeout_s: float, tls: str = "off") -> Job:
+        """The Job of instance `instance` of a group (pure). Default: fetch a URL, over
+        TLS when `tls` is not "off" (trusting only the run's CA)."""
         assert server is not None and file is not None
-        return Job(c, streams, url=server.url(c.protocol, file.name), relpath=file.name,
-                   file_bytes=file.size, timeout_s=timeout_s)
+        if tls == "off":
+            return Job(c, streams, url=server.url(c.protocol, file.name), relpath=file.name,
+                       file_bytes=file.size, timeout_s=timeout_s)
+        assert server.tls is not None, "TLS asked of a server started without certificates"
+        return Job(c, streams, url=server.url(c.protocol, file.name, tls=True),
+                   relpath=file.name, file_bytes=file.size, timeout_s=timeout_s, tls=tls,
+                   ca_file=server.tls.ca_file, ca_dir=server.tls.ca_dir)
 
     def argv(self, job: Job) -> list[str]:
         raise NotImplementedError

@@ -1,4 +1,5 @@
-"""curl: HTTP downloads, one stream; `-w '%{json}'` gives size, times and speed."""
+"""curl: HTTP(S) downloads, one stream; `-w '%{json}'` gives size, times and speed.
+HTTPS trusts the run's CA only (--cacert replaces the system bundle)."""
 from __future__ import annotations
 
 import json
@@ -10,11 +11,12 @@ from rig.services.tools import Capabilities, ClientTool, Job, Parsed, last_line,
 class Curl(ClientTool):
     name = "curl"
     caps = Capabilities(servers=frozenset({"xrootd", "nginx"}), protocols=("http",),
-                        timed_by_written_bytes=True)
+                        timed_by_written_bytes=True, tls=frozenset({"all"}))
     version_argv = ["curl", "--version"]
 
     def argv(self, job: Job) -> list[str]:
-        return [job.client.binary or "curl", "--silent", "--show-error", "--fail",
+        ca = ["--cacert", job.ca_file] if job.tls != "off" else []
+        return [job.client.binary or "curl", "--silent", "--show-error", "--fail", *ca,
                 "--connect-timeout", "5", "--max-time", str(int(job.timeout_s)),
                 "--output", job.dest, "--write-out", "%{json}", job.url]
 
