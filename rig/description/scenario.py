@@ -50,6 +50,13 @@ def _server_kind(v: Any) -> str:
     return S.choice(*server_kinds.kinds())(v)
 
 
+def _tls_mode(v: Any) -> str:
+    """off | control | all; YAML reads a bare off/on as a boolean: off, or all (on)."""
+    if isinstance(v, bool):
+        return "all" if v else "off"
+    return S.choice(*tools.TLS_MODES)(v)
+
+
 _buffer = S.size_in(L.MIN_BUFFER, L.MAX_BUFFER)
 _REAL_ONLY = ("client_ns", "server_ns", "server_addr")
 
@@ -171,7 +178,7 @@ class ClientSpec:
                                key="duration")
     env: dict = S.spec(_env, {})
     # off | control | all; None: sweep.tls decides (off without one)
-    tls: str | None = S.spec(S.optional(S.choice(*tools.TLS_MODES)), None)
+    tls: str | None = S.spec(S.optional(_tls_mode), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
@@ -207,7 +214,7 @@ class Sweep:
     streams: list[int] | None = S.spec(S.optional(S.list_of(S.integer(1, L.MAX_STREAMS),
                                                             max_len=L.MAX_SWEEP_VALUES)), None)
     # TLS modes swept for clients whose tool can use them (others run each mode they can)
-    tls: list[str] | None = S.spec(S.optional(S.list_of(S.choice(*tools.TLS_MODES),
+    tls: list[str] | None = S.spec(S.optional(S.list_of(_tls_mode,
                                                         max_len=len(tools.TLS_MODES))), None)
 
 

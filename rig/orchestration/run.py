@@ -362,7 +362,8 @@ class Run:
                      f"{rows[0].duration_s or 0:.2f}s, cpu {cpu:.2f}s{scpu}{note}"
                      + ("" if len(ok) == len(rows) else f" ({len(rows) - len(ok)} failed)"))
         else:
-            self.say(f"  [{pos}] {g.client.name} streams={g.streams} x{g.concurrency} "
+            self.say(f"  [{pos}] {g.client.name}{' tls=' + g.tls if g.tls != 'off' else ''} "
+                     f"streams={g.streams} x{g.concurrency} "
                      f"rep={g.repeat + 1}: FAILED: {rows[0].error}")
         if alive_after is not None:
             raise alive_after
