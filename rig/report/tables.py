@@ -169,6 +169,9 @@ def write_tables(run: Run, verdicts: dict, out_dir: Path) -> list[Path]:
                  "Highest throughput (MB/s) over repeats")
         md.write_text(f"### {title}\n\n" + markdown(header, body))
         written.append(md)
+    from rig.report import tls_cost
+    if tls_cost.has_tls(run):
+        written += tls_cost.write_table(run, out_dir)
     written.append(write_csv(out_dir / "validations.csv", VALIDATION_COLUMNS,
                              [[r[c] for c in VALIDATION_COLUMNS] for r in validation_rows(run)]))
     return written
