@@ -52,6 +52,13 @@ def _server_kind(v: Any) -> str:
     return S.choice(*server_kinds.kinds())(v)
 
 
+def _tls_mode(v: Any) -> str:
+    """off | control | all; YAML reads a bare off/on as a boolean: off, or all (on)."""
+    if isinstance(v, bool):
+        return "all" if v else "off"
+    return S.choice(*tools.TLS_MODES)(v)
+
+
 _buffer = S.size_in(L.MIN_BUFFER, L.MAX_BUFFER)
 _REAL_ONLY = ("client_ns", "server_ns", "server_addr")
 
@@ -233,11 +240,17 @@ class ClientSpec:
     cache_size: int | None = S.spec(S.optional(S.size_in(64 << 10, 4 << 30)), None)
     segment: int | None = S.spec(S.optional(S.size_in(1 << 20, 4 << 30)), None)
     branches: float | None = S.spec(S.optional(_branch_fraction), None)
+    # off | control | all; None: sweep.tls decides (off without one)
+    tls: str | None = S.spec(S.optional(_tls_mode), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
         tool = d["tool"]
         caps = tools.get(tool).caps
+        if d["tls"] not in (None, "off") and d["tls"] not in caps.tls:
+            users = sorted(t.name for t in tools.all_tools() if d["tls"] in t.caps.tls)
+            raise ctx.child("tls").error(f"{tool} cannot use TLS mode {d['tls']} "
+                                         f"(only {', '.join(users)})", d["tls"])
         if d["streams"] > caps.max_streams:
             raise ctx.child("streams").error(
                 f"{tool} supports at most {caps.max_streams} stream(s)", d["streams"])
@@ -267,6 +280,9 @@ class Sweep:
     # fraction of branches read, for clients that read branches (tool replay)
     branches: list[float] | None = S.spec(S.optional(S.list_of(_branch_fraction,
                                                                max_len=L.MAX_SWEEP_VALUES)), None)
+    # TLS modes swept for clients whose tool can use them (others run each mode they can)
+    tls: list[str] | None = S.spec(S.optional(S.list_of(_tls_mode,
+                                                        max_len=len(tools.TLS_MODES))), None)
 
 
 @dataclass(frozen=True)
@@ -425,6 +441,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
             if limit > 1 and s > limit:
                 raise ctx.child("sweep").child("streams").error(
                     f"client {c.name} ({c.tool}) supports at most {limit} streams", s)
+    _check_tls_sweep(ctx, sc)
     total = sum(f.size for f in sc.files)
     if total > L.MAX_FILE_SIZE:
         raise ctx.child("files").error(f"files above {S.fmt_size(L.MAX_FILE_SIZE)} in all do not "
@@ -443,12 +460,41 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
     return sc
 
 
+def _check_tls_sweep(ctx: S.Ctx, sc: Scenario) -> None:
+    modes = sc.sweep.tls or []
+    cc = ctx.child("sweep").child("tls")
+    if len(set(modes)) != len(modes):
+        raise cc.error("a TLS mode is listed twice", modes)
+    for m in modes:
+        if m != "off" and not any(m in tools.get(c.tool).caps.tls for c in sc.clients):
+            users = sorted(t.name for t in tools.all_tools() if m in t.caps.tls)
+            raise cc.error(f"no client can use TLS mode {m} (only {', '.join(users)})", m)
+
+
+def tls_modes(sc: Scenario, c: ClientSpec) -> list[str]:
+    """The TLS modes client `c` runs: its own `tls:`, else the swept modes its tool can
+    use (`off` always), else off."""
+    if c.tls is not None:
+        return [c.tls]
+    if not sc.sweep.tls:
+        return ["off"]
+    caps = tools.get(c.tool).caps
+    return [m for m in sc.sweep.tls if m == "off" or m in caps.tls] or ["off"]
+
+
+def uses_tls(sc: Scenario) -> bool:
+    """Whether the run needs a CA and TLS endpoints on its servers."""
+    return any(m != "off" for c in sc.clients for m in tls_modes(sc, c))
+
+
 def measurements(sc: Scenario) -> int:
     """Transfer groups of the whole sweep (what rig.description.steps expands), counted without
     expanding them."""
     steps = sum(1 if p.kind == "real" else len(p.rtts_s) for p in sc.paths)
-    configs = sum((len(sc.sweep.streams) if sc.sweep.streams and tools.get(c.tool).caps.max_streams > 1
-                   else 1) * (len(sc.sweep.branches) if sc.sweep.branches
-                              and "branches" in tools.get(c.tool).caps.options else 1)
+    configs = sum((len(sc.sweep.streams) if sc.sweep.streams
+                   and tools.get(c.tool).caps.max_streams > 1 else 1)
+                  * (len(sc.sweep.branches) if sc.sweep.branches
+                     and "branches" in tools.get(c.tool).caps.options else 1)
+                  * len(tls_modes(sc, c))
                   for c in sc.clients)
     return steps * configs * len(sc.sweep.concurrency) * sc.sweep.repeats

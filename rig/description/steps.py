@@ -10,7 +10,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from rig.description.profile import LinkProfile
-from rig.description.scenario import ClientSpec, PathSpec, Scenario
+from rig.description.scenario import ClientSpec, PathSpec, Scenario, tls_modes
 from rig.services import tools
 
 
@@ -38,6 +38,7 @@ class Group:
     streams: int
     concurrency: int
     repeat: int
+    tls: str = "off"             # off | control | all
 
 
 def expand(sc: Scenario) -> list[Step]:
@@ -75,5 +76,7 @@ def groups(sc: Scenario) -> list[Group]:
             for c in branch_configs(sc, c0):
                 for s in stream_counts(sc, c):
                     for n in sc.sweep.concurrency:
-                        out.append(Group(c, s, n, rep))
+                        # TLS innermost: with and without it run back to back, side by side
+                        for t in tls_modes(sc, c):
+                            out.append(Group(c, s, n, rep, t))
     return out

@@ -9,14 +9,14 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from rig.realization import netns, tuning
+from rig.realization import netns, tls, tuning
 
 from rig.description import steps as S
 from rig.process.proc import ns_argv
 from rig.realization.emul.netem import NetemBackend
 from rig.realization.emul.userspace import UserspaceBackend
 from rig.errors import printable
-from rig.description.scenario import Scenario
+from rig.description.scenario import Scenario, uses_tls
 from rig.realization import data
 from rig.services import servers
 from rig.services import tools
@@ -65,6 +65,8 @@ def plan_lines(sc: Scenario) -> list[str]:
             if node.role != "router" and node.ns is not None:
                 out += [_fmt(a) for a in tuning.ns_argv(sc.tuning, node.ns)]
         names[p.name] = n
+        if uses_tls(sc):
+            out += _tls(sc, wd, p.name, n.server_addr)
         _servers(sc, out, p.name, n.server_ns, n.server_addr, wd)
     for step in S.expand(sc):
         n = names[step.path.name]
@@ -88,10 +90,34 @@ def plan_lines(sc: Scenario) -> list[str]:
     return out
 
 
+def _tls(sc: Scenario, wd: Path, path: str, addr: str) -> list[str]:
+    d = wd / "tls"
+    ca = tls.Ca(d, d / "ca.pem", d / "ca.key", d / "certs")
+    out = [_comment(f"TLS: a CA for this run only in {d}")]
+    out += [_fmt(tls.ca_argv(d)), _fmt(tls.hash_argv(ca.cert)),
+            f"# copy {ca.cert} to {ca.hashed_dir}/<hash>.0"]
+    for spec in sc.servers:
+        if servers.get(spec.kind).tls_ports:
+            name = f"{path}-{spec.name}"
+            out += [_fmt(tls.csr_argv(d, name)),
+                    f"# {d / (name + '.ext')}: {tls.san(name, addr)}",
+                    _fmt(tls.sign_argv(ca, d, name))]
+    return out
+
+
 def _server_plans(sc: Scenario, ns: str | None, addr: str, wd: Path,
                   path: str) -> dict[str, servers.ServerPlan]:
-    return {spec.name: servers.ServerPlan(spec, ns, addr, servers.default_ports(spec.kind, k),
-                                          wd / f"{path}-{spec.name}", wd / "data")
+    on = uses_tls(sc)
+
+    def tls_of(kind: str) -> servers.TlsFiles | None:
+        if not on or not servers.get(kind).tls_ports:
+            return None
+        return servers.TlsFiles("<certificate signed by the run's CA>", "<its key>",
+                                str(wd / "tls" / "ca.pem"), str(wd / "tls" / "certs"))
+    return {spec.name: servers.ServerPlan(spec, ns, addr,
+                                          servers.default_ports(spec.kind, k, tls=on),
+                                          wd / f"{path}-{spec.name}", wd / "data",
+                                          tls=tls_of(spec.kind))
             for k, spec in enumerate(sc.servers)}
 
 

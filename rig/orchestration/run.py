@@ -19,9 +19,9 @@ from typing import Any, Iterator
 
 from rig.orchestration import hostinfo, tcpsample, transfer
 
-from rig.realization import netns, tuning
+from rig.realization import netns, tls, tuning
 
-from rig.process import owner, proc
+from rig.process import cputree, owner, proc
 
 from rig.description import steps as S
 from rig.realization.emul.base import Backend, LinkSite
@@ -31,7 +31,7 @@ from rig.errors import RigError, StepAborted
 from rig.description.linkstats import EmulStats
 from rig.orchestration.reporter import Reporter, Say, stderr_say
 from rig.results.store import EngineStatsRow, Store, ValidationRow
-from rig.description.scenario import PathSpec, Scenario
+from rig.description.scenario import PathSpec, Scenario, uses_tls
 from rig.realization import data
 from rig.services import servers, tools
 from rig.services.servers.start import start_iperf3_server, start_server
@@ -47,6 +47,7 @@ class Live:
     path: netns.RealizedPath
     backend: Backend
     servers: dict[str, servers.ServerPlan] = field(default_factory=dict)
+    server_pids: dict[str, int] = field(default_factory=dict)   # for their CPU times
     iperf_port: int = 0
     applied: bool = False
 
@@ -104,6 +105,7 @@ class Run:
         self.state = RunState(self.prefix, out_dir)
         self.tcp_cost: dict[str, Any] = {"interval_s": sc.sampling.tcp_info_s, "groups": 0, "ticks": 0,
                          "cpu_s": 0.0, "wall_s": 0.0, "samples": 0, "errors": 0}
+        self.ca: tls.Ca | None = None
 
     @property
     def store(self) -> Store:
@@ -158,7 +160,7 @@ class Run:
 
     def _ports(self, live: Live, kind: str, k: int) -> dict[str, int]:
         ports = {}
-        for proto, port in servers.default_ports(kind, k).items():
+        for proto, port in servers.default_ports(kind, k, tls=self.ca is not None).items():
             if live.server_ns is None:  # the host: find a free port, never steal one
                 from rig.process.nsprobe import port_free
                 while not port_free(None, live.server_addr, port):
@@ -166,15 +168,25 @@ class Run:
             ports[proto] = port
         return ports
 
+    def _server_tls(self, live: Live, spec) -> servers.TlsFiles | None:
+        """Certificate for the server's address and a name of its own, from the run's CA."""
+        if self.ca is None or not servers.get(spec.kind).tls_ports:
+            return None
+        cert, key = tls.server_cert(self.ca, f"{live.spec.name}-{spec.name}", live.server_addr)
+        return servers.TlsFiles(cert, key, str(self.ca.cert), str(self.ca.hashed_dir))
+
     def _start_servers(self, stack: contextlib.ExitStack, live: Live, datadir: Path) -> None:
         for k, spec in enumerate(self.sc.servers):
             plan = servers.ServerPlan(spec, live.server_ns, live.server_addr,
                                       self._ports(live, spec.kind, k),
-                                      self.workdir / f"{live.spec.name}-{spec.name}", datadir)
+                                      self.workdir / f"{live.spec.name}-{spec.name}", datadir,
+                                      tls=self._server_tls(live, spec))
             rs = start_server(plan)
             stack.callback(rs.stop)
             self.state.record_pid(rs.service)
             live.servers[spec.name] = plan
+            if rs.service.pid:
+                live.server_pids[spec.name] = rs.service.pid
             self.say(f"server {spec.name} ({spec.kind}) ready on {plan.addr} ports "
                      + ", ".join(f"{k}={v}" for k, v in plan.ports.items()))
         iperf_port = self._ports(live, "iperf3", 0)["iperf3"]
@@ -225,6 +237,9 @@ class Run:
             self.sc = dataclasses.replace(self.sc, files=[
                 dataclasses.replace(f, size=(datadir / f.name).stat().st_size)
                 for f in self.sc.files])
+            if uses_tls(self.sc):   # in the workdir: removed with it, and by `rig clean`
+                self.ca = tls.make_ca(self.workdir / "tls")
+                self.say(f"tls: a CA for this run only, {self.ca.cert}")
             for i, p in enumerate(self.sc.paths):
                 live = self._build_path(stack, i, p)
                 self._start_servers(stack, live, datadir)
@@ -335,6 +350,8 @@ class Run:
     def _group(self, step: S.Step, live: Live, g: S.Group, common: dict, pos: str) -> None:
         self._check(live)
         jobs = transfer.build_jobs(self.sc, g, live.servers, live.server_addr, live.iperf_port)
+        spid = live.server_pids.get(g.client.server or "")
+        cpu0 = cputree.tree_cpu(spid) if spid else None
         sender = tools.get(g.client.tool).caps.sender
         t0 = time.monotonic()
         with tcpsample.sampling(live.server_ns if sender == "server" else live.client_ns,
@@ -343,6 +360,11 @@ class Run:
             outcomes, alive_after = transfer.run_group(
                 jobs, live.client_ns, watchdog=lambda: self._check(live),
                 on_start=smp.track if smp else None)
+        cpu1 = cputree.tree_cpu(spid) if spid else None
+        server_cpu = None
+        if cpu0 is not None and cpu1 is not None:
+            d = cpu1 - cpu0
+            server_cpu = (d.user_s, d.sys_s)
         if alive_after is None:
             try:
                 self._check(live)
@@ -350,7 +372,7 @@ class Run:
                 alive_after = e
         rows = transfer.rows(outcomes, dict(
             common, concurrency=g.concurrency, repeat=g.repeat,
-            server=g.client.server))
+            server=g.client.server), server_cpu=server_cpu)
         for r in rows:
             if alive_after is not None:   # never store an undelayed measurement as good
                 r.ok, r.error = False, f"emulation not in force: {alive_after}"
@@ -369,12 +391,16 @@ class Run:
             cpu = sum((r.cpu_user_s or 0) + (r.cpu_sys_s or 0) for r in ok)
             lag = max(json.loads(r.extra or "{}").get("exit_lag_s", 0) or 0 for r in ok)
             note = f", exit lag {lag:.1f}s" if lag > 1.0 else ""
-            self.say(f"  [{pos}] {g.client.name} streams={g.streams} x{g.concurrency} "
+            tls_note = f" tls={g.tls}" if g.tls != "off" else ""
+            scpu = (f", server cpu {server_cpu[0] + server_cpu[1]:.2f}s"
+                    if server_cpu is not None else "")
+            self.say(f"  [{pos}] {g.client.name}{tls_note} streams={g.streams} x{g.concurrency} "
                      f"rep={g.repeat + 1}: {agg / 1e9:.3f} Gbit/s, "
-                     f"{rows[0].duration_s or 0:.2f}s, cpu {cpu:.2f}s{note}"
+                     f"{rows[0].duration_s or 0:.2f}s, cpu {cpu:.2f}s{scpu}{note}"
                      + ("" if len(ok) == len(rows) else f" ({len(rows) - len(ok)} failed)"))
         else:
-            self.say(f"  [{pos}] {g.client.name} streams={g.streams} x{g.concurrency} "
+            self.say(f"  [{pos}] {g.client.name}{' tls=' + g.tls if g.tls != 'off' else ''} "
+                     f"streams={g.streams} x{g.concurrency} "
                      f"rep={g.repeat + 1}: FAILED: {rows[0].error}")
         if alive_after is not None:
             raise alive_after

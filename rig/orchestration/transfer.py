@@ -41,7 +41,8 @@ def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, ServerPlan],
     server = server_plans.get(c.server) if c.server else None
     file = sc.file(c.file) if c.file else None
     return [tool.job(c, g.streams, i, server=server, file=file,
-                     iperf=(server_addr, iperf_port), timeout_s=sc.transfer_timeout_s)
+                     iperf=(server_addr, iperf_port), timeout_s=sc.transfer_timeout_s,
+                     tls=g.tls)
             for i in range(g.concurrency)]
 
 
@@ -137,8 +138,12 @@ def measure(o: Outcome) -> dict:
             "columns": p.columns}
 
 
-def rows(outcomes: list[Outcome], common: dict) -> list[TransferRow]:
-    """Transfers rows for one group, with the group's aggregate throughput."""
+def rows(outcomes: list[Outcome], common: dict,
+         server_cpu: tuple[float, float] | None = None) -> list[TransferRow]:
+    """Transfers rows for one group, with the group's aggregate throughput.
+
+    `server_cpu`: the server tree's (user, sys) seconds over the whole group; each of the
+    group's N rows gets 1/N of it, so sums over rows are the server's CPU."""
     ms = [measure(o) for o in outcomes]
     starts = [o.t_start for o in outcomes]
     ends = [o.t_start + m["duration_s"] for o, m in zip(outcomes, ms) if m["duration_s"]]
@@ -158,7 +163,11 @@ def rows(outcomes: list[Outcome], common: dict) -> list[TransferRow]:
             exit_code=m["exit_code"], ok=m["ok"], error=m["error"],
             argv=json.dumps(res.argv if res else o.argv), env=json.dumps(env),
             stderr_tail=(res.tail(1000) if res else None),
-            page_checksum=None, started_at=o.started_at, extra=json.dumps(m["extra"]))
+            page_checksum=None, started_at=o.started_at, extra=json.dumps(m["extra"]),
+            tls=o.job.tls)
+        if server_cpu is not None:
+            row.server_cpu_user_s = server_cpu[0] / len(outcomes)
+            row.server_cpu_sys_s = server_cpu[1] / len(outcomes)
         for k, v in {**tools.get(o.job.client.tool).row_fields(o.job, env),
                      **m.get("columns", {})}.items():
             setattr(row, k, v)

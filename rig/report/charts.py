@@ -324,9 +324,19 @@ def cpu_per_gb(run: Run, out_dir: Path) -> list[Path]:
         total = sum(sum(p.cpu_s) for p in sp) / gb
         sys_s = sum(p.cpu_sys_s for p in sp) / gb
         st = style.style_for(name, sp[0].tool)
-        ax.bar(i, total - sys_s, color=st.color)
-        ax.bar(i, sys_s, bottom=total - sys_s, color=st.color, alpha=0.45, hatch="//",
-               edgecolor="white")
+        ax.bar(i - 0.2, total - sys_s, width=0.4, color=st.color)
+        ax.bar(i - 0.2, sys_s, width=0.4, bottom=total - sys_s, color=st.color, alpha=0.45,
+               hatch="//", edgecolor="white")
+        srv = [p for p in sp if p.server_cpu_s]
+        if srv:     # the server's CPU for the same bytes, grey, right of the client's
+            sgb = sum(p.bytes_ok for p in srv) / 1e9
+            stot = sum(sum(p.server_cpu_s) for p in srv) / sgb
+            ssys = sum(p.server_cpu_sys_s for p in srv) / sgb
+            ax.bar(i + 0.2, stot - ssys, width=0.4, color="#888888")
+            ax.bar(i + 0.2, ssys, width=0.4, bottom=stot - ssys, color="#888888", alpha=0.45,
+                   hatch="//", edgecolor="white")
+            ax.annotate(f"server\n{stot:.2g}", (i + 0.2, stot), xytext=(0, 2),
+                        textcoords="offset points", ha="center", fontsize=6)
         per_rtt = [c for c in (p.cpu_s_per_gb() for p in sp) if c]
         ax.scatter([i] * len(per_rtt), per_rtt, color="black", s=10, zorder=4,
                    label="per RTT point" if i == 0 else None)
@@ -344,9 +354,10 @@ def cpu_per_gb(run: Run, out_dir: Path) -> list[Path]:
         ax.axhline(8e9 / path, color=style.PATH_RATE.color, linewidth=1.2,
                    label=f"1 core at {what} ({gbit(path):.3g} Gbit/s)")
     ax.set_xticks(range(len(order)), order, rotation=20, ha="right")
-    ax.set_ylabel("client CPU seconds per GB (user + system)")
+    legend.append(Patch(color="#888888", label="server (right bar)"))
+    ax.set_ylabel("CPU seconds per GB (user + system): client, server")
     ax.margins(y=0.2)
-    finish(ax, fig, f"Client CPU cost per GB - run {run.run_id}",
+    finish(ax, fig, f"Client and server CPU cost per GB - run {run.run_id}",
            "above the black line, one core\ncannot keep up with the path", False, legend)
     return save(fig, out_dir, "cpu_per_gb")
 
@@ -370,6 +381,9 @@ def draw_all(run: Run, out_dir: Path, verdicts: dict) -> tuple[list[Path], list[
     files += caching.draw(run, out_dir)
     if any(p.cpu_s for p in run.points):
         files += cpu_per_gb(run, out_dir)
+    from rig.report import tls_cost
+    if tls_cost.has_tls(run):
+        files += tls_cost.chart(run, out_dir)
     else:
         notes.append("cpu_per_gb not drawn: no CPU times recorded")
     if run.tcp:

@@ -62,6 +62,10 @@ class Point:
     cpu_s: list[float] = field(default_factory=list)         # per process, user+sys
     cpu_sys_s: float = 0.0                                    # sum over processes
     cpu_ratio: list[float] = field(default_factory=list)     # per process, cpu / wall
+    tls: str = "off"                                          # off | control | all
+    base_client: str = ""                                     # client name without TLS
+    server_cpu_s: list[float] = field(default_factory=list)  # per process: group's / N
+    server_cpu_sys_s: float = 0.0
     bytes_ok: int = 0
     steps: set[int] = field(default_factory=set)
     settings: dict[str, set] = field(default_factory=lambda: defaultdict(set))
@@ -118,6 +122,11 @@ class Point:
             return None
         return sum(self.cpu_s) / (self.bytes_ok / 1e9)
 
+    def server_cpu_s_per_gb(self) -> float | None:
+        if not self.bytes_ok or not self.server_cpu_s:
+            return None
+        return sum(self.server_cpu_s) / (self.bytes_ok / 1e9)
+
 
 @dataclass
 class Run:
@@ -141,9 +150,20 @@ class Run:
         return [v for v in self.validations if v["step"] in steps]
 
 
+def tls_mode(row: dict) -> str:
+    return row.get("tls") or "off"          # NULL: a run from before TLS existed
+
+
+def client_label(row: dict) -> str:
+    """The client configuration a point belongs to: its name, plus the TLS mode when on
+    (so charts, tables and comparisons keep TLS and plain apart)."""
+    t = tls_mode(row)
+    return row["client"] if t == "off" else f"{row['client']} tls={t}"
+
+
 def _key(row: dict) -> Key:
     rtt = row.get("rtt_ms_configured")
-    return Key(row["path"], None if rtt is None else float(rtt), row["client"],
+    return Key(row["path"], None if rtt is None else float(rtt), client_label(row),
                int(row["streams"]), int(row["concurrency"]))
 
 
@@ -185,6 +205,10 @@ def _add_process(p: Point, r: dict) -> None:
         p.cpu_sys_s += r.get("cpu_sys_s") or 0.0
         if r.get("duration_s"):
             p.cpu_ratio.append(cpu / float(r["duration_s"]))
+    if r.get("server_cpu_user_s") is not None or r.get("server_cpu_sys_s") is not None:
+        p.server_cpu_s.append((r.get("server_cpu_user_s") or 0.0)
+                              + (r.get("server_cpu_sys_s") or 0.0))
+        p.server_cpu_sys_s += r.get("server_cpu_sys_s") or 0.0
 
 
 def _attach_validations(p: Point, validations: list[dict]) -> None:
@@ -205,7 +229,7 @@ def build_points(transfers: list[dict], validations: list[dict]) -> list[Point]:
     points = []
     for key, reps in groups.items():
         first = next(iter(reps.values()))[0]
-        p = Point(key, str(first["tool"]))
+        p = Point(key, str(first["tool"]), tls=tls_mode(first), base_client=first["client"])
         for rows in reps.values():
             for r in rows:
                 _add_process(p, r)

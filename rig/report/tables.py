@@ -171,6 +171,9 @@ def write_tables(run: Run, verdicts: dict, out_dir: Path) -> list[Path]:
         written.append(md)
     from rig.report import caching
     written += caching.write(run, out_dir, markdown, write_csv)
+    from rig.report import tls_cost
+    if tls_cost.has_tls(run):
+        written += tls_cost.write_table(run, out_dir)
     written.append(write_csv(out_dir / "validations.csv", VALIDATION_COLUMNS,
                              [[r[c] for c in VALIDATION_COLUMNS] for r in validation_rows(run)]))
     return written

@@ -33,7 +33,8 @@ NON_NEGATIVE = {"step", "instance", "repeat", "file_bytes", "bytes", "duration_s
                 "rate_bps_configured", "tcp_rmem_max", "tcp_wmem_max", "window_bytes",
                 "rtt_ms_min", "rtt_ms_max", "rtt_ms_stddev", "ping_count", "iperf_bps",
                 "iperf_retransmits", "iperf_srtt_ms", "started_at", "taken_at",
-                "requests", "round_trips", "bytes_useful", "bytes_wire"}
+                "requests", "round_trips", "bytes_useful", "bytes_wire",
+                "server_cpu_user_s", "server_cpu_sys_s"}
 NON_NEGATIVE |= {"transfer_id", "conn", "t_s", "cwnd_segs", "ssthresh_segs", "mss_bytes",
                  "srtt_us", "rttvar_us", "delivery_rate_bps", "in_flight_pkts",
                  "snd_wnd_bytes", "bytes_acked", "bytes_sent", "bytes_retrans",

@@ -82,6 +82,9 @@ class TransferRow:
     round_trips: int | None = column("INTEGER")  # synchronous waits of the plan
     bytes_useful: int | None = column("INTEGER")  # what ROOT asked for
     bytes_wire: int | None = column("INTEGER")  # what was requested from the server
+    tls: str | None = column("TEXT")  # off | control | all (NULL: older runs, i.e. off)
+    server_cpu_user_s: float | None = column("REAL")  # server tree's CPU over the group / N
+    server_cpu_sys_s: float | None = column("REAL")
 
 
 
@@ -155,6 +158,8 @@ ADDED_AFTER_V1: set[str] = set()
 ADDED_AFTER_V1 |= {"tcp_samples"}
 
 ADDED_AFTER_V1 |= {"cache_mode", "read_library", "branch_fraction", "requests", "round_trips", "bytes_useful", "bytes_wire"}
+
+ADDED_AFTER_V1 |= {"tls", "server_cpu_user_s", "server_cpu_sys_s"}
 
 
 ROW_TYPES: dict[str, type] = {"transfers": TransferRow, "validations": ValidationRow,
@@ -310,7 +315,9 @@ class Store:
         if table not in _TABLES:
             raise ValueError(table)
         q = f"SELECT * FROM {table}" + (f" WHERE {where}" if where else "") + " ORDER BY rowid"
-        return [dict(r) for r in self.conn.execute(q, tuple(params))]
+        # columns of ADDED_AFTER_V1 that an older file lacks read as NULL
+        absent = dict.fromkeys(c for c in ADDED_AFTER_V1 if c in _TABLES[table])
+        return [{**absent, **dict(r)} for r in self.conn.execute(q, tuple(params))]
 
     def transfers(self) -> list[dict]:
         return self.rows("transfers")

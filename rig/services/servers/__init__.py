@@ -24,6 +24,20 @@ PORT_STEP = 10            # the k-th server of a path adds k * PORT_STEP to its 
 
 
 @dataclass(frozen=True)
+class TlsFiles:
+    """A server's TLS material for one run (rig.realization.tls makes it): its certificate
+    and key as PEM text (written into the server's workdir as `tls-cert.pem` and
+    `tls-key.pem`), and where the run's CA lies for clients."""
+    cert_pem: str
+    key_pem: str
+    ca_file: str           # the CA certificate (PEM)
+    ca_dir: str            # a directory holding it under its OpenSSL subject hash
+
+
+TLS_CERT, TLS_KEY = "tls-cert.pem", "tls-key.pem"
+
+
+@dataclass(frozen=True)
 class ServerPlan:
     """A server instance as it will run: where, on which ports, serving which directory."""
     spec: "ServerSpec"
@@ -32,6 +46,7 @@ class ServerPlan:
     ports: dict[str, int]
     workdir: Path          # run-private: config, logs, admin/pid paths
     datadir: Path
+    tls: TlsFiles | None = None     # None: plain only; else its TLS endpoints run too
 
     @property
     def instance(self) -> str:
@@ -41,13 +56,14 @@ class ServerPlan:
     def kind(self) -> "ServerKind":
         return get(self.spec.kind)
 
-    def url(self, protocol: str, relpath: str) -> str:
-        return self.kind.url(self, protocol, relpath)
+    def url(self, protocol: str, relpath: str, tls: bool = False) -> str:
+        return self.kind.url(self, protocol, relpath, tls)
 
 
 class ServerKind:
     kind: ClassVar[str]
     ports: ClassVar[dict[str, int]]              # protocol -> base port
+    tls_ports: ClassVar[dict[str, int]] = {}     # extra ports when it serves TLS (https)
     version_argv: ClassVar[list[str] | None] = None
     run_as: ClassVar[str | None] = None          # the workdir is chowned to this user
     logs: ClassVar[tuple[str, ...]] = ()         # quoted (last line) when start fails
@@ -61,13 +77,20 @@ class ServerKind:
         """Config files (name -> text) the server needs in its workdir (pure)."""
         return {}
 
+    @staticmethod
+    def tls_files(p: ServerPlan) -> dict[str, str]:
+        """The certificate and key files of a TLS-serving plan (none otherwise)."""
+        return {TLS_CERT: p.tls.cert_pem, TLS_KEY: p.tls.key_pem} if p.tls else {}
+
     def argv(self, p: ServerPlan) -> list[str]:
         raise NotImplementedError
 
-    def url(self, p: ServerPlan, protocol: str, relpath: str) -> str:
+    def url(self, p: ServerPlan, protocol: str, relpath: str, tls: bool = False) -> str:
         port = p.ports[protocol]
-        if protocol == "root":
-            return f"root://{p.addr}:{port}//{relpath}"
+        if protocol == "root":       # roots://: TLS on the same port
+            return f"root{'s' if tls else ''}://{p.addr}:{port}//{relpath}"
+        if protocol == "http" and tls:
+            return f"https://{p.addr}:{p.ports['https']}/{relpath}"
         return f"{protocol}://{p.addr}:{port}/{relpath}"
 
 
@@ -78,9 +101,11 @@ kinds = _KINDS.names
 all_kinds = _KINDS.all
 
 
-def default_ports(kind: str, k: int) -> dict[str, int]:
+def default_ports(kind: str, k: int, tls: bool = False) -> dict[str, int]:
     """Ports of the k-th server of a path (each instance its own)."""
     base = {"iperf3": IPERF3_PORT} if kind == "iperf3" else get(kind).ports
+    if tls and kind != "iperf3":
+        base = {**base, **get(kind).tls_ports}
     return {proto: port + PORT_STEP * k for proto, port in base.items()}
 
 

@@ -13,5 +13,5 @@ class FdtServer(ServerKind):
     def argv(self, p: ServerPlan) -> list[str]:
         return adapter.server_argv(str(p.datadir), p.addr, p.ports["fdt"], bufsize=None)
 
-    def url(self, p: ServerPlan, protocol: str, relpath: str) -> str:
+    def url(self, p: ServerPlan, protocol: str, relpath: str, tls: bool = False) -> str:
         return f"fdt://{p.addr}:{p.ports['fdt']}/{relpath}"

@@ -1,18 +1,24 @@
-"""nginx: HTTP with sendfile, its own config, pid and temp paths in the run directory."""
+"""nginx: HTTP with sendfile, its own config, pid and temp paths in the run directory;
+HTTPS on a second port when the plan has TLS material."""
 from __future__ import annotations
 
-from rig.services.servers import ServerKind, ServerPlan, register
+from rig.services.servers import TLS_CERT, TLS_KEY, ServerKind, ServerPlan, register
 
 
 @register
 class Nginx(ServerKind):
     kind = "nginx"
     ports = {"http": 8080}
+    tls_ports = {"https": 8443}
     version_argv = ["nginx", "-v"]
 
     def files(self, p: ServerPlan) -> dict[str, str]:
         w = p.workdir
-        return {"nginx.conf": f"""daemon off;
+        tls = (f"""
+        listen {p.addr}:{p.ports['https']} ssl;
+        ssl_certificate {w / TLS_CERT};
+        ssl_certificate_key {w / TLS_KEY};""" if p.tls else "")
+        return {**self.tls_files(p), "nginx.conf": f"""daemon off;
 master_process on;
 worker_processes 2;
 user www-data;
@@ -30,7 +36,7 @@ http {{
     scgi_temp_path {w / 'tmp'};
     default_type application/octet-stream;
     server {{
-        listen {p.addr}:{p.ports['http']};
+        listen {p.addr}:{p.ports['http']};{tls}
         root {p.datadir};
     }}
 }}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from rig.process import nsprobe, proc
 from rig.errors import RigError
-from rig.services.servers import ServerPlan, iperf3_server_argv
+from rig.services.servers import TLS_KEY, ServerPlan, iperf3_server_argv
 
 READY_TIMEOUT_S = 20.0
 
@@ -47,7 +47,9 @@ def start_server(p: ServerPlan) -> RunningServer:
     p.workdir.mkdir(parents=True)
     (p.workdir / "tmp").mkdir()
     for name, text in kind.files(p).items():
-        (p.workdir / name).write_text(text)
+        f = p.workdir / name
+        f.touch(mode=0o600 if name == TLS_KEY else 0o644)   # xrootd refuses a readable key
+        f.write_text(text)
     if kind.run_as:
         _chown_tree(p.workdir, kind.run_as)
     svc = proc.Service(kind.argv(p), netns=p.ns, log_path=p.workdir / "stdout.log",

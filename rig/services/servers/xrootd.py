@@ -1,19 +1,28 @@
-"""xrootd: root:// and HTTP (XrdHttp) from one instance, run as user xrootd."""
+"""xrootd: root:// and HTTP (XrdHttp) from one instance, run as user xrootd.
+
+With TLS (a plan with `tls`): `xrd.tls` gives it the run's certificate, so a client that
+asks for roots:// gets TLS on the root port (every stream, or the control stream only
+when the client says --tlsnodata; plain root:// still works), and a second XrdHttp
+listener named `XrdHttps` serves HTTPS on its own port (checked with xrootd 5.5.3)."""
 from __future__ import annotations
 
-from rig.services.servers import ServerKind, ServerPlan, register
+from rig.services.servers import TLS_CERT, TLS_KEY, ServerKind, ServerPlan, register
 
 
 @register
 class Xrootd(ServerKind):
     kind = "xrootd"
     ports = {"root": 1094, "http": 8000}
+    tls_ports = {"https": 8443}
     version_argv = ["xrootd", "-v"]
     run_as = "xrootd"          # it refuses to run as root and writes its admin paths
     logs = ("xrootd.log",)
 
     def files(self, p: ServerPlan) -> dict[str, str]:
-        return {"xrootd.cfg": "\n".join([
+        tls = [f"xrd.tls {p.workdir / TLS_CERT} {p.workdir / TLS_KEY}",
+               f"xrd.tlsca certdir {p.tls.ca_dir}",
+               f"xrd.protocol XrdHttps:{p.ports['https']} libXrdHttp.so"] if p.tls else []
+        return {**self.tls_files(p), "xrootd.cfg": "\n".join([
             f"oss.localroot {p.datadir}",
             "all.export / nolock",
             # no reverse DNS of clients: without a resolver every connection waits 5 s
@@ -22,6 +31,7 @@ class Xrootd(ServerKind):
             f"all.adminpath {p.workdir / 'admin'}",
             f"all.pidpath {p.workdir / 'run'}",
             f"xrd.protocol XrdHttp:{p.ports['http']} libXrdHttp.so",
+            *tls,
             "xrootd.trace off", "xrd.trace off", "",
         ])}
 

@@ -35,6 +35,9 @@ class Job:
     timeout_s: float = 600.0
     dest: str = "/dev/null"
     local: str = ""              # the file as the servers serve it (a replay reads its layout)
+    tls: str = "off"             # off | control | all (TLS_MODES)
+    ca_file: str = ""            # the run's CA (PEM) the client trusts, when tls != off
+    ca_dir: str = ""             # the same CA as an OpenSSL hashed directory
 
     @property
     def target(self) -> str:
@@ -48,6 +51,11 @@ class Parsed:
     error: str | None = None
     extra: dict = field(default_factory=dict)
     columns: dict = field(default_factory=dict)   # transfers columns the output fills
+
+
+# TLS modes a scenario can ask for: `control` encrypts xrootd's control stream only
+# (xrdcp --tlsnodata), `all` every stream (roots://, https://).
+TLS_MODES = ("off", "control", "all")
 
 
 @dataclass(frozen=True)
@@ -66,6 +74,7 @@ class Capabilities:
     # Which end sends the data, where tcp_info is sampled: server (downloads, iperf3 -R)
     # or client (uploads).
     sender: str = "server"
+    tls: frozenset[str] = frozenset()       # TLS modes besides "off" it can use
 
 
 class ClientTool:
@@ -82,11 +91,17 @@ class ClientTool:
 
     def job(self, c: "ClientSpec", streams: int, instance: int, *,
             server: "ServerPlan | None", file: "FileSpec | None",
-            iperf: tuple[str, int], timeout_s: float) -> Job:
-        """The Job of instance `instance` of a group (pure). Default: fetch a URL."""
+            iperf: tuple[str, int], timeout_s: float, tls: str = "off") -> Job:
+        """The Job of instance `instance` of a group (pure). Default: fetch a URL, over
+        TLS when `tls` is not "off" (trusting only the run's CA)."""
         assert server is not None and file is not None
-        return Job(c, streams, url=server.url(c.protocol, file.name), relpath=file.name,
-                   file_bytes=file.size, timeout_s=timeout_s)
+        if tls == "off":
+            return Job(c, streams, url=server.url(c.protocol, file.name), relpath=file.name,
+                       file_bytes=file.size, timeout_s=timeout_s)
+        assert server.tls is not None, "TLS asked of a server started without certificates"
+        return Job(c, streams, url=server.url(c.protocol, file.name, tls=True),
+                   relpath=file.name, file_bytes=file.size, timeout_s=timeout_s, tls=tls,
+                   ca_file=server.tls.ca_file, ca_dir=server.tls.ca_dir)
 
     def checked(self, ctx: Any, d: dict[str, Any]) -> dict[str, Any]:
         """What spans this tool's own client keys (scenario loading; ctx: schema.Ctx);
@@ -123,6 +138,6 @@ all_tools = _TOOLS.all
 
 # Capabilities shared by the plain HTTP fetchers (one stream, data phase from /proc io).
 HTTP_FETCHER = Capabilities(servers=frozenset({"xrootd", "nginx", "apache"}), protocols=("http",),
-                            timed_by_written_bytes=True)
+                            timed_by_written_bytes=True, tls=frozenset({"all"}))
 
 _TOOLS.load(__name__, __path__)

@@ -1,4 +1,5 @@
-"""curl: HTTP downloads, one stream; `-w '%{json}'` gives size, times and speed."""
+"""curl: HTTP(S) downloads, one stream; `-w '%{json}'` gives size, times and speed.
+HTTPS trusts the run's CA only (--cacert replaces the system bundle)."""
 from __future__ import annotations
 
 import json
@@ -12,7 +13,8 @@ class Curl(ClientTool):
     caps = HTTP_FETCHER
 
     def argv(self, job: Job) -> list[str]:
-        return [job.client.binary or "curl", "--silent", "--show-error", "--fail",
+        ca = ["--cacert", job.ca_file] if job.tls != "off" else []
+        return [job.client.binary or "curl", "--silent", "--show-error", "--fail", *ca,
                 "--connect-timeout", "5", "--max-time", str(int(job.timeout_s)),
                 "--output", job.dest, "--write-out", "%{json}", job.url]
 

@@ -21,7 +21,7 @@ class Iperf3(ClientTool):
 
     def job(self, c: "ClientSpec", streams: int, instance: int, *,
             server: "ServerPlan | None", file: "FileSpec | None",
-            iperf: tuple[str, int], timeout_s: float) -> Job:
+            iperf: tuple[str, int], timeout_s: float, tls: str = "off") -> Job:
         # one iperf3 server serves one test at a time: instance i uses the i-th server
         addr, port = iperf
         return Job(c, streams, addr=addr, port=port + instance, timeout_s=c.duration_s + 30)

@@ -58,7 +58,7 @@ class Replay(ClientTool):
 
     def job(self, c: "ClientSpec", streams: int, instance: int, *,
             server: "ServerPlan | None", file: "FileSpec | None",
-            iperf: tuple[str, int], timeout_s: float) -> Job:
+            iperf: tuple[str, int], timeout_s: float, tls: str = "off") -> Job:
         assert server is not None and file is not None
         return Job(c, streams, url=server.url(c.protocol, file.name), relpath=file.name,
                    file_bytes=file.size, timeout_s=timeout_s,

@@ -1,4 +1,6 @@
-"""xrdcp (XRootD client): root:// downloads with 1–15 streams (`-S`)."""
+"""xrdcp (XRootD client): root:// downloads with 1–15 streams (`-S`); roots:// with TLS
+on every stream, or on the control stream only (`--tlsnodata`), trusting only the run's
+CA (X509_CERT_DIR: xrdcp 5.5 reads its CA from a hashed directory, not a file)."""
 from __future__ import annotations
 
 import re
@@ -15,14 +17,19 @@ XRD_FAIL_FAST = {"XRD_CONNECTIONRETRY": "1", "XRD_CONNECTIONWINDOW": "5",
 class Xrdcp(ClientTool):
     name = "xrdcp"
     caps = Capabilities(servers=frozenset({"xrootd"}), protocols=("root",), max_streams=15,
-                        options=frozenset({"page_checksum"}), timed_by_written_bytes=True)
+                        options=frozenset({"page_checksum"}), timed_by_written_bytes=True,
+                        tls=frozenset({"control", "all"}))
 
     def argv(self, job: Job) -> list[str]:
         extra = ["-S", str(job.streams)] if job.streams > 1 else []
+        if job.tls == "control":
+            extra.append("--tlsnodata")
         return [job.client.binary or "xrdcp", "--force", "--nopbar", *extra, job.url, job.dest]
 
     def env(self, job: Job) -> dict[str, str]:
         env = dict(XRD_FAIL_FAST)
+        if job.tls != "off":
+            env["X509_CERT_DIR"] = job.ca_dir
         if job.client.page_checksum is not None:
             env["XRD_CPUSEPGWRTRD"] = "1" if job.client.page_checksum else "0"
         env.update(job.client.env)
