@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from rig.orchestration import hostinfo, transfer
+from rig.orchestration import hostinfo, hosts, transfer
 
 from rig.realization import netns, tuning
 
@@ -31,7 +31,8 @@ from rig.errors import RigError, StepAborted
 from rig.description.linkstats import EmulStats
 from rig.orchestration.reporter import Reporter, Say, stderr_say
 from rig.results.store import EngineStatsRow, Store, ValidationRow
-from rig.description.scenario import PathSpec, Scenario
+from rig.description.scenario import LOCAL, PathSpec, Scenario
+from rig.process.remote import Host
 from rig.realization import data
 from rig.services import servers
 from rig.services.servers.start import start_iperf3_server, start_server
@@ -49,6 +50,8 @@ class Live:
     servers: dict[str, servers.ServerPlan] = field(default_factory=dict)
     iperf_port: int = 0
     applied: bool = False
+    client_host: Host | None = None     # remote hosts of a real path (None: this one)
+    server_host: Host | None = None
 
     index = property(lambda self: self.path.index)
     client_ns = property(lambda self: self.path.client_ns)
@@ -101,6 +104,8 @@ class Run:
         self.store: Store | None = None
         self.lives: list[Live] = []
         self.state = RunState(self.prefix, out_dir)
+        self.hosts: dict[str, Host] = {}
+        self.remote_data: dict[str, str] = {}      # host -> its data directory
 
     # --- setup ---------------------------------------------------------------------
     def _env_snapshot(self, stack: contextlib.ExitStack) -> None:
@@ -128,7 +133,8 @@ class Run:
         if p.kind == "real":
             live = Live(p, netns.real_path(i, p.name, client_ns=p.client_ns,
                                            server_ns=p.server_ns, server_addr=p.server_addr),
-                        NoneBackend())
+                        NoneBackend(), client_host=self.hosts.get(p.client_host),
+                        server_host=self.hosts.get(p.server_host))
         else:
             path = stack.enter_context(netns.path_net(
                 self.prefix, p.name, i, workdir=self.workdir / p.name,
@@ -138,8 +144,9 @@ class Run:
                     tuning.apply_ns(self.sc.tuning, node.ns)
             live = Live(p, path, make_backend(p.backend))
             stack.callback(self._remove_backend, live)
-        self.say(f"path {p.name}: client {live.client_ns or 'host'} -> server "
-                 f"{live.server_addr} ({live.server_ns or 'host'}), backend {live.backend.name}")
+        self.say(f"path {p.name}: client {live.client_ns or 'host'} on {p.client_host} -> "
+                 f"server {live.server_addr} ({live.server_ns or 'host'}) on {p.server_host}, "
+                 f"backend {live.backend.name}")
         return live
 
     @staticmethod
@@ -148,6 +155,11 @@ class Run:
             live.backend.remove(live.site)
 
     def _ports(self, live: Live, kind: str, k: int) -> dict[str, int]:
+        if live.server_host is not None:   # searched on that host, never bound here
+            want = servers.default_ports(kind, k)
+            got = proc.remote_op(live.server_host, {"op": "ports", "addr": live.server_addr,
+                                                    "ports": list(want.values())}, timeout=30)
+            return dict(zip(want, got["ports"]))
         ports = {}
         for proto, port in servers.default_ports(kind, k).items():
             if live.server_ns is None:  # the host: find a free port, never steal one
@@ -158,11 +170,16 @@ class Run:
         return ports
 
     def _start_servers(self, stack: contextlib.ExitStack, live: Live, datadir: Path) -> None:
+        h = live.server_host
+        rd = h.rundir(self.prefix) if h else None
         for k, spec in enumerate(self.sc.servers):
+            local_wd = self.workdir / f"{live.spec.name}-{spec.name}"
             plan = servers.ServerPlan(spec, live.server_ns, live.server_addr,
                                       self._ports(live, spec.kind, k),
-                                      self.workdir / f"{live.spec.name}-{spec.name}", datadir)
-            rs = start_server(plan)
+                                      Path(rd, local_wd.name) if h else local_wd,
+                                      Path(self.remote_data[h.name]) if h else datadir,
+                                      host=h, rundir=rd)
+            rs = start_server(plan, local_wd)
             stack.callback(rs.stop)
             self.state.record_pid(rs.service)
             live.servers[spec.name] = plan
@@ -171,15 +188,51 @@ class Run:
         iperf_port = self._ports(live, "iperf3", 0)["iperf3"]
         live.iperf_port = iperf_port
         svc = start_iperf3_server(live.server_ns, live.server_addr, iperf_port,
-                                          self.workdir / live.spec.name)
+                                  self.workdir / live.spec.name, host=h, rundir=rd)
         stack.callback(svc.stop)
         self.state.record_pid(svc)
         for extra in range(1, max(self.sc.sweep.concurrency)):
             if any(c.tool == "iperf3" for c in self.sc.clients):
-                s2 = start_iperf3_server(live.server_ns, live.server_addr,
-                                                 iperf_port + extra, self.workdir / live.spec.name)
+                s2 = start_iperf3_server(live.server_ns, live.server_addr, iperf_port + extra,
+                                         self.workdir / live.spec.name, host=h, rundir=rd)
                 stack.callback(s2.stop)
                 self.state.record_pid(s2)
+
+    def _open_hosts(self, stack: contextlib.ExitStack) -> None:
+        """One SSH connection per remote host, the run's directory there, the data files
+        on server hosts. Every host is in the state file before anything touches it."""
+        self.hosts = hosts.hosts_of(self.sc, self.workdir)
+        if not self.hosts:
+            return
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.state.data["hosts"] = {n: dict(hosts.to_state(h), rundir=h.rundir(self.prefix))
+                                    for n, h in self.hosts.items()}
+        self.state.save()
+        servers_on = {p.server_host for p in self.sc.paths}
+        info = {}
+        for n, h in self.hosts.items():
+            stack.callback(proc.open_master(h).stop)
+            rd = h.rundir(self.prefix)
+            stack.callback(self._leave_host, h, rd)
+            info[n] = {k: v for k, v in proc.remote_op(h, {"op": "info"}, timeout=30).items()
+                       if k in ("kernel", "machine", "hostname", "cpus", "python")}
+            self.say(f"host {n}: connected ({h.ssh}, {info[n]['hostname']}, kernel "
+                     f"{info[n]['kernel']}), run directory {rd}")
+            if n in servers_on:
+                self.remote_data[n] = hosts.write_data(h, rd, self.sc.files)
+                self.say(f"data: {len(self.sc.files)} file(s) in {self.remote_data[n]} on {n}")
+        self.store.set_env("hosts", info)
+
+    def _leave_host(self, h: Host, rundir: str) -> None:
+        """Its configs and logs into the output folder, then nothing of the run left."""
+        hosts.fetch_logs(h, rundir, self.out / "logs")
+        try:
+            hosts.clean_host(h, rundir)
+        except RigError as e:
+            self.say(f"host {h.name}: not cleaned ({e}); `rig clean` retries")
+            return
+        self.state.data["hosts"].pop(h.name, None)
+        self.state.save()
 
     def _keep_logs(self) -> None:
         """Server and engine logs move to the output folder before the workdir goes."""
@@ -209,9 +262,11 @@ class Run:
             self._env_snapshot(stack)
             self.subnet = netns.lease_subnet(self.prefix)
             self._global_tuning(stack)
-            datadir = stack.enter_context(data.data_dir(self.prefix, self.workdir / "data",
-                                                        self.sc.files))
-            self.say(f"data: {len(self.sc.files)} file(s) on tmpfs {datadir}")
+            self._open_hosts(stack)
+            datadir = self.workdir / "data"
+            if any(p.server_host == LOCAL for p in self.sc.paths):
+                datadir = stack.enter_context(data.data_dir(self.prefix, datadir, self.sc.files))
+                self.say(f"data: {len(self.sc.files)} file(s) on tmpfs {datadir}")
             for i, p in enumerate(self.sc.paths):
                 live = self._build_path(stack, i, p)
                 self._start_servers(stack, live, datadir)
@@ -273,7 +328,8 @@ class Run:
         self._check(live)
         v = validate_path(client_ns=live.client_ns, server_addr=live.server_addr,
                           iperf_port=live.iperf_port, configured_rtt_ms=step.rtt_ms,
-                          v=self.sc.validation, rate_bps=live.spec.rate_bps)
+                          v=self.sc.validation, rate_bps=live.spec.rate_bps,
+                          **self._where(live.client_host))
         self._check(live)
         self.store.add_validation(ValidationRow(**self._step_fields(step, live), phase=phase, **v))
         rtt = f"{v['rtt_ms_measured']:.3f} ms" if v["rtt_ms_measured"] is not None else "n/a"
@@ -283,6 +339,9 @@ class Run:
         self.say(f"  validate ({phase}): ping {rtt} (±{v['rtt_ms_stddev'] or 0:.3f}), "
                  f"iperf3 -P{self.sc.validation.iperf_streams} {cap} srtt {srtt}{flag}")
         return v
+
+    def _where(self, h: Host | None) -> dict:
+        return {"host": h, "rundir": h.rundir(self.prefix)} if h is not None else {}
 
     def _check(self, live: Live) -> None:
         if live.site is not None and live.applied:
@@ -301,18 +360,24 @@ class Run:
 
     def _common(self, step: S.Step, live: Live) -> dict:
         t = self.sc.tuning
+        if live.client_host is not None:   # tuning on remote hosts: not yet, nothing read
+            return {**self._step_fields(step, live),
+                    "jitter_ms_configured": None, "congestion_control": None,
+                    "tcp_rmem_max": None, "tcp_wmem_max": None, "window_bytes": None}
         return {**self._step_fields(step, live),
                 "jitter_ms_configured": live.spec.jitter_s * 1e3 if step.profile else None,
                 "congestion_control": tuning.effective_cc(live.client_ns),
                 "tcp_rmem_max": tuning.effective_rmem_max(t, live.client_ns),
-                "tcp_wmem_max": tuning.effective_wmem_max(t, live.server_ns),
+                "tcp_wmem_max": (tuning.effective_wmem_max(t, live.server_ns)
+                                 if live.server_host is None else None),
                 "window_bytes": tuning.effective_window(t, live.client_ns)}
 
     def _group(self, step: S.Step, live: Live, g: S.Group, common: dict, pos: str) -> None:
         self._check(live)
         jobs = transfer.build_jobs(self.sc, g, live.servers, live.server_addr, live.iperf_port)
         outcomes, alive_after = transfer.run_group(jobs, live.client_ns,
-                                                   watchdog=lambda: self._check(live))
+                                                   watchdog=lambda: self._check(live),
+                                                   **self._where(live.client_host))
         if alive_after is None:
             try:
                 self._check(live)

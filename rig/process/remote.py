@@ -267,6 +267,13 @@ def op_ports():
                 s.close()
         out.append(p)
     report({"rc": 0, "ports": out})
+def op_probe():
+    try:
+        socket.create_connection((S["addr"], S["port"]), timeout=S.get("timeout", 0.5)).close()
+        ok = True
+    except OSError:
+        ok = False
+    report({"rc": 0, "open": ok})
 def op_info():
     u = os.uname(); sc = {}
     for k in S.get("sysctls", []):
@@ -282,5 +289,6 @@ def op_info():
             "cpus": os.cpu_count(), "python": sys.version.split()[0], "sysctls": sc,
             "tools": tools, "kernel_netem": netem, "time": time.time()})
 {"run": op_run, "kill": op_kill, "clean": op_clean, "put": op_put, "gen": op_gen, "ports": op_ports,
+ "probe": op_probe,
  "info": op_info}[S["op"]]()
 '''

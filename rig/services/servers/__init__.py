@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
     from rig.description.scenario import ServerSpec
+    from rig.process.remote import Host
 
 IPERF3_PORT = 5201        # the path's validation server (not a scenario server kind)
 PORT_STEP = 10            # the k-th server of a path adds k * PORT_STEP to its ports
@@ -32,6 +33,8 @@ class ServerPlan:
     ports: dict[str, int]
     workdir: Path          # run-private: config, logs, admin/pid paths
     datadir: Path
+    host: "Host | None" = None   # a remote host (rig.process.remote): workdir, datadir there
+    rundir: str | None = None    # the run's directory on that host (its pid files)
 
     @property
     def instance(self) -> str:
