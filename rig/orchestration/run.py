@@ -211,7 +211,9 @@ class Run:
         servers_on = {p.server_host for p in self.sc.paths}
         info = {}
         for n, h in self.hosts.items():
-            stack.callback(proc.open_master(h).stop)
+            master = proc.open_master(h)
+            stack.callback(master.stop)
+            self.state.record_pid(master)      # `rig clean` ends it after a SIGKILL
             rd = h.rundir(self.prefix)
             stack.callback(self._leave_host, h, rd)
             info[n] = {k: v for k, v in proc.remote_op(h, {"op": "info"}, timeout=30).items()
@@ -359,6 +361,10 @@ class Run:
             taken_at=time.time(), stats=stats.to_json()))
 
     def _common(self, step: S.Step, live: Live) -> dict:
+        return {**self._tuned(step, live), "client_host": live.spec.client_host,
+                "server_host": live.spec.server_host}
+
+    def _tuned(self, step: S.Step, live: Live) -> dict:
         t = self.sc.tuning
         if live.client_host is not None:   # tuning on remote hosts: not yet, nothing read
             return {**self._step_fields(step, live),

@@ -70,6 +70,8 @@ class TransferRow:
     window_bytes: int | None = column("INTEGER")  # effective per-stream window bound used by reports
     started_at: float | None = column("REAL")  # unix time
     extra: str | None = column("TEXT")  # JSON: tool-specific parsed output
+    client_host: str | None = column("TEXT")  # scenario host that ran the client ('local')
+    server_host: str | None = column("TEXT")  # scenario host that ran the server
 
 
 
@@ -100,7 +102,6 @@ class ValidationRow:
     raw: str | None = column("TEXT")  # JSON: ping and iperf3 output
 
 
-
 @dataclass
 class EngineStatsRow:
     """Emulation counters of one step, as the backend reported them."""
@@ -115,6 +116,12 @@ class EngineStatsRow:
 
 ROW_TYPES: dict[str, type] = {"transfers": TransferRow, "validations": ValidationRow,
                               "engine_stats": EngineStatsRow}
+
+
+# Columns added after format 1 shipped: an older results.sqlite lacks them, and the
+# loaders (rig.results.check, Store.rows) read them as NULL there.
+ADDED_AFTER_V1: set[str] = set()
+ADDED_AFTER_V1 |= {"client_host", "server_host"}
 
 
 def columns(row_type: type) -> dict[str, str]:
@@ -251,7 +258,12 @@ class Store:
         if table not in _TABLES:
             raise ValueError(table)
         q = f"SELECT * FROM {table}" + (f" WHERE {where}" if where else "") + " ORDER BY rowid"
-        return [dict(r) for r in self.conn.execute(q, tuple(params))]
+        out = [dict(r) for r in self.conn.execute(q, tuple(params))]
+        for r in out:      # an older file lacks the columns added since: NULL there
+            for c in ADDED_AFTER_V1:
+                if c in _TABLES[table]:
+                    r.setdefault(c, None)
+        return out
 
     def transfers(self) -> list[dict]:
         return self.rows("transfers")
