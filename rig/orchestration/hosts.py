@@ -76,7 +76,9 @@ def fetch_logs(h: Host, rundir: str, dest: Path) -> None:
 
 def clean_host(h: Host, rundir: str) -> dict:
     """Kill every process the run's pid files name on h, remove its directory."""
-    if not RUNDIR_RE.fullmatch(rundir):
+    import posixpath
+    if not RUNDIR_RE.fullmatch(rundir) or posixpath.normpath(rundir) != rundir \
+            or "/../" in rundir + "/":
         raise RigError(f"host {h.name}: refusing to remove {rundir!r} (not a rig run directory)")
     return proc.remote_op(h, {"op": "clean", "rundir": rundir, "grace": proc.GRACE_S},
                           timeout=CLEAN_TIMEOUT_S)

@@ -123,8 +123,8 @@ def _check_rows(conn: sqlite3.Connection, path: Path, table: str,
     for row in conn.execute(query):
         rowid, values = row[0], dict(zip(names, row[1:]))
         ok = values.get("ok") == 1
-        for name, decl in cols.items():
-            message = _cell_defect(table, name, decl, values[name], ok)
+        for name in names:
+            message = _cell_defect(table, name, cols[name], values[name], ok)
             if message:
                 yield _err(path, f"{table}[{rowid}].{name}", message, _short(values[name]),
                            True)
