@@ -196,3 +196,25 @@ def test_agent_report_parsing_is_strict():
     assert rep == {"rc": 3} and rest == "x\n"
     assert remote.parse_agent("no report")[0] is None
     assert remote.parse_agent(remote.MARK + "{broken")[0] is None
+
+
+def test_doctor_reports_a_remote_host(dtn1):
+    import json
+    import subprocess
+    import sys
+    h, _ = dtn1
+    r = subprocess.run([sys.executable, "-m", "rig", "doctor", "--json", "--host",
+                        f"root@{h.addr}", "--identity", str(h.identity), "--known-hosts",
+                        str(h.known_hosts)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["kernel"] == os.uname().release and info["kernel_netem"] in (True, False)
+    assert info["versions"]["curl"] and info["versions"]["iperf3"]
+    assert info["sysctls"]["net.core.rmem_max"] == Path("/proc/sys/net/core/rmem_max").read_text().strip()
+    # same clock here: the offset is within its stated bound (plus scheduling slack)
+    assert abs(info["clock_offset_s"]) <= info["clock_offset_bound_s"] + 0.05
+    r = subprocess.run([sys.executable, "-m", "rig", "doctor", "--host", f"root@{h.addr}",
+                        "--port", "2", "--identity", str(h.identity)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1
+    assert r.stderr.startswith(f"rig: host {h.addr} (root@{h.addr}): ")
