@@ -48,6 +48,7 @@ def main() -> None:
                       f"  local CPU/cmd {here * 1e3:6.1f} ms  (n={n})")
         finally:
             master.stop()
+            Path(f"{mux.control_path}.log").unlink(missing_ok=True)
 
 
 if __name__ == "__main__":
