@@ -20,6 +20,8 @@ def _need_root(what: str) -> None:
 
 def cmd_doctor(a) -> int:
     from rig.orchestration import hostinfo
+    if a.host:
+        return _doctor_host(a)
     info = hostinfo.summary()
     info["emulation"] = hostinfo.emulation() if os.geteuid() == 0 else {"note": "run as root to probe"}
     if a.json:
@@ -31,6 +33,40 @@ def cmd_doctor(a) -> int:
     print(f"userspace engine  {'usable (iptables NFQUEUE)' if e.get('userspace_nfqueue') else 'not usable'}")
     print(f"backend auto      {e.get('auto')}")
     for k, v in info["tools"].items():
+        print(f"{k:<17} {v or 'MISSING'}")
+    for k, v in info["sysctls"].items():
+        print(f"{k:<42} {v}")
+    return 0
+
+
+def _doctor_host(a) -> int:
+    """`rig doctor --host NAME --scenario FILE` (a host the scenario declares) or
+    `rig doctor --host user@addr [--port N] [--identity F] [--known-hosts F]`."""
+    from rig.description import scenario
+    from rig.orchestration import hostinfo, hosts
+    if a.scenario:
+        sc = scenario.load(a.scenario)
+        if a.host not in sc.hosts:
+            raise InputError(f"no such host (declared: {', '.join(sc.hosts) or 'none'})",
+                             file=a.scenario, key="hosts", value=a.host, has_value=True)
+        h = hosts.make_host(a.host, sc.hosts[a.host])
+    else:
+        spec = scenario.S.load(scenario.S.Ctx("--host"), {
+            "ssh": a.host, "port": a.port, **({"identity": a.identity} if a.identity else {}),
+            **({"known_hosts": a.known_hosts} if a.known_hosts else {})}, scenario.HostSpec)
+        h = hosts.make_host(a.host.split("@")[-1], spec)
+    info = hosts.doctor(h, hostinfo.SYSCTLS, hostinfo.version_argvs())
+    if a.json:
+        print(json.dumps(info, indent=2))
+        return 0
+    print(f"host              {h.name} ({h.ssh} port {h.port}): {info['hostname']}")
+    print(f"kernel            {info['kernel']} ({info['machine']}, {info['cpus']} cpus), "
+          f"python {info['python']}")
+    print(f"kernel netem      {'yes' if info['kernel_netem'] else 'no (module not found)'}")
+    print(f"clock offset      {info['clock_offset_s'] * 1e3:+.1f} ms "
+          f"(± {info['clock_offset_bound_s'] * 1e3:.1f} ms; durations are measured on "
+          "each host, never across)")
+    for k, v in info["versions"].items():
         print(f"{k:<17} {v or 'MISSING'}")
     for k, v in info["sysctls"].items():
         print(f"{k:<42} {v}")
@@ -122,6 +158,12 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("doctor", help="what this host can do")
     d.add_argument("--json", action="store_true")
+    d.add_argument("--host", help="a remote host over SSH: a name of --scenario's hosts, "
+                   "or user@address")
+    d.add_argument("--scenario", help="the scenario declaring --host")
+    d.add_argument("--port", type=int, default=22)
+    d.add_argument("--identity")
+    d.add_argument("--known-hosts")
     d.set_defaults(fn=cmd_doctor)
     pl = sub.add_parser("plan", help="print every command a run would execute; run nothing")
     pl.add_argument("scenario", nargs="?", help="scenario YAML, or a ROOT file for a read plan")

@@ -61,6 +61,52 @@ def _tls_mode(v: Any) -> str:
 
 _buffer = S.size_in(L.MIN_BUFFER, L.MAX_BUFFER)
 _REAL_ONLY = ("client_ns", "server_ns", "server_addr")
+LOCAL = "local"          # the host running rig: implied, never declared
+
+
+def _ssh_target(v: Any) -> str:
+    """`[user@]host` as ssh takes it; never starting with '-' (ssh would read an option)."""
+    import re
+    if not isinstance(v, str) or not re.fullmatch(
+            r"(?:[A-Za-z0-9_][A-Za-z0-9_.-]{0,31}@)?[A-Za-z0-9_\[][A-Za-z0-9_.:\]-]{0,252}", v):
+        raise ValueError("expected user@host or host (letters, digits, '.', '-', '_', ':')")
+    return v
+
+
+def _abs_dir(v: Any) -> str:
+    v = S.path_text(v)
+    if not v.startswith("/") or "/../" in v + "/" or "//" in v:
+        raise ValueError("expected an absolute directory like /dev/shm")
+    return v.rstrip("/") or "/"
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """A remote host reached over SSH (rig.process.remote)."""
+    ssh: str = S.spec(_ssh_target)
+    port: int = S.spec(S.integer(1, 65535), 22)
+    identity: str | None = S.spec(S.optional(S.path_text), None)
+    known_hosts: str | None = S.spec(S.optional(S.path_text), None)
+    # the run's directory on that host (<rundir>/<prefix>): configs, logs, data files
+    rundir: str = S.spec(_abs_dir, "/dev/shm")
+
+
+@S.with_ctx
+def _hosts(ctx: S.Ctx, v: Any) -> dict:
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise ctx.error("expected a mapping of host names to {ssh, port, identity}", v)
+    if len(v) > L.MAX_PATHS:
+        raise ctx.error(f"at most {L.MAX_PATHS} hosts (has {len(v)})")
+    out = {}
+    for k, x in v.items():
+        c = ctx.child(str(k))
+        name = S.call(c, S.name, k)
+        if name == LOCAL:
+            raise c.error("'local' is the host running rig: it is implied", k)
+        out[name] = S.load(c, x, HostSpec)
+    return out
 
 
 @dataclass(frozen=True)
@@ -96,6 +142,9 @@ class PathSpec:
     client_ns: str | None = S.spec(S.optional(S.ns_name), None)
     server_ns: str | None = S.spec(S.optional(S.ns_name), None)
     server_addr: str | None = S.spec(S.optional(S.ip_address), None)
+    # real paths: which host (of `hosts:`) runs the clients and the servers
+    client_host: str = S.spec(S.name, LOCAL)
+    server_host: str = S.spec(S.name, LOCAL)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
@@ -109,9 +158,17 @@ class PathSpec:
                 raise ctx.error("a real path is used as-is: no loss or jitter")
             if not d["server_addr"]:
                 raise ctx.child("server_addr").error("a real path needs the server's address")
+            for ns, h in (("client_ns", "client_host"), ("server_ns", "server_host")):
+                if d[ns] is not None and d[h] != LOCAL:
+                    raise ctx.child(ns).error("namespaces on a remote host: not yet (the "
+                                              "host's own network is used)", d[ns])
             if d["backend"] not in ("auto", "none"):
                 raise ctx.child("backend").error("a real path has backend none", d["backend"])
             return dict(d, rtts_s=[], backend="none")
+        for k in ("client_host", "server_host"):
+            if d[k] != LOCAL:
+                raise ctx.child(k).error("emulated paths run on this host for now (a remote "
+                                         "router role is not built yet): use kind: real", d[k])
         for k in _REAL_ONLY:
             if d[k] is not None:
                 raise ctx.child(k).error("only real paths name existing namespaces/addresses",
@@ -340,6 +397,7 @@ class Scenario:
     name: str = S.spec(S.name)
     description: str = S.spec(S.text, "")
     topology: Topology = S.spec(S.name, "client-router-server")   # a file in topologies/
+    hosts: dict[str, HostSpec] = S.spec(_hosts, {})                 # remote hosts over SSH
     paths: list[PathSpec] = S.spec(_items(PathSpec, L.MAX_PATHS))
     files: list[FileSpec] = S.spec(_items(FileSpec, L.MAX_FILES, 0), [])
     servers: list[ServerSpec] = S.spec(_items(ServerSpec, L.MAX_SERVERS, 0), [])
@@ -365,6 +423,11 @@ class Scenario:
 
     def file(self, name: str) -> FileSpec:
         return next(f for f in self.files if f.name == name)
+
+    def remote_hosts(self) -> dict[str, HostSpec]:
+        """The declared hosts some path uses, in path order."""
+        used = [h for p in self.paths for h in (p.server_host, p.client_host) if h != LOCAL]
+        return {h: self.hosts[h] for h in dict.fromkeys(used)}
 
 
 def parse_path(ctx: S.Ctx, v: Any) -> PathSpec:
@@ -450,6 +513,13 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
     if n > L.MAX_MEASUREMENTS:
         raise ctx.child("sweep").error(f"{n} transfer groups (RTTs x clients x streams x "
                                        f"concurrency x repeats): at most {L.MAX_MEASUREMENTS}")
+    for i, p in enumerate(sc.paths):
+        for key in ("client_host", "server_host"):
+            h = getattr(p, key)
+            if h != LOCAL and h not in sc.hosts:
+                known = ", ".join([LOCAL, *sc.hosts])
+                raise ctx.child("paths").child(i).child(key).error(
+                    f"no such host (declared: {known})", h)
     real = [p for p in sc.paths if p.kind == "real"]
     if sc.topology.layout == "host" and len(real) != len(sc.paths):
         raise ctx.child("topology").error("layout 'host' carries real paths only", sc.topology.name)

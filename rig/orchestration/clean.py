@@ -3,7 +3,8 @@
 Only the rig's own resources: namespaces named `rig<4 hex>-<n><c|r|s>` (with the
 processes inside them), tmpfs mounts whose source is `rig<4 hex>-data`, processes whose
 pid and argv a run recorded in its state file, the run's address lease, and host
-sysctls the run recorded before changing them.
+sysctls the run recorded before changing them, and on every remote host the run recorded
+(before touching it) its run directory and the processes its pid files name there.
 
 Only what belongs to a dead owner goes (rig/process/owner.py: pid + start time, so a reused pid
 does not count as alive): a run whose process is gone; a `net up` path whose owner (the
@@ -26,6 +27,8 @@ from typing import Callable, Collection
 
 from rig.realization import netns, tuning
 
+from rig.errors import RigError
+from rig.orchestration import hosts as remote_hosts
 from rig.process import owner, proc
 from rig.realization import data
 
@@ -102,6 +105,25 @@ def _kill_recorded(st: dict, say) -> None:
             say(f"killed pid {pid} ({argv0})")
 
 
+def _clean_hosts(prefix: str, st: dict, say) -> bool:
+    """The remote hosts a dead run recorded; False when one could not be reached (its
+    state file then stays, so a later `rig clean` tries again)."""
+    ok = True
+    for name, d in st.get("hosts", {}).items():
+        h = remote_hosts.from_state(name, d)
+        try:
+            rep = remote_hosts.clean_host(h, d["rundir"])
+        except RigError as e:
+            say(f"left host {name} of {prefix}: {e}")
+            ok = False
+            continue
+        for pg, argv0 in rep.get("killed", []):
+            say(f"killed process group {pg} ({argv0}) on host {name}")
+        if rep.get("removed"):
+            say(f"removed {d['rundir']} on host {name}")
+    return ok
+
+
 def _cmdline(pid: int) -> list[str]:
     try:
         raw = open(f"/proc/{pid}/cmdline", "rb").read()
@@ -126,6 +148,7 @@ def clean(*, force: bool = False, say: Callable[[str], None] = print,
     `prefixes` when given; say one line per prefix left or removed."""
     sw = _Sweep(force, say, prefixes)
     out = sw.out
+    unreachable: set[str] = set()    # prefixes whose state stays: a host left to clean
     for p, st in list(sw.states.items()):
         if sw.live(p):
             continue
@@ -133,6 +156,8 @@ def clean(*, force: bool = False, say: Callable[[str], None] = print,
         if st.get("sysctls_restore"):
             tuning.restore_global(st["sysctls_restore"], st.get("sysctls_wrote"))
             say(f"restored {', '.join(st['sysctls_restore'])} recorded by {p}")
+        if not _clean_hosts(p, st, say):
+            unreachable.add(p)
     for ns in netns.list_namespaces():
         m = netns.NS_RE.match(ns)
         if m is None:
@@ -160,6 +185,8 @@ def clean(*, force: bool = False, say: Callable[[str], None] = print,
         if sw.live(p):
             continue
         netns.release_subnet(p)
+        if p in unreachable:
+            continue
         netns.drop_state(p)
         with contextlib.suppress(OSError):
             shutil.rmtree(netns.STATE_DIR / p)

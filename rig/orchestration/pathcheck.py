@@ -69,17 +69,20 @@ def rtt_flag(configured_ms: float | None, measured_ms: float | None, *,
 
 
 def validate_path(*, client_ns: str | None, server_addr: str, iperf_port: int,
-                  configured_rtt_ms: float | None, v, rate_bps: float | None = None) -> dict:
-    """Run ping and iperf3 from the client side; return a validations row (partial)."""
+                  configured_rtt_ms: float | None, v, rate_bps: float | None = None,
+                  host=None, rundir: str | None = None) -> dict:
+    """Run ping and iperf3 from the client side (on `host` when the client is remote);
+    return a validations row (partial)."""
     started = time.time()
     pr = proc.run(ping_argv(server_addr, v.ping_count, v.ping_interval_s), netns=client_ns,
-                  timeout=v.ping_count * (v.ping_interval_s + 2.0) + 10)
+                  timeout=v.ping_count * (v.ping_interval_s + 2.0) + 10, host=host,
+                  rundir=rundir)
     try:
         ping = parse_ping(pr.stdout)
     except ValueError:
         ping = PingStats(v.ping_count, 0, None, None, None, None)
     ir = proc.run(iperf3_argv(server_addr, iperf_port, v.iperf_streams, v.iperf_seconds),
-                  netns=client_ns, timeout=v.iperf_seconds + 30)
+                  netns=client_ns, timeout=v.iperf_seconds + 30, host=host, rundir=rundir)
     ip = parse_iperf3(ir.stdout, ir.returncode)
     reasons = []
     flag = rtt_flag(configured_rtt_ms, ping.mean_ms, abs_ms=v.rtt_tolerance_ms,

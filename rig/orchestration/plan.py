@@ -16,7 +16,7 @@ from rig.process.proc import ns_argv
 from rig.realization.emul.netem import NetemBackend
 from rig.realization.emul.userspace import UserspaceBackend
 from rig.errors import printable
-from rig.description.scenario import Scenario, uses_tls
+from rig.description.scenario import LOCAL, Scenario, uses_tls
 from rig.realization import data
 from rig.services import servers
 from rig.services import tools
@@ -43,19 +43,27 @@ def plan_lines(sc: Scenario) -> list[str]:
                                "the run's")]
     wd = netns.STATE_DIR / PREFIX
     out += [_fmt(a) for a in tuning.global_argv(sc.tuning, "<host's list>")]
-    out.append(_fmt(data.mount_argv(PREFIX, wd / "data", sum(f.size for f in sc.files) + (16 << 20))))
-    out += [f"# write {f.name}: {f.size} random bytes" if f.kind == "random" else
-            f"# copy {f.name}: ROOT file " + (f.path or f"generated ({f.size} bytes asked, "
-                                                f"{f.branches or 300} branches, seed {f.seed or 0})")
-            for f in sc.files]
+    if any(p.server_host == LOCAL for p in sc.paths):
+        out.append(_fmt(data.mount_argv(PREFIX, wd / "data",
+                                        sum(f.size for f in sc.files) + (16 << 20))))
+        out += [f"# write {f.name}: {f.size} random bytes" if f.kind == "random" else
+                f"# copy {f.name}: ROOT file " + (f.path or f"generated ({f.size} bytes asked, "
+                                                    f"{f.branches or 300} branches, seed {f.seed or 0})")
+                for f in sc.files]
     out += _replay_plans(sc)
     names = {}
     for i, p in enumerate(sc.paths):
         out.append(f"# path {p.name} ({p.kind})")
         if p.kind == "real":
             assert p.server_addr is not None      # the schema requires it on real paths
-            names[p.name] = netns.real_path(i, p.name, client_ns=p.client_ns,
-                                            server_ns=p.server_ns, server_addr=p.server_addr)
+            n = names[p.name] = netns.real_path(i, p.name, client_ns=p.client_ns,
+                                                server_ns=p.server_ns, server_addr=p.server_addr)
+            swd = _host_wd(sc, p.server_host, wd)
+            if p.server_host != LOCAL:
+                out += [f"@{p.server_host} # write {swd}/data/{f.name}: {f.size} random bytes"
+                        for f in sc.files]
+            _servers(sc, out, p.name, n.server_ns, n.server_addr, swd,
+                     at=_at(p.server_host))
             continue
         n = netns.lay_out(sc.topology, PREFIX, i, p.name, "198.18.0.0/24", workdir=wd / p.name)
         out += [_fmt(a) for a in netns.build_argv(n, mtu=sc.tuning.mtu)]
@@ -70,23 +78,29 @@ def plan_lines(sc: Scenario) -> list[str]:
         _servers(sc, out, p.name, n.server_ns, n.server_addr, wd)
     for step in S.expand(sc):
         n = names[step.path.name]
+        at = _at(step.path.client_host)
         client_ns, server_ns, addr, site = n.client_ns, n.server_ns, n.server_addr, n.site
         out.append(f"# step {step.index + 1}: {step.label()}")
         if site is not None and step.profile is not None:
             out += _emulation(step, site)
         v = sc.validation
-        out.append(_fmt(ns_argv(client_ns, ping_argv(addr, v.ping_count, v.ping_interval_s))))
-        out.append(_fmt(ns_argv(client_ns, iperf3_argv(addr, servers.IPERF3_PORT, v.iperf_streams,
-                                                         v.iperf_seconds))))
-        plans = _server_plans(sc, server_ns, addr, wd, step.path.name)
+        out.append(at + _fmt(ns_argv(client_ns, ping_argv(addr, v.ping_count,
+                                                          v.ping_interval_s))))
+        out.append(at + _fmt(ns_argv(client_ns, iperf3_argv(addr, servers.IPERF3_PORT,
+                                                             v.iperf_streams, v.iperf_seconds))))
+        plans = _server_plans(sc, server_ns, addr, _host_wd(sc, step.path.server_host, wd),
+                              step.path.name)
         for g in S.groups(sc):
             job = build_jobs(sc, g, plans, addr, servers.IPERF3_PORT)[0]
             a = tools.get(g.client.tool)
-            line = _fmt(ns_argv(client_ns, a.argv(job)), a.env(job))
+            line = at + _fmt(ns_argv(client_ns, a.argv(job)), a.env(job))
             out.append(line + (f"   # x{g.concurrency} at once" if g.concurrency > 1 else "")
                        + f"   # repeat {g.repeat + 1}")
     out.append("# teardown: stop servers and engines, ip netns del every namespace above, "
                "umount the tmpfs, restore host sysctls")
+    for name in sc.remote_hosts():
+        out.append(f"@{name} # teardown: copy configs and logs back, kill what the pid files "
+                   f"in {_host_wd(sc, name, wd)}/pids name, remove that directory")
     return out
 
 
@@ -105,6 +119,15 @@ def _tls(sc: Scenario, wd: Path, path: str, addr: str) -> list[str]:
     return out
 
 
+def _at(host: str) -> str:
+    """The host a line runs on: `@dtn1 ` for a remote one (over its SSH connection)."""
+    return "" if host == LOCAL else f"@{host} "
+
+
+def _host_wd(sc: Scenario, host: str, wd: Path) -> Path:
+    return wd if host == LOCAL else Path(sc.hosts[host].rundir, PREFIX)
+
+
 def _server_plans(sc: Scenario, ns: str | None, addr: str, wd: Path,
                   path: str) -> dict[str, servers.ServerPlan]:
     on = uses_tls(sc)
@@ -121,13 +144,14 @@ def _server_plans(sc: Scenario, ns: str | None, addr: str, wd: Path,
             for k, spec in enumerate(sc.servers)}
 
 
-def _servers(sc: Scenario, out: list[str], path: str, ns: str, addr: str, wd: Path) -> None:
+def _servers(sc: Scenario, out: list[str], path: str, ns: str, addr: str, wd: Path,
+             at: str = "") -> None:
     for plan in _server_plans(sc, ns, addr, wd, path).values():
         for name, text in servers.server_files(plan).items():
-            out.append(f"# {plan.workdir / name}:")
+            out.append(f"{at}# {plan.workdir / name}:")
             out += [f"#   {ln}" for ln in text.strip().splitlines()]
-        out.append(_fmt(ns_argv(ns, servers.server_argv(plan))))
-    out.append(_fmt(ns_argv(ns, servers.iperf3_server_argv(addr, servers.IPERF3_PORT))))
+        out.append(at + _fmt(ns_argv(ns, servers.server_argv(plan))))
+    out.append(at + _fmt(ns_argv(ns, servers.iperf3_server_argv(addr, servers.IPERF3_PORT))))
 
 
 def _emulation(step: S.Step, site) -> list[str]:

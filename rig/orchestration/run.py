@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from rig.orchestration import hostinfo, tcpsample, transfer
+from rig.orchestration import hostinfo, hosts, tcpsample, transfer
 
 from rig.realization import netns, tls, tuning
 
@@ -31,7 +31,8 @@ from rig.errors import RigError, StepAborted
 from rig.description.linkstats import EmulStats
 from rig.orchestration.reporter import Reporter, Say, stderr_say
 from rig.results.store import EngineStatsRow, Store, ValidationRow
-from rig.description.scenario import PathSpec, Scenario, uses_tls
+from rig.description.scenario import LOCAL, PathSpec, Scenario, uses_tls
+from rig.process.remote import Host
 from rig.realization import data
 from rig.services import servers, tools
 from rig.services.servers.start import start_iperf3_server, start_server
@@ -50,6 +51,8 @@ class Live:
     server_pids: dict[str, int] = field(default_factory=dict)   # for their CPU times
     iperf_port: int = 0
     applied: bool = False
+    client_host: Host | None = None     # remote hosts of a real path (None: this one)
+    server_host: Host | None = None
 
     index = property(lambda self: self.path.index)
     client_ns = property(lambda self: self.path.client_ns)
@@ -106,6 +109,8 @@ class Run:
         self.tcp_cost: dict[str, Any] = {"interval_s": sc.sampling.tcp_info_s, "groups": 0, "ticks": 0,
                          "cpu_s": 0.0, "wall_s": 0.0, "samples": 0, "errors": 0}
         self.ca: tls.Ca | None = None
+        self.hosts: dict[str, Host] = {}
+        self.remote_data: dict[str, str] = {}      # host -> its data directory
 
     @property
     def store(self) -> Store:
@@ -139,7 +144,8 @@ class Run:
             assert p.server_addr is not None      # the schema requires it on real paths
             live = Live(p, netns.real_path(i, p.name, client_ns=p.client_ns,
                                            server_ns=p.server_ns, server_addr=p.server_addr),
-                        NoneBackend())
+                        NoneBackend(), client_host=self.hosts.get(p.client_host),
+                        server_host=self.hosts.get(p.server_host))
         else:
             path = stack.enter_context(netns.path_net(
                 self.prefix, p.name, i, workdir=self.workdir / p.name,
@@ -149,8 +155,9 @@ class Run:
                     tuning.apply_ns(self.sc.tuning, node.ns)
             live = Live(p, path, make_backend(p.backend))
             stack.callback(self._remove_backend, live)
-        self.say(f"path {p.name}: client {live.client_ns or 'host'} -> server "
-                 f"{live.server_addr} ({live.server_ns or 'host'}), backend {live.backend.name}")
+        self.say(f"path {p.name}: client {live.client_ns or 'host'} on {p.client_host} -> "
+                 f"server {live.server_addr} ({live.server_ns or 'host'}) on {p.server_host}, "
+                 f"backend {live.backend.name}")
         return live
 
     @staticmethod
@@ -159,6 +166,11 @@ class Run:
             live.backend.remove(live.site)
 
     def _ports(self, live: Live, kind: str, k: int) -> dict[str, int]:
+        if live.server_host is not None:   # searched on that host, never bound here
+            want = servers.default_ports(kind, k)
+            got = proc.remote_op(live.server_host, {"op": "ports", "addr": live.server_addr,
+                                                    "ports": list(want.values())}, timeout=30)
+            return dict(zip(want, got["ports"]))
         ports = {}
         for proto, port in servers.default_ports(kind, k, tls=self.ca is not None).items():
             if live.server_ns is None:  # the host: find a free port, never steal one
@@ -176,12 +188,16 @@ class Run:
         return servers.TlsFiles(cert, key, str(self.ca.cert), str(self.ca.hashed_dir))
 
     def _start_servers(self, stack: contextlib.ExitStack, live: Live, datadir: Path) -> None:
+        h = live.server_host
+        rd = h.rundir(self.prefix) if h else None
         for k, spec in enumerate(self.sc.servers):
+            local_wd = self.workdir / f"{live.spec.name}-{spec.name}"
             plan = servers.ServerPlan(spec, live.server_ns, live.server_addr,
                                       self._ports(live, spec.kind, k),
-                                      self.workdir / f"{live.spec.name}-{spec.name}", datadir,
-                                      tls=self._server_tls(live, spec))
-            rs = start_server(plan)
+                                      Path(rd, local_wd.name) if h and rd else local_wd,
+                                      Path(self.remote_data[h.name]) if h else datadir,
+                                      tls=self._server_tls(live, spec), host=h, rundir=rd)
+            rs = start_server(plan, local_wd)
             stack.callback(rs.stop)
             self.state.record_pid(rs.service)
             live.servers[spec.name] = plan
@@ -192,15 +208,53 @@ class Run:
         iperf_port = self._ports(live, "iperf3", 0)["iperf3"]
         live.iperf_port = iperf_port
         svc = start_iperf3_server(live.server_ns, live.server_addr, iperf_port,
-                                          self.workdir / live.spec.name)
+                                  self.workdir / live.spec.name, host=h, rundir=rd)
         stack.callback(svc.stop)
         self.state.record_pid(svc)
         for extra in range(1, max(self.sc.sweep.concurrency)):
             if any(c.tool == "iperf3" for c in self.sc.clients):
-                s2 = start_iperf3_server(live.server_ns, live.server_addr,
-                                                 iperf_port + extra, self.workdir / live.spec.name)
+                s2 = start_iperf3_server(live.server_ns, live.server_addr, iperf_port + extra,
+                                         self.workdir / live.spec.name, host=h, rundir=rd)
                 stack.callback(s2.stop)
                 self.state.record_pid(s2)
+
+    def _open_hosts(self, stack: contextlib.ExitStack) -> None:
+        """One SSH connection per remote host, the run's directory there, the data files
+        on server hosts. Every host is in the state file before anything touches it."""
+        self.hosts = hosts.hosts_of(self.sc, self.workdir)
+        if not self.hosts:
+            return
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.state.data["hosts"] = {n: dict(hosts.to_state(h), rundir=h.rundir(self.prefix))
+                                    for n, h in self.hosts.items()}
+        self.state.save()
+        servers_on = {p.server_host for p in self.sc.paths}
+        info = {}
+        for n, h in self.hosts.items():
+            master = proc.open_master(h)
+            stack.callback(master.stop)
+            self.state.record_pid(master)      # `rig clean` ends it after a SIGKILL
+            rd = h.rundir(self.prefix)
+            stack.callback(self._leave_host, h, rd)
+            info[n] = {k: v for k, v in proc.remote_op(h, {"op": "info"}, timeout=30).items()
+                       if k in ("kernel", "machine", "hostname", "cpus", "python")}
+            self.say(f"host {n}: connected ({h.ssh}, {info[n]['hostname']}, kernel "
+                     f"{info[n]['kernel']}), run directory {rd}")
+            if n in servers_on:
+                self.remote_data[n] = hosts.write_data(h, rd, self.sc.files)
+                self.say(f"data: {len(self.sc.files)} file(s) in {self.remote_data[n]} on {n}")
+        self.store.set_env("hosts", info)
+
+    def _leave_host(self, h: Host, rundir: str) -> None:
+        """Its configs and logs into the output folder, then nothing of the run left."""
+        hosts.fetch_logs(h, rundir, self.out / "logs")
+        try:
+            hosts.clean_host(h, rundir)
+        except RigError as e:
+            self.say(f"host {h.name}: not cleaned ({e}); `rig clean` retries")
+            return
+        self.state.data["hosts"].pop(h.name, None)
+        self.state.save()
 
     def _keep_logs(self) -> None:
         """Server and engine logs move to the output folder before the workdir goes."""
@@ -230,13 +284,15 @@ class Run:
             self._env_snapshot(stack)
             self.subnet = netns.lease_subnet(self.prefix)
             self._global_tuning(stack)
-            datadir = stack.enter_context(data.data_dir(self.prefix, self.workdir / "data",
-                                                        self.sc.files))
-            self.say(f"data: {len(self.sc.files)} file(s) on tmpfs {datadir}")
-            # a generated ROOT file's size is only near the asked one: use the real one
-            self.sc = dataclasses.replace(self.sc, files=[
-                dataclasses.replace(f, size=(datadir / f.name).stat().st_size)
-                for f in self.sc.files])
+            self._open_hosts(stack)
+            datadir = self.workdir / "data"
+            if any(p.server_host == LOCAL for p in self.sc.paths):
+                datadir = stack.enter_context(data.data_dir(self.prefix, datadir, self.sc.files))
+                self.say(f"data: {len(self.sc.files)} file(s) on tmpfs {datadir}")
+                # a generated ROOT file's size is only near the asked one: use the real one
+                self.sc = dataclasses.replace(self.sc, files=[
+                    dataclasses.replace(f, size=(datadir / f.name).stat().st_size)
+                    for f in self.sc.files])
             if uses_tls(self.sc):   # in the workdir: removed with it, and by `rig clean`
                 self.ca = tls.make_ca(self.workdir / "tls")
                 self.say(f"tls: a CA for this run only, {self.ca.cert}")
@@ -301,7 +357,8 @@ class Run:
         self._check(live)
         v = validate_path(client_ns=live.client_ns, server_addr=live.server_addr,
                           iperf_port=live.iperf_port, configured_rtt_ms=step.rtt_ms,
-                          v=self.sc.validation, rate_bps=live.spec.rate_bps)
+                          v=self.sc.validation, rate_bps=live.spec.rate_bps,
+                          **self._where(live.client_host))
         self._check(live)
         self.store.add_validation(ValidationRow(**self._step_fields(step, live), phase=phase, **v))
         rtt = f"{v['rtt_ms_measured']:.3f} ms" if v["rtt_ms_measured"] is not None else "n/a"
@@ -323,6 +380,9 @@ class Run:
         c["cpu_share"] = round(c["cpu_s"] / c["wall_s"], 6) if c["wall_s"] else None
         self.store.set_env("tcp_sampling", c)
 
+    def _where(self, h: Host | None) -> dict:
+        return {"host": h, "rundir": h.rundir(self.prefix)} if h is not None else {}
+
     def _check(self, live: Live) -> None:
         if live.site is not None and live.applied:
             live.backend.check(live.site)
@@ -339,18 +399,28 @@ class Run:
             taken_at=time.time(), stats=stats.to_json()))
 
     def _common(self, step: S.Step, live: Live) -> dict:
+        return {**self._tuned(step, live), "client_host": live.spec.client_host,
+                "server_host": live.spec.server_host}
+
+    def _tuned(self, step: S.Step, live: Live) -> dict:
         t = self.sc.tuning
+        if live.client_host is not None:   # tuning on remote hosts: not yet, nothing read
+            return {**self._step_fields(step, live),
+                    "jitter_ms_configured": None, "congestion_control": None,
+                    "tcp_rmem_max": None, "tcp_wmem_max": None, "window_bytes": None}
         return {**self._step_fields(step, live),
                 "jitter_ms_configured": live.spec.jitter_s * 1e3 if step.profile else None,
                 "congestion_control": tuning.effective_cc(live.client_ns),
                 "tcp_rmem_max": tuning.effective_rmem_max(t, live.client_ns),
-                "tcp_wmem_max": tuning.effective_wmem_max(t, live.server_ns),
+                "tcp_wmem_max": (tuning.effective_wmem_max(t, live.server_ns)
+                                 if live.server_host is None else None),
                 "window_bytes": tuning.effective_window(t, live.client_ns)}
 
     def _group(self, step: S.Step, live: Live, g: S.Group, common: dict, pos: str) -> None:
         self._check(live)
         jobs = transfer.build_jobs(self.sc, g, live.servers, live.server_addr, live.iperf_port)
-        spid = live.server_pids.get(g.client.server or "")
+        # the server's CPU from /proc: only where the server runs on this host
+        spid = live.server_pids.get(g.client.server or "") if live.server_host is None else None
         cpu0 = cputree.tree_cpu(spid) if spid else None
         sender = tools.get(g.client.tool).caps.sender
         t0 = time.monotonic()
@@ -359,7 +429,7 @@ class Run:
                                 interval_s=self.sc.sampling.tcp_info_s) as smp:
             outcomes, alive_after = transfer.run_group(
                 jobs, live.client_ns, watchdog=lambda: self._check(live),
-                on_start=smp.track if smp else None)
+                on_start=smp.track if smp else None, **self._where(live.client_host))
         cpu1 = cputree.tree_cpu(spid) if spid else None
         server_cpu = None
         if cpu0 is not None and cpu1 is not None:

@@ -47,7 +47,8 @@ def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, ServerPlan],
 
 
 def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list, i: int,
-             pids: list[int], on_start: Callable[[int, int], None] | None = None) -> None:
+             pids: list[int], on_start: Callable[[int, int], None] | None = None,
+             where: dict | None = None) -> None:
     a = tools.get(job.client.tool)
     argv, env = a.argv(job), a.env(job)
     io_target = job.file_bytes if a.caps.timed_by_written_bytes else None
@@ -62,7 +63,7 @@ def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list,
             if on_start is not None:
                 on_start(i, pid)
         res = proc.run(argv, netns=netns, env=env, timeout=job.timeout_s, io_target=io_target,
-                       on_start=started)
+                       on_start=started, **(where or {}))
         out[i] = Outcome(job, argv, env, res, started_at, t0)
     except Exception as e:  # noqa: BLE001 - recorded as a failed transfer, not fatal
         out[i] = Outcome(job, argv, env, None, started_at, t0, error=str(e)[:300])
@@ -73,10 +74,11 @@ WATCH_INTERVAL_S = 0.5
 
 def run_group(jobs: list[Job], netns: str | None,
               watchdog: Callable[[], None] | None = None,
-              on_start: Callable[[int, int], None] | None = None
-              ) -> tuple[list[Outcome], Exception | None]:
+              on_start: Callable[[int, int], None] | None = None, *, host=None,
+              rundir: str | None = None) -> tuple[list[Outcome], Exception | None]:
     """Start every job at once (threads released by a barrier), wait for all.
 
+    `host`: the remote host the clients run on (rundir: the run's directory there).
     `watchdog` is called every WATCH_INTERVAL_S while they run; when it raises (the
     emulation died), every process of the group is killed at once and the exception is
     returned with the outcomes, so nothing is measured on a path that is not emulated.
@@ -85,8 +87,9 @@ def run_group(jobs: list[Job], netns: str | None,
     out: list = [None] * len(jobs)
     pids: list[int] = []
     barrier = threading.Barrier(len(jobs))
+    where = {"host": host, "rundir": rundir} if host is not None else {}
     threads = [threading.Thread(target=_run_one,
-                                args=(j, netns, barrier, out, i, pids, on_start),
+                                args=(j, netns, barrier, out, i, pids, on_start, where),
                                 daemon=True) for i, j in enumerate(jobs)]
     for t in threads:
         t.start()

@@ -8,6 +8,12 @@ network namespace through `ip netns exec NS argv...`.
 CPU accounting: the child is reaped with wait4(), whose rusage covers the child and
 every descendant it reaped, i.e. the client's whole process tree.
 
+Remote hosts (`host=`, a rig.process.remote.Host): the same calls, the same Result. The
+local child is `ssh` (through the run's ControlMaster when one is open), the remote
+one is the agent of rig.process.remote, which applies the same rules on that host and
+reports exit code, rusage and written bytes measured there. Callers never learn more
+than `Result.host`.
+
 Must not import anything above it (realization, services, orchestration, reports).
 """
 from __future__ import annotations
@@ -23,8 +29,11 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from rig.errors import RigError
+from rig.process import remote
+from rig.process.remote import Host
 
 GRACE_S = 3.0
+SERVICE_DEADLINE_S = 7 * 86400.0   # a remote service's deadline: stop() ends it sooner
 _TAIL = 4000
 
 # Every live child, so a signal-driven shutdown can kill the groups of all of them.
@@ -57,6 +66,7 @@ class Result:
     timed_out: bool = False
     io_wchar: int | None = None      # bytes the process wrote (write/pwrite, incl. /dev/null)
     io_done_s: float | None = None   # seconds from start until io_wchar reached io_target
+    host: str | None = None          # the remote host it ran on (None: this one)
 
     @property
     def ok(self) -> bool:
@@ -71,7 +81,8 @@ class CommandFailed(RigError):
         self.result = res
         why = "timed out" if res.timed_out else f"exit {res.returncode}"
         tail = res.stderr.strip().splitlines()[-1:] or res.stdout.strip().splitlines()[-1:]
-        super().__init__(f"{' '.join(res.argv)}: {why}" + (f": {tail[0]}" if tail else ""))
+        where = f"{res.host}: " if res.host else ""
+        super().__init__(f"{where}{' '.join(res.argv)}: {why}" + (f": {tail[0]}" if tail else ""))
 
 
 def _register(pid: int, argv: list[str]) -> None:
@@ -119,9 +130,12 @@ def _exists(pid: int) -> bool:
         return True
 
 
-def _spawn(argv: list[str], env: dict | None, stdout, stderr) -> subprocess.Popen:
+def _spawn(argv: list[str], env: dict | None, stdout, stderr,
+           shown: list[str] | None = None) -> subprocess.Popen:
+    """`shown`: what the command log records instead of argv (a remote command as
+    `@HOST argv...`, not the ssh line with the agent's source)."""
     if _echo:
-        _echo(argv, env)
+        _echo(shown or argv, None if shown else env)
     full_env = None
     if env:
         full_env = dict(os.environ)
@@ -196,14 +210,21 @@ def _terminate(p: subprocess.Popen) -> tuple[int, object]:
 def run(argv: Sequence[str], *, timeout: float, netns: str | None = None,
         env: dict | None = None, check: bool = False,
         stdout_path: Path | None = None, io_target: int | None = None,
-        on_start: Callable[[int], None] | None = None) -> Result:
+        on_start: Callable[[int], None] | None = None, host: Host | None = None,
+        rundir: str | None = None) -> Result:
     """Run to completion with a deadline; capture output; account CPU of the tree.
 
     stdout_path: stream stdout to a file instead of memory (large outputs).
     io_target: watch the child's written bytes; Result.io_done_s tells when it had
     written that many (the end of a download's data phase).
     on_start: called with the child's pid (its process group) once it runs.
+    host: run it there (rundir: the run's directory on that host, where the remote
+    child's pid file lives while it runs, so `rig clean` can find it).
     """
+    if host is not None:
+        return _run_remote(list(ns_argv(netns, argv)), timeout=timeout, env=env, check=check,
+                           stdout_path=stdout_path, io_target=io_target, on_start=on_start,
+                           host=host, rundir=rundir)
     full = ns_argv(netns, argv)
     import tempfile
     with tempfile.TemporaryFile() as err, \
@@ -243,19 +264,152 @@ def run(argv: Sequence[str], *, timeout: float, netns: str | None = None,
     return res
 
 
+# the local deadline of a remote command: the agent's own deadline and grace, plus the
+# time ssh may take to connect and to say the agent's last word
+REMOTE_MARGIN_S = remote.CONNECT_TIMEOUT_S + 2 * GRACE_S
+
+
+def _run_remote(argv: list[str], *, timeout: float, env: dict | None, check: bool,
+                stdout_path: Path | None, io_target: int | None,
+                on_start: Callable[[int], None] | None, host: Host,
+                rundir: str | None) -> Result:
+    spec = remote.run_spec(argv, timeout=timeout, env=env, rundir=rundir,
+                           io_target=io_target, grace=GRACE_S)
+    ssh = host.ssh_argv(remote.agent_command(spec))
+    import tempfile
+    with tempfile.TemporaryFile() as err, \
+            (open(stdout_path, "wb") if stdout_path else tempfile.TemporaryFile()) as out:
+        t0 = time.monotonic()
+        p = _spawn(ssh, None, out, err, shown=[f"@{host.name}", *_env_words(env), *argv])
+        if on_start:
+            on_start(p.pid)
+        try:
+            got = _wait4(p, t0 + timeout + REMOTE_MARGIN_S)
+            local_timeout = got is None
+            if local_timeout:   # ssh hung: killing it closes the channel, the agent kills
+                got = _terminate(p)
+        except BaseException:
+            _terminate(p)
+            _unregister(p.pid)
+            raise
+        wall = time.monotonic() - t0
+        _unregister(p.pid)
+        _kill_group(p.pid, signal.SIGKILL)
+        assert got is not None
+        err.seek(0)
+        raw_err = err.read()[-_TAIL * 4:].decode("utf-8", "replace")
+        stdout = ""
+        if not stdout_path:
+            out.seek(0)
+            stdout = out.read().decode("utf-8", "replace")
+    rep, stderr = remote.parse_agent(raw_err)
+    if rep is None:      # ssh itself failed (255: unreachable, key refused) or was killed
+        why = stderr.strip().splitlines()[-1:] or [f"ssh exit {got[0]}"]
+        res = Result(argv, got[0] if got[0] != 0 else 255, stdout,
+                     f"{stderr}\nssh to {host.name} ({host.ssh}) failed: {why[0]}",
+                     wall, 0.0, 0.0, local_timeout, host=host.name)
+    else:
+        res = Result(argv, rep["rc"], stdout, stderr, rep["wall"], rep["user"], rep["sys"],
+                     rep["timed_out"] or local_timeout, rep.get("io_wchar"),
+                     rep.get("io_done_s"), host=host.name)
+    if check and not res.ok:
+        raise CommandFailed(res)
+    return res
+
+
+def _env_words(env: dict | None) -> list[str]:
+    return [f"{k}={v}" for k, v in (env or {}).items()]
+
+
+def remote_op(host: Host, spec: dict, *, timeout: float) -> dict:
+    """One of the agent's own operations (put, gen, ports, kill, clean, info) on `host`;
+    its report, or RigError naming the host."""
+    what = spec["op"] + (f" {spec['path']}" if "path" in spec else "")
+    ssh = host.ssh_argv(remote.agent_command(spec))
+    import tempfile
+    with tempfile.TemporaryFile() as err, tempfile.TemporaryFile() as out:
+        p = _spawn(ssh, None, out, err, shown=[f"@{host.name}", f"<rig agent: {what}>"])
+        try:
+            got = _wait4(p, time.monotonic() + timeout) or _terminate(p)
+        except BaseException:
+            _terminate(p)
+            raise
+        finally:
+            _unregister(p.pid)
+        err.seek(0)
+        raw = err.read()[-_TAIL * 4:].decode("utf-8", "replace")
+    rep, rest = remote.parse_agent(raw)
+    if rep is None or rep.get("rc") != 0:
+        last = rest.strip().splitlines()[-1:] or [f"exit {got[0]}"]
+        raise RigError(f"host {host.name} ({host.ssh}): {what}: {last[0][:300]}")
+    return rep
+
+
+def put_file(host: Host, path: str, data: bytes, *, mode: int = 0o644,
+             timeout: float = 60) -> None:
+    remote_op(host, remote.put_spec(path, data, mode), timeout=timeout)
+
+
+def fetch_tree(host: Host, remote_dir: str, local_dir: Path, *, timeout: float = 120) -> None:
+    """Copy a remote directory's regular files into local_dir (tar over the channel,
+    unpacked with tarfile's 'data' filter: no links, devices or paths outside)."""
+    import tarfile
+    import tempfile
+    local_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile(suffix=".tar") as t:
+        res = run(["tar", "-C", remote_dir, "-cf", "-", "."], timeout=timeout, host=host,
+                  stdout_path=Path(t.name))
+        if not res.ok:
+            raise CommandFailed(res)
+        with tarfile.open(t.name) as tf:
+            tf.extractall(local_dir, filter="data")
+
+
+def open_master(host: Host, *, timeout: float = remote.CONNECT_TIMEOUT_S + 5) -> "Service":
+    """The run's one connection to `host` (host.control_path); every later command on
+    it is a channel of this connection. Raises RigError when the host is unreachable
+    or refuses the key; nothing is left running then."""
+    svc = Service(host.master_argv(), name=f"ssh-master:{host.name}",
+                  log_path=Path(f"{host.control_path}.log"))
+    svc.start()
+    deadline = time.monotonic() + timeout
+    while True:
+        if run(host.check_argv(), timeout=5).ok:
+            return svc
+        if not svc.alive() or time.monotonic() > deadline:
+            svc.stop()
+            tail = svc.log_tail().strip().splitlines()[-1:] or ["no answer"]
+            raise RigError(f"host {host.name} ({host.ssh} port {host.port}): "
+                           f"cannot connect: {tail[0][:300]}")
+        time.sleep(0.05)
+
+
 @dataclass
 class Service:
-    """A long-running child (server, emulation engine) in its own process group."""
+    """A long-running child (server, emulation engine) in its own process group; on a
+    remote `host`, the agent's pid file `rundir/pids/<ident>.json` names its group
+    there, and stop() kills that group before it returns."""
     argv: list[str]
     netns: str | None = None
     env: dict | None = None
     log_path: Path | None = None
     name: str = ""
+    host: Host | None = None
+    rundir: str | None = None
+    ident: str | None = None
     _p: subprocess.Popen | None = field(default=None, repr=False)
 
     @property
     def full_argv(self) -> list[str]:
         return ns_argv(self.netns, self.argv)
+
+    def _local_argv(self) -> list[str]:
+        if self.host is None:
+            return self.full_argv
+        spec = remote.run_spec(self.full_argv, timeout=SERVICE_DEADLINE_S, env=self.env,
+                               rundir=self.rundir, io_target=None, grace=GRACE_S,
+                               ident=self.ident)
+        return self.host.ssh_argv(remote.agent_command(spec))
 
     @property
     def pid(self) -> int | None:
@@ -263,9 +417,11 @@ class Service:
 
     def start(self) -> "Service":
         out = open(self.log_path, "ab") if self.log_path else None
+        shown = [f"@{self.host.name}", *_env_words(self.env), *self.full_argv] if self.host else None
         try:
-            self._p = _spawn(self.full_argv, self.env,
-                             out if out is not None else subprocess.DEVNULL, subprocess.STDOUT)
+            self._p = _spawn(self._local_argv(), None if self.host else self.env,
+                             out if out is not None else subprocess.DEVNULL,
+                             subprocess.STDOUT, shown=shown)
         finally:
             if out is not None:
                 out.close()
@@ -292,6 +448,12 @@ class Service:
     def stop(self) -> int | None:
         if not self._p:
             return None
+        if self.host is not None and self.rundir and self.ident:
+            try:   # the remote group first: TERM, grace, KILL, there
+                remote_op(self.host, {"op": "kill", "rundir": self.rundir, "id": self.ident,
+                                      "grace": GRACE_S}, timeout=2 * GRACE_S + 15)
+            except RigError:
+                pass   # ssh gone: closing the channel below makes the agent kill it
         rc: int | None
         if self._p.returncode is None:
             try:

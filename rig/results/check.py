@@ -145,8 +145,8 @@ def _check_rows(conn: sqlite3.Connection, path: Path, table: str,
         rowid, values = row[0], dict(zip(names, row[1:]))
         values.update({c: None for c in cols if c not in have})
         ok = values.get("ok") == 1
-        for name, decl in cols.items():
-            message = _cell_defect(table, name, decl, values[name], ok)
+        for name in names:
+            message = _cell_defect(table, name, cols[name], values[name], ok)
             if message:
                 yield _err(path, f"{table}[{rowid}].{name}", message, _short(values[name]),
                            True)

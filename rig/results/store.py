@@ -85,6 +85,8 @@ class TransferRow:
     tls: str | None = column("TEXT")  # off | control | all (NULL: older runs, i.e. off)
     server_cpu_user_s: float | None = column("REAL")  # server tree's CPU over the group / N
     server_cpu_sys_s: float | None = column("REAL")
+    client_host: str | None = column("TEXT")  # scenario host that ran the client ('local')
+    server_host: str | None = column("TEXT")  # scenario host that ran the server
 
 
 
@@ -113,7 +115,6 @@ class ValidationRow:
     flag_reason: str | None = column("TEXT")
     started_at: float | None = column("REAL")
     raw: str | None = column("TEXT")  # JSON: ping and iperf3 output
-
 
 
 @dataclass
@@ -164,6 +165,8 @@ ADDED_AFTER_V1 |= {"tls", "server_cpu_user_s", "server_cpu_sys_s"}
 
 ROW_TYPES: dict[str, type] = {"transfers": TransferRow, "validations": ValidationRow,
                               "engine_stats": EngineStatsRow, "tcp_samples": TcpSampleRow}
+
+ADDED_AFTER_V1 |= {"client_host", "server_host"}
 
 
 def columns(row_type: type) -> dict[str, str]:

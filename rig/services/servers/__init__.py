@@ -18,6 +18,7 @@ from rig.services.registry import Registry
 
 if TYPE_CHECKING:
     from rig.description.scenario import ServerSpec
+    from rig.process.remote import Host
 
 IPERF3_PORT = 5201        # the path's validation server (not a scenario server kind)
 PORT_STEP = 10            # the k-th server of a path adds k * PORT_STEP to its ports
@@ -47,6 +48,8 @@ class ServerPlan:
     workdir: Path          # run-private: config, logs, admin/pid paths
     datadir: Path
     tls: TlsFiles | None = None     # None: plain only; else its TLS endpoints run too
+    host: "Host | None" = None   # a remote host (rig.process.remote): workdir, datadir there
+    rundir: str | None = None    # the run's directory on that host (its pid files)
 
     @property
     def instance(self) -> str:

@@ -10,6 +10,7 @@ import pwd
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from rig.process import nsprobe, proc
 from rig.errors import RigError
@@ -38,9 +39,13 @@ def _chown_tree(path: Path, user: str) -> None:
             os.chown(n, pw.pw_uid, pw.pw_gid)
 
 
-def start_server(p: ServerPlan) -> RunningServer:
+def start_server(p: ServerPlan, local_dir: Path | None = None) -> RunningServer:
     """Write configs, start, wait until every port accepts. Raises RigError (with the
-    server's log tail) when it does not come up; nothing is left running then."""
+    server's log tail) when it does not come up; nothing is left running then.
+    On a remote host (p.host) the configs go to p.workdir there; its stdout comes back
+    to local_dir/stdout.log."""
+    if p.host is not None:
+        return _start_remote(p, local_dir or Path("/dev/null"))
     kind = p.kind
     if p.workdir.exists():
         shutil.rmtree(p.workdir)
@@ -66,6 +71,43 @@ def start_server(p: ServerPlan) -> RunningServer:
     return RunningServer(p, svc)
 
 
+def _start_remote(p: ServerPlan, local_dir: Path) -> RunningServer:
+    h, kind = p.host, p.kind
+    assert h is not None
+    for name, text in kind.files(p).items():
+        proc.put_file(h, str(p.workdir / name), text.encode())
+    proc.run(["mkdir", "-p", str(p.workdir / "tmp")], timeout=30, host=h, check=True)
+    if kind.run_as:
+        proc.run(["chown", "-R", f"{kind.run_as}:", str(p.workdir)], timeout=30, host=h,
+                 check=True)
+    local_dir.mkdir(parents=True, exist_ok=True)
+    svc = proc.Service(kind.argv(p), netns=p.ns, log_path=local_dir / "stdout.log",
+                       name=f"{p.spec.kind}:{p.spec.name}", host=h, rundir=p.rundir,
+                       ident=p.instance).start()
+    try:
+        for proto, port in p.ports.items():
+            wait_remote_tcp(h, p.addr, port, what=f"server {p.spec.name} ({p.spec.kind}, "
+                            f"{proto}) on host {h.name}", alive=svc.alive)
+    except RigError as e:
+        svc.stop()
+        tail = svc.log_tail().strip().splitlines()[-1:] or ["(empty)"]
+        raise RigError(f"{e}; log: {tail[0][-300:]}") from None
+    return RunningServer(p, svc)
+
+
+def wait_remote_tcp(h: Any, addr: str, port: int, *, what: str, alive: Any) -> None:
+    """Readiness probed on the server's host itself (a connect from there)."""
+    import time
+    deadline = time.monotonic() + READY_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if proc.remote_op(h, {"op": "probe", "addr": addr, "port": port}, timeout=15)["open"]:
+            return
+        if not alive():
+            raise RigError(f"{what}: exited before listening on {addr}:{port}")
+        time.sleep(0.05)
+    raise RigError(f"{what}: not listening on {addr}:{port} within {READY_TIMEOUT_S:g}s")
+
+
 def _log_tail(p: ServerPlan) -> str:
     for name in (*p.kind.logs, "stdout.log"):
         f = p.workdir / name
@@ -74,14 +116,21 @@ def _log_tail(p: ServerPlan) -> str:
     return "(empty)"
 
 
-def start_iperf3_server(ns: str | None, addr: str, port: int, workdir: Path) -> proc.Service:
+def start_iperf3_server(ns: str | None, addr: str, port: int, workdir: Path, *,
+                        host: Any = None, rundir: str | None = None) -> proc.Service:
+    """The path's validation server; on `host` (remote) when given, its log local."""
     workdir.mkdir(parents=True, exist_ok=True)
     svc = proc.Service(iperf3_server_argv(addr, port), netns=ns,
-                       log_path=workdir / f"iperf3-{port}.log", name="iperf3-server")
+                       log_path=workdir / f"iperf3-{port}.log", name="iperf3-server",
+                       host=host, rundir=rundir, ident=f"iperf3-{addr}-{port}" if host else None)
     svc.start()
     try:
-        nsprobe.wait_tcp(ns, addr, port, timeout=READY_TIMEOUT_S, what="iperf3 server",
-                         alive=svc.alive)
+        if host is not None:
+            wait_remote_tcp(host, addr, port, what=f"iperf3 server on host {host.name}",
+                            alive=svc.alive)
+        else:
+            nsprobe.wait_tcp(ns, addr, port, timeout=READY_TIMEOUT_S, what="iperf3 server",
+                             alive=svc.alive)
     except RigError:
         svc.stop()
         raise

@@ -1,0 +1,127 @@
+"""A remote host for tests, without a remote machine: OpenSSH's sshd inside a network
+namespace this test creates, reached from the host over a veth pair.
+
+The namespace `rig<hex>-9h` carries a leased address range and a state file owned by
+the test process (so another user's `rig clean` leaves it alone while the test runs);
+sshd has its own host key, authorized_keys and config in a tmp dir, listens only on
+the namespace's address, and is started through rig.process.proc. The host's own sshd
+and ~root/.ssh are never touched; the client uses a test-private identity and
+known_hosts file passed explicitly. Everything is removed on exit.
+"""
+from __future__ import annotations
+
+import contextlib
+import ipaddress
+import os
+import shutil
+import socket
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+from rig.process import owner, proc
+from rig.process.remote import Host
+from rig.realization import netns
+
+SSHD = "/usr/sbin/sshd"
+
+
+@dataclass(frozen=True)
+class SshHost:
+    prefix: str
+    ns: str
+    addr: str            # the "remote host's" address (inside ns)
+    local_addr: str      # this host's end of the veth
+    identity: Path
+    known_hosts: Path
+    sshd: proc.Service
+
+    def host(self, name: str = "dtn1", **kw) -> Host:
+        return Host(name=name, ssh=f"root@{self.addr}", identity=str(self.identity),
+                    known_hosts=str(self.known_hosts), **kw)
+
+
+def _run(argv: list[str]) -> None:
+    proc.run(argv, timeout=20, check=True)
+
+
+@contextlib.contextmanager
+def ssh_host(tmp: Path) -> Iterator[SshHost]:
+    """sshd in a fresh namespace; yields how to reach it; removes everything."""
+    prefix = netns.new_prefix()
+    ns, veth_h, veth_r = f"{prefix}-9h", f"{prefix}-9hv", f"{prefix}-9hp"
+    netns.write_state(prefix, {"prefix": prefix, "kind": "net", "name": f"test-{prefix}",
+                               "owner_pid": os.getpid(),
+                               "owner_start": owner.start_time(os.getpid())})
+    subnet = ipaddress.ip_network(netns.lease_subnet(prefix))
+    local_addr, addr = str(subnet.network_address + 1), str(subnet.network_address + 2)
+    keys = tmp / "ssh"
+    keys.mkdir(mode=0o700)
+    sshd = None
+    try:
+        _run(["ip", "netns", "add", ns])
+        _run(["ip", "link", "add", veth_h, "type", "veth", "peer", "name", veth_r])
+        _run(["ip", "link", "set", veth_r, "netns", ns])
+        _run(["ip", "addr", "add", f"{local_addr}/30", "dev", veth_h])
+        _run(["ip", "link", "set", veth_h, "up"])
+        _run(["ip", "-n", ns, "addr", "add", f"{addr}/30", "dev", veth_r])
+        _run(["ip", "-n", ns, "link", "set", veth_r, "up"])
+        _run(["ip", "-n", ns, "link", "set", "lo", "up"])
+        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / "hostkey")])
+        _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / "id")])
+        shutil.copyfile(keys / "id.pub", keys / "authorized_keys")
+        pub = (keys / "hostkey.pub").read_text().split()
+        (tmp / "known_hosts").write_text(f"{addr} {pub[0]} {pub[1]}\n")
+        (keys / "sshd_config").write_text(
+            f"ListenAddress {addr}\nPort 22\nHostKey {keys / 'hostkey'}\n"
+            f"AuthorizedKeysFile {keys / 'authorized_keys'}\nPidFile none\nUsePAM no\n"
+            "StrictModes no\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+            "KbdInteractiveAuthentication no\nMaxSessions 64\nMaxStartups 64\n"
+            "AcceptEnv none\nPrintMotd no\n")
+        Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)   # sshd's privsep dir (empty)
+        sshd = proc.Service([SSHD, "-D", "-e", "-f", str(keys / "sshd_config")], netns=ns,
+                            log_path=tmp / "sshd.log", name="sshd").start()
+        deadline = time.monotonic() + 10
+        while not _accepts(ns, addr):
+            assert sshd.alive(), (tmp / "sshd.log").read_text()
+            assert time.monotonic() < deadline, "sshd did not listen"
+            time.sleep(0.05)
+        yield SshHost(prefix, ns, addr, local_addr, keys / "id", tmp / "known_hosts", sshd)
+    finally:
+        if sshd is not None:
+            sshd.stop()
+        netns.kill_ns_processes(ns) if ns in netns.list_namespaces() else None
+        proc.run(["ip", "link", "del", veth_h], timeout=20)
+        proc.run(["ip", "netns", "del", ns], timeout=20)
+        netns.release_subnet(prefix)
+        netns.drop_state(prefix)
+
+
+def _accepts(ns: str, addr: str) -> bool:
+    from rig.process.nsprobe import tcp_open
+    return tcp_open(None, addr, 22) if ns is None else tcp_open(ns, addr, 22)
+
+
+def pids_with(marker: str) -> list[int]:
+    """Processes on this machine (the "remote host" shares its pid space) whose
+    command line contains `marker`."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            cmd = open(f"/proc/{d}/cmdline", "rb").read().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if marker in cmd and "pytest" not in cmd:
+            out.append(int(d))
+    return out
+
+
+def reachable(addr: str, port: int = 22) -> bool:
+    try:
+        with socket.create_connection((addr, port), timeout=1):
+            return True
+    except OSError:
+        return False

@@ -1,0 +1,220 @@
+"""The remote executor (rig.process.proc with host=): the local contract over SSH.
+
+A real OpenSSH server runs in a namespace this module creates (tests/sshhost.py) and
+stands for host dtn1. The "remote" shares this machine's pid space, which lets the
+tests check from outside, through /proc, that no remote process survives.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from rig.errors import RigError
+from rig.process import proc, remote
+from rig.process.remote import Host
+
+from sshhost import pids_with, ssh_host
+
+pytestmark = pytest.mark.netns
+
+
+@pytest.fixture(scope="module")
+def dtn1(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("sshhost")
+    with ssh_host(tmp) as h:
+        ctl = Path(f"/tmp/rig-ctl-{h.prefix}")        # short: a socket path has 108 bytes
+        host = h.host(control_path=str(ctl))
+        master = proc.open_master(host)
+        try:
+            yield h, host
+        finally:
+            master.stop()
+            assert not ctl.exists()
+            Path(f"{ctl}.log").unlink(missing_ok=True)
+
+
+def _gone(marker: str, within: float = 5.0) -> bool:
+    end = time.monotonic() + within
+    while time.monotonic() < end:
+        if not pids_with(marker):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_argv_reaches_the_remote_verbatim_and_exit_codes_come_back(dtn1):
+    _, host = dtn1
+    nasty = ["a b", "$(touch /tmp/rig-pwned)", "; exit 3", "'\"", "new\nline", "*", ""]
+    r = proc.run(["printf", "%s|", *nasty], timeout=10, host=host)
+    assert r.ok and r.host == "dtn1"
+    assert r.stdout == "".join(f"{a}|" for a in nasty)
+    assert not Path("/tmp/rig-pwned").exists()
+    assert r.stderr == ""
+    r = proc.run(["sh", "-c", "echo err >&2; exit 7"], timeout=10, host=host)
+    assert r.returncode == 7 and not r.timed_out and r.stderr == "err\n"
+    r = proc.run(["rig-no-such-command-x"], timeout=10, host=host)
+    assert r.returncode == 127 and "rig-no-such-command-x" in r.stderr
+    with pytest.raises(proc.CommandFailed, match="dtn1: sh -c"):
+        proc.run(["sh", "-c", "exit 3"], timeout=10, host=host, check=True)
+
+
+def test_env_is_set_for_the_remote_command(dtn1):
+    _, host = dtn1
+    r = proc.run(["sh", "-c", 'printf %s "$RIG_T"'], timeout=10, host=host,
+                 env={"RIG_T": "x y;$z"})
+    assert r.stdout == "x y;$z"
+
+
+def test_deadline_kills_the_remote_group_and_leaves_nothing(dtn1):
+    _, host = dtn1
+    marker = "31.4159"
+    t0 = time.monotonic()
+    # a child that ignores TERM and a grandchild in the background: the whole group goes
+    r = proc.run(["sh", "-c", f"trap '' TERM; sleep {marker} & sleep {marker}"],
+                 timeout=1.0, host=host)
+    took = time.monotonic() - t0
+    assert r.timed_out and not r.ok
+    assert 1.0 <= r.wall_s <= 1.0 + proc.GRACE_S + 0.5      # measured on dtn1
+    assert took < 1.0 + proc.GRACE_S + 3.0
+    assert _gone(marker, 2.0), pids_with(marker)
+
+
+def test_cpu_of_the_remote_tree_is_accounted(dtn1):
+    _, host = dtn1
+    # two children burning ~0.4 s of CPU each: the tree's total comes back
+    burn = "import time\nt=time.process_time()\nwhile time.process_time()-t<0.4: pass"
+    r = proc.run(["sh", "-c", f'python3 -c "{burn}" & python3 -c "{burn}"; wait'],
+                 timeout=20, host=host)
+    assert r.ok, r.stderr
+    cpu = r.cpu_user_s + r.cpu_sys_s
+    assert 0.75 <= cpu <= 1.6, (r.cpu_user_s, r.cpu_sys_s)
+
+
+def test_written_bytes_are_watched_on_the_remote(dtn1):
+    _, host = dtn1
+    r = proc.run(["dd", "if=/dev/zero", "of=/dev/null", "bs=1M", "count=8"], timeout=20,
+                 host=host, io_target=8 << 20)
+    assert r.ok and r.io_wchar is not None and r.io_wchar >= 8 << 20
+    assert r.io_done_s is not None and 0 < r.io_done_s <= r.wall_s + 0.01
+
+
+def test_killing_the_local_side_kills_the_remote_process(dtn1):
+    """A SIGKILLed rig takes its ssh children down (their process groups); the agent
+    sees its channel close and kills the remote group."""
+    _, host = dtn1
+    marker = "32.7182"
+    pids: list[int] = []
+    t = threading.Thread(target=lambda: proc.run(["sleep", marker], timeout=60, host=host,
+                                                 on_start=pids.append), daemon=True)
+    t.start()
+    end = time.monotonic() + 10
+    while time.monotonic() < end and not [p for p in pids_with(marker) if p not in pids]:
+        time.sleep(0.05)
+    assert pids, "ssh did not start"
+    os.killpg(pids[0], signal.SIGKILL)
+    t.join(10)
+    assert _gone(marker, 5.0), pids_with(marker)
+
+
+def test_remote_service_stop_kills_its_group_and_removes_its_pid_file(dtn1, tmp_path):
+    _, host = dtn1
+    rundir = f"/dev/shm/rig{os.getpid() % 0xffff:04x}-t"
+    marker = "33.1415"
+    svc = proc.Service(["sh", "-c", f"trap '' TERM; sleep {marker}"], host=host,
+                       rundir=rundir, ident="svc1", log_path=tmp_path / "svc.log").start()
+    try:
+        end = time.monotonic() + 10
+        while not Path(rundir, "pids", "svc1.json").exists():
+            assert time.monotonic() < end and svc.alive()
+            time.sleep(0.05)
+        assert pids_with(marker)
+    finally:
+        svc.stop()
+    assert _gone(marker, 2.0)
+    assert not Path(rundir, "pids", "svc1.json").exists()
+    proc.remote_op(host, {"op": "clean", "rundir": rundir}, timeout=20)
+    assert not Path(rundir).exists()
+
+
+def test_clean_kills_what_a_dead_run_left_and_removes_its_directory(dtn1):
+    """What `rig clean` does on a host after a SIGKILL: the pid files name the groups."""
+    _, host = dtn1
+    rundir = f"/dev/shm/rig{(os.getpid() + 1) % 0xffff:04x}"
+    marker = "34.2718"
+    svc = proc.Service(["sleep", marker], host=host, rundir=rundir, ident="s").start()
+    end = time.monotonic() + 10
+    while not Path(rundir, "pids", "s.json").exists():
+        assert time.monotonic() < end
+        time.sleep(0.05)
+    rep = proc.remote_op(host, {"op": "clean", "rundir": rundir}, timeout=20)
+    assert rep["removed"] and [k[1] for k in rep["killed"]] == ["sleep"]
+    assert _gone(marker, 2.0) and not Path(rundir).exists()
+    svc.stop()
+
+
+def test_put_and_fetch_files(dtn1, tmp_path):
+    _, host = dtn1
+    rundir = f"/dev/shm/rig{(os.getpid() + 2) % 0xffff:04x}"
+    try:
+        proc.put_file(host, f"{rundir}/conf/a.conf", b"x = 1\n$(no)\n")
+        assert Path(rundir, "conf/a.conf").read_bytes() == b"x = 1\n$(no)\n"
+        proc.fetch_tree(host, rundir, tmp_path / "back")
+        assert (tmp_path / "back/conf/a.conf").read_bytes() == b"x = 1\n$(no)\n"
+    finally:
+        proc.remote_op(host, {"op": "clean", "rundir": rundir}, timeout=20)
+
+
+def test_an_unreachable_host_is_one_line_naming_it(dtn1, tmp_path):
+    h, _ = dtn1
+    bad = Host(name="dtn9", ssh=f"root@{h.addr}", port=2, identity=str(h.identity),
+               known_hosts=str(h.known_hosts), control_path=str(tmp_path / "c"))
+    with pytest.raises(RigError, match=r"^host dtn9 \(root@[\d.]+ port 2\): cannot connect"):
+        proc.open_master(bad)
+    r = proc.run(["true"], timeout=5, host=Host(name="dtn9", ssh=f"root@{h.addr}", port=2,
+                                                identity=str(h.identity)))
+    assert r.returncode == 255 and "ssh to dtn9" in r.stderr
+
+
+def test_a_refused_key_is_one_line_naming_the_host(dtn1, tmp_path):
+    h, _ = dtn1
+    key = tmp_path / "other"
+    proc.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(key)], timeout=20,
+             check=True)
+    bad = Host(name="dtn1", ssh=f"root@{h.addr}", identity=str(key),
+               known_hosts=str(h.known_hosts), control_path=str(tmp_path / "c"))
+    with pytest.raises(RigError, match=r"host dtn1 .*cannot connect: .*Permission denied"):
+        proc.open_master(bad)
+
+
+def test_agent_report_parsing_is_strict():
+    rep, rest = remote.parse_agent("x\n" + remote.MARK + '{"rc": 3}\n')
+    assert rep == {"rc": 3} and rest == "x\n"
+    assert remote.parse_agent("no report")[0] is None
+    assert remote.parse_agent(remote.MARK + "{broken")[0] is None
+
+
+def test_doctor_reports_a_remote_host(dtn1):
+    import json
+    import subprocess
+    import sys
+    h, _ = dtn1
+    r = subprocess.run([sys.executable, "-m", "rig", "doctor", "--json", "--host",
+                        f"root@{h.addr}", "--identity", str(h.identity), "--known-hosts",
+                        str(h.known_hosts)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout)
+    assert info["kernel"] == os.uname().release and info["kernel_netem"] in (True, False)
+    assert info["versions"]["curl"] and info["versions"]["iperf3"]
+    assert info["sysctls"]["net.core.rmem_max"] == Path("/proc/sys/net/core/rmem_max").read_text().strip()
+    # same clock here: the offset is within its stated bound (plus scheduling slack)
+    assert abs(info["clock_offset_s"]) <= info["clock_offset_bound_s"] + 0.05
+    r = subprocess.run([sys.executable, "-m", "rig", "doctor", "--host", f"root@{h.addr}",
+                        "--port", "2", "--identity", str(h.identity)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and r.stderr.count("\n") == 1
+    assert r.stderr.startswith(f"rig: host {h.addr} (root@{h.addr}): ")
