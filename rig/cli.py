@@ -32,9 +32,13 @@ def cmd_doctor(a) -> int:
     print(f"kernel netem      {'yes' if e.get('kernel_netem') else 'no'}")
     print(f"userspace engine  {'usable (iptables NFQUEUE)' if e.get('userspace_nfqueue') else 'not usable'}")
     print(f"backend auto      {e.get('auto')}")
-    for k, v in info["tools"].items():
+    return _print_versions_and_sysctls(info["tools"], info["sysctls"])
+
+
+def _print_versions_and_sysctls(versions: dict, sysctls: dict) -> int:
+    for k, v in versions.items():
         print(f"{k:<17} {v or 'MISSING'}")
-    for k, v in info["sysctls"].items():
+    for k, v in sysctls.items():
         print(f"{k:<42} {v}")
     return 0
 
@@ -66,11 +70,7 @@ def _doctor_host(a) -> int:
     print(f"clock offset      {info['clock_offset_s'] * 1e3:+.1f} ms "
           f"(± {info['clock_offset_bound_s'] * 1e3:.1f} ms; durations are measured on "
           "each host, never across)")
-    for k, v in info["versions"].items():
-        print(f"{k:<17} {v or 'MISSING'}")
-    for k, v in info["sysctls"].items():
-        print(f"{k:<42} {v}")
-    return 0
+    return _print_versions_and_sysctls(info["versions"], info["sysctls"])
 
 
 def cmd_plan(a) -> int:

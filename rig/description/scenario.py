@@ -32,14 +32,20 @@ Topology = T.Topology         # nodes and links: rig/description/topology.py
 # a mapping against it, and a `checked` classmethod holds what spans several fields.
 
 
-@S.with_ctx
-def _env(ctx: S.Ctx, v: Any) -> dict:
+def _mapping(ctx: S.Ctx, v: Any, what: str, limit: int) -> dict:
+    """A YAML mapping of at most `limit` entries (None: empty)."""
     if v is None:
         return {}
     if not isinstance(v, dict):
-        raise ctx.error("expected a mapping of variable names to values", v)
-    if len(v) > L.MAX_ENV:
-        raise ctx.error(f"at most {L.MAX_ENV} variables (has {len(v)})")
+        raise ctx.error(f"expected a mapping of {what}", v)
+    if len(v) > limit:
+        raise ctx.error(f"at most {limit} entries (has {len(v)})")
+    return v
+
+
+@S.with_ctx
+def _env(ctx: S.Ctx, v: Any) -> dict:
+    v = _mapping(ctx, v, "variable names to values", L.MAX_ENV)
     return {S.call(ctx.child(str(k)), S.env_key, k): S.call(ctx.child(str(k)), S.env_value, x)
             for k, x in v.items()}
 
@@ -93,12 +99,7 @@ class HostSpec:
 
 @S.with_ctx
 def _hosts(ctx: S.Ctx, v: Any) -> dict:
-    if v is None:
-        return {}
-    if not isinstance(v, dict):
-        raise ctx.error("expected a mapping of host names to {ssh, port, identity}", v)
-    if len(v) > L.MAX_PATHS:
-        raise ctx.error(f"at most {L.MAX_PATHS} hosts (has {len(v)})")
+    v = _mapping(ctx, v, "host names to {ssh, port, identity}", L.MAX_PATHS)
     out = {}
     for k, x in v.items():
         c = ctx.child(str(k))

@@ -26,7 +26,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from rig.errors import RigError
 from rig.process import remote
@@ -207,6 +207,37 @@ def _terminate(p: subprocess.Popen) -> tuple[int, object]:
     return got
 
 
+def _supervise(p: subprocess.Popen, t0: float, deadline: float,
+               io: "IoWatch | None") -> tuple[tuple[int, Any], bool, float]:
+    """Wait for the child until `deadline`; past it TERM, grace, KILL the group. Always
+    reaps, and kills what is left of the group after its leader. Returns ((returncode,
+    rusage), timed out, wall seconds since t0)."""
+    try:
+        got = _wait4(p, deadline, io)
+        timed_out = got is None
+        if got is None:
+            got = _terminate(p)
+    except BaseException:
+        _terminate(p)
+        _unregister(p.pid)
+        raise
+    wall = time.monotonic() - t0
+    _unregister(p.pid)
+    _kill_group(p.pid, signal.SIGKILL)   # no orphan of the group survives its leader
+    return got, timed_out, wall
+
+
+def _drain(err: Any, out: Any, stdout_path: Path | None) -> tuple[str, str]:
+    """The stderr tail and (unless it went to a file) the stdout of a finished child."""
+    err.seek(0)
+    stderr = err.read()[-_TAIL * 4:].decode("utf-8", "replace")
+    stdout = ""
+    if not stdout_path:
+        out.seek(0)
+        stdout = out.read().decode("utf-8", "replace")
+    return stderr, stdout
+
+
 def run(argv: Sequence[str], *, timeout: float, netns: str | None = None,
         env: dict | None = None, check: bool = False,
         stdout_path: Path | None = None, io_target: int | None = None,
@@ -233,27 +264,9 @@ def run(argv: Sequence[str], *, timeout: float, netns: str | None = None,
         p = _spawn(full, env, out, err)
         if on_start:
             on_start(p.pid)
-        timed_out = False
         io = IoWatch(io_target) if io_target is not None else None
-        try:
-            got = _wait4(p, t0 + timeout, io)
-            if got is None:
-                timed_out = True
-                got = _terminate(p)
-        except BaseException:
-            _terminate(p)
-            _unregister(p.pid)
-            raise
-        wall = time.monotonic() - t0
-        _unregister(p.pid)
-        rc, ru = got
-        _kill_group(p.pid, signal.SIGKILL)   # no orphan of the group survives its leader
-        err.seek(0)
-        stderr = err.read()[-_TAIL * 4:].decode("utf-8", "replace")
-        stdout = ""
-        if not stdout_path:
-            out.seek(0)
-            stdout = out.read().decode("utf-8", "replace")
+        (rc, ru), timed_out, wall = _supervise(p, t0, t0 + timeout, io)
+        stderr, stdout = _drain(err, out, stdout_path)
     res = Result(full, rc, stdout, stderr, wall,
                  getattr(ru, "ru_utime", 0.0), getattr(ru, "ru_stime", 0.0), timed_out)
     if io is not None:
@@ -283,25 +296,9 @@ def _run_remote(argv: list[str], *, timeout: float, env: dict | None, check: boo
         p = _spawn(ssh, None, out, err, shown=[f"@{host.name}", *_env_words(env), *argv])
         if on_start:
             on_start(p.pid)
-        try:
-            got = _wait4(p, t0 + timeout + REMOTE_MARGIN_S)
-            local_timeout = got is None
-            if local_timeout:   # ssh hung: killing it closes the channel, the agent kills
-                got = _terminate(p)
-        except BaseException:
-            _terminate(p)
-            _unregister(p.pid)
-            raise
-        wall = time.monotonic() - t0
-        _unregister(p.pid)
-        _kill_group(p.pid, signal.SIGKILL)
-        assert got is not None
-        err.seek(0)
-        raw_err = err.read()[-_TAIL * 4:].decode("utf-8", "replace")
-        stdout = ""
-        if not stdout_path:
-            out.seek(0)
-            stdout = out.read().decode("utf-8", "replace")
+        # ssh hung past the margin: killing it closes the channel, and the agent kills
+        got, local_timeout, wall = _supervise(p, t0, t0 + timeout + REMOTE_MARGIN_S, None)
+        raw_err, stdout = _drain(err, out, stdout_path)
     rep, stderr = remote.parse_agent(raw_err)
     if rep is None:      # ssh itself failed (255: unreachable, key refused) or was killed
         why = stderr.strip().splitlines()[-1:] or [f"ssh exit {got[0]}"]

@@ -150,6 +150,17 @@ def wchar(pid):
     except (OSError, ValueError):
         pass
     return None
+
+def watch(pid, target, wc, done, t0):
+    """Bytes the child wrote so far, and when it first reached target."""
+    if target is not None:
+        x = wchar(pid)
+        if x is not None:
+            wc = x
+            if done is None and wc >= target:
+                done = time.monotonic() - t0
+    return wc, done
+
 def op_run():
     env = dict(os.environ); env.update(S["env"])
     r, w = os.pipe()
@@ -181,22 +192,12 @@ def op_run():
             timed_out = True; stop_group(pid, S["grace"], pfd); break
         step = min(left, 0.005 if target is not None else 0.5)
         ev = dict(p.poll(step * 1000))
-        if target is not None:
-            x = wchar(pid)
-            if x is not None:
-                wc = x
-                if done is None and wc >= target:
-                    done = time.monotonic() - t0
+        wc, done = watch(pid, target, wc, done, t0)
         if pfd in ev:
             break
         if ev.get(1, 0) & (select.POLLERR | select.POLLHUP):
             orphaned = True; stop_group(pid, S["grace"], pfd); break
-    if target is not None:
-        x = wchar(pid)
-        if x is not None:
-            wc = x
-            if done is None and wc >= target:
-                done = time.monotonic() - t0
+    wc, done = watch(pid, target, wc, done, t0)
     _, status, ru = os.wait4(pid, 0)
     wall = time.monotonic() - t0
     killpg(pid, signal.SIGKILL)
