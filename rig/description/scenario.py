@@ -142,11 +142,43 @@ class FileSpec:
         return d
 
 
+@S.with_ctx
+def _cpu_sets(ctx: S.Ctx, v: Any) -> list[str]:
+    """One CPU set for every instance ("0-1"), or a list of one per instance."""
+    return S.call(ctx, S.list_of(S.cpu_set, max_len=MAX_ORIGINS), v)
+
+
+MAX_ORIGINS = T.MAX_COUNT
+
+
 @dataclass(frozen=True)
 class ServerSpec:
     name: str = S.spec(S.name)
     kind: str = S.spec(_server_kind)
     binary: str | None = S.spec(S.optional(S.path_text), None)
+    # several origins (issue #10): `count` instances, each in its own server node where
+    # the topology has one per instance (multi-origin), each optionally pinned (taskset)
+    count: int = S.spec(S.integer(1, MAX_ORIGINS), 1)
+    cpus: list[str] | None = S.spec(S.optional(_cpu_sets), None)   # one for all, or one each
+    node: str | None = S.spec(S.optional(S.text), None)   # a server node of the topology
+
+    @classmethod
+    def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
+        if d["cpus"] is not None and len(d["cpus"]) not in (1, d["count"]):
+            raise ctx.child("cpus").error(f"give one CPU set for all {d['count']} instances "
+                                          "or one per instance", d["cpus"])
+        return d
+
+    @property
+    def instances(self) -> list[str]:
+        """Instance names: the server's name, or name-1 .. name-K for several origins."""
+        return [self.name] if self.count == 1 else [f"{self.name}-{k}"
+                                                    for k in range(1, self.count + 1)]
+
+    def cpus_of(self, k: int) -> str | None:
+        if not self.cpus:
+            return None
+        return self.cpus[0] if len(self.cpus) == 1 else self.cpus[k]
 
 
 _OPTIONS = ("page_checksum", "block", "buffer")
@@ -170,6 +202,7 @@ class ClientSpec:
     duration_s: float = S.spec(S.duration_in(1.0, L.MAX_IPERF_S, whole=True), 10.0,
                                key="duration")
     env: dict = S.spec(_env, {})
+    cpus: str | None = S.spec(S.optional(S.cpu_set), None)   # taskset -c, as seed 000 pinned
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
@@ -349,11 +382,62 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
     real = [p for p in sc.paths if p.kind == "real"]
     if sc.topology.layout == "host" and len(real) != len(sc.paths):
         raise ctx.child("topology").error("layout 'host' carries real paths only", sc.topology.name)
-    if sc.topology.layout == "netns" and (sc.topology.counted or sc.topology.server_slots() != 1):
-        raise ctx.child("topology").error(
-            "rig run drives one server node per path for now (several: issue #10)",
-            sc.topology.name)
+    _check_placement(ctx, sc)
     return sc
+
+
+def server_count(sc: Scenario) -> int:
+    """Server instances of the scenario (what a `count: servers` node expands to)."""
+    return sum(s.count for s in sc.servers)
+
+
+def _check_placement(ctx: S.Ctx, sc: Scenario) -> None:
+    t = sc.topology
+    if t.layout != "netns":
+        return
+    if t.counted and not 1 <= server_count(sc) <= T.MAX_COUNT:
+        raise ctx.child("servers").error(f"topology {t.name} holds 1..{T.MAX_COUNT} server "
+                                         "instances", server_count(sc))
+    names = {n.name for n in t.by_role("server")}
+    for i, s in enumerate(sc.servers):
+        if s.node is None:
+            continue
+        if t.counted:
+            raise ctx.child("servers").child(i).child("node").error(
+                f"topology {t.name} gives each instance its own node", s.node)
+        if s.node not in names:
+            raise ctx.child("servers").child(i).child("node").error(
+                f"topology {t.name} has server nodes {', '.join(sorted(names))}", s.node)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One server instance: its spec, index among the spec's instances, name, the
+    topology node it runs in (None: the path's primary server), its CPU set, and its
+    index among all instances of the scenario (which selects its ports)."""
+    spec: ServerSpec
+    k: int
+    name: str
+    node: str | None
+    cpus: str | None
+    index: int
+
+
+def placements(sc: Scenario) -> list[Placement]:
+    """Where every server instance runs (pure): with a counted topology (multi-origin)
+    instance j of the scenario takes server node j+1; otherwise an instance runs in its
+    spec's `node:` or the primary server node, instances sharing a node on their own
+    ports."""
+    t = sc.topology
+    counted = [n for n in t.by_role("server") if n.count == "servers"] \
+        if t.layout == "netns" else []
+    out: list[Placement] = []
+    for s in sc.servers:
+        for k, inst in enumerate(s.instances):
+            j = len(out)
+            node = f"{counted[0].name}{j + 1}" if counted else s.node
+            out.append(Placement(s, k, inst, node, s.cpus_of(k), j))
+    return out
 
 
 def measurements(sc: Scenario) -> int:

@@ -12,15 +12,16 @@ from pathlib import Path
 from rig.realization import netns, tuning
 
 from rig.description import steps as S
-from rig.process.proc import ns_argv
+from rig.process.proc import ns_argv, pinned_argv
 from rig.realization.emul.netem import NetemBackend
 from rig.realization.emul.userspace import UserspaceBackend
 from rig.errors import printable
-from rig.description.scenario import Scenario
+from rig.description.scenario import Scenario, server_count
 from rig.realization import data
 from rig.services import servers
 from rig.services import tools
 from rig.orchestration.transfer import build_jobs
+from rig.orchestration.origins import server_plans
 from rig.orchestration.pathcheck import iperf3_argv, ping_argv
 
 PREFIX = "rig0000"
@@ -52,7 +53,8 @@ def plan_lines(sc: Scenario) -> list[str]:
             names[p.name] = netns.real_path(i, p.name, client_ns=p.client_ns,
                                             server_ns=p.server_ns, server_addr=p.server_addr)
             continue
-        n = netns.lay_out(sc.topology, PREFIX, i, p.name, "198.18.0.0/24", workdir=wd / p.name)
+        n = netns.lay_out(sc.topology, PREFIX, i, p.name, "198.18.0.0/24", workdir=wd / p.name,
+                          servers=server_count(sc))
         out += [_fmt(a) for a in netns.build_argv(n, mtu=sc.tuning.mtu)]
         out += [f"# write {netns.ETC_NETNS / ns / 'resolv.conf'} (no resolver in the namespace)"
                 for ns in n.namespaces]
@@ -60,7 +62,7 @@ def plan_lines(sc: Scenario) -> list[str]:
             if node.role != "router":
                 out += [_fmt(a) for a in tuning.ns_argv(sc.tuning, node.ns)]
         names[p.name] = n
-        _servers(sc, out, p.name, n.server_ns, n.server_addr, wd)
+        _servers(sc, out, n, wd)
     for step in S.expand(sc):
         n = names[step.path.name]
         client_ns, server_ns, addr, site = n.client_ns, n.server_ns, n.server_addr, n.site
@@ -71,32 +73,34 @@ def plan_lines(sc: Scenario) -> list[str]:
         out.append(_fmt(ns_argv(client_ns, ping_argv(addr, v.ping_count, v.ping_interval_s))))
         out.append(_fmt(ns_argv(client_ns, iperf3_argv(addr, servers.IPERF3_PORT, v.iperf_streams,
                                                          v.iperf_seconds))))
-        plans = _server_plans(sc, server_ns, addr, wd, step.path.name)
+        plans = server_plans(sc, n, wd, wd / "data")
         for g in S.groups(sc):
-            job = build_jobs(sc, g, plans, addr, servers.IPERF3_PORT)[0]
+            jobs = build_jobs(sc, g, plans, addr, servers.IPERF3_PORT)
             a = tools.get(g.client.tool)
-            line = _fmt(ns_argv(client_ns, a.argv(job)), a.env(job))
-            out.append(line + (f"   # x{g.concurrency} at once" if g.concurrency > 1 else "")
-                       + f"   # repeat {g.repeat + 1}")
+            shown: dict[str, object] = {}
+            for job in jobs:        # one line per origin the group is spread over
+                shown.setdefault(job.origin, job)
+            for job in shown.values():
+                line = _fmt(ns_argv(client_ns, pinned_argv(g.client.cpus, a.argv(job))),
+                            a.env(job))
+                note = f"   # x{g.concurrency} at once" if g.concurrency > 1 else ""
+                if len(shown) > 1:
+                    note += f", round-robin over {len(shown)} origins"
+                out.append(line + note + f"   # repeat {g.repeat + 1}")
     out.append("# teardown: stop servers and engines, ip netns del every namespace above, "
                "umount the tmpfs, restore host sysctls")
     return out
 
 
-def _server_plans(sc: Scenario, ns: str | None, addr: str, wd: Path,
-                  path: str) -> dict[str, servers.ServerPlan]:
-    return {spec.name: servers.ServerPlan(spec, ns, addr, servers.default_ports(spec.kind, k),
-                                          wd / f"{path}-{spec.name}", wd / "data")
-            for k, spec in enumerate(sc.servers)}
-
-
-def _servers(sc: Scenario, out: list[str], path: str, ns: str, addr: str, wd: Path) -> None:
-    for plan in _server_plans(sc, ns, addr, wd, path).values():
-        for name, text in servers.server_files(plan).items():
-            out.append(f"# {plan.workdir / name}:")
-            out += [f"#   {ln}" for ln in text.strip().splitlines()]
-        out.append(_fmt(ns_argv(ns, servers.server_argv(plan))))
-    out.append(_fmt(ns_argv(ns, servers.iperf3_server_argv(addr, servers.IPERF3_PORT))))
+def _servers(sc: Scenario, out: list[str], n: netns.RealizedPath, wd: Path) -> None:
+    for plans in server_plans(sc, n, wd, wd / "data").values():
+        for plan in plans:
+            for name, text in servers.server_files(plan).items():
+                out.append(f"# {plan.workdir / name}:")
+                out += [f"#   {ln}" for ln in text.strip().splitlines()]
+            out.append(_fmt(ns_argv(plan.ns, pinned_argv(plan.cpus, servers.server_argv(plan)))))
+    out.append(_fmt(ns_argv(n.server_ns, servers.iperf3_server_argv(n.server_addr,
+                                                                    servers.IPERF3_PORT))))
 
 
 def _emulation(step: S.Step, site) -> list[str]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from rig.orchestration import hostinfo, transfer
+from rig.orchestration import hostinfo, origins, transfer
 
 from rig.realization import netns, tuning
 
@@ -31,7 +31,7 @@ from rig.errors import RigError, StepAborted
 from rig.description.linkstats import EmulStats
 from rig.orchestration.reporter import Reporter, Say, stderr_say
 from rig.results.store import EngineStatsRow, Store, ValidationRow
-from rig.description.scenario import PathSpec, Scenario
+from rig.description.scenario import PathSpec, Scenario, server_count
 from rig.realization import data
 from rig.services import servers
 from rig.services.servers.start import start_iperf3_server, start_server
@@ -46,7 +46,7 @@ class Live:
     spec: PathSpec
     path: netns.RealizedPath
     backend: Backend
-    servers: dict[str, servers.ServerPlan] = field(default_factory=dict)
+    servers: dict[str, list[servers.ServerPlan]] = field(default_factory=dict)
     iperf_port: int = 0
     applied: bool = False
 
@@ -101,6 +101,7 @@ class Run:
         self.store: Store | None = None
         self.lives: list[Live] = []
         self.state = RunState(self.prefix, out_dir)
+        self.origins_env: dict[str, dict] = {}
 
     # --- setup ---------------------------------------------------------------------
     def _env_snapshot(self, stack: contextlib.ExitStack) -> None:
@@ -132,7 +133,8 @@ class Run:
         else:
             path = stack.enter_context(netns.path_net(
                 self.prefix, p.name, i, workdir=self.workdir / p.name,
-                mtu=self.sc.tuning.mtu, subnet=self.subnet, topology=self.sc.topology))
+                mtu=self.sc.tuning.mtu, subnet=self.subnet, topology=self.sc.topology,
+                servers=server_count(self.sc)))
             for node in path.nodes:
                 if node.role != "router":
                     tuning.apply_ns(self.sc.tuning, node.ns)
@@ -147,28 +149,33 @@ class Run:
         if live.site is not None and live.applied:
             live.backend.remove(live.site)
 
-    def _ports(self, live: Live, kind: str, k: int) -> dict[str, int]:
+    @staticmethod
+    def _ports(kind: str, k: int, ns: str | None, addr: str) -> dict[str, int]:
         ports = {}
         for proto, port in servers.default_ports(kind, k).items():
-            if live.server_ns is None:  # the host: find a free port, never steal one
+            if ns is None:  # the host: find a free port, never steal one
                 from rig.process.nsprobe import port_free
-                while not port_free(None, live.server_addr, port):
+                while not port_free(None, addr, port):
                     port += 1
             ports[proto] = port
         return ports
 
     def _start_servers(self, stack: contextlib.ExitStack, live: Live, datadir: Path) -> None:
-        for k, spec in enumerate(self.sc.servers):
-            plan = servers.ServerPlan(spec, live.server_ns, live.server_addr,
-                                      self._ports(live, spec.kind, k),
-                                      self.workdir / f"{live.spec.name}-{spec.name}", datadir)
-            rs = start_server(plan)
-            stack.callback(rs.stop)
-            self.state.record_pid(rs.service)
-            live.servers[spec.name] = plan
-            self.say(f"server {spec.name} ({spec.kind}) ready on {plan.addr} ports "
-                     + ", ".join(f"{k}={v}" for k, v in plan.ports.items()))
-        iperf_port = self._ports(live, "iperf3", 0)["iperf3"]
+        live.servers = origins.server_plans(self.sc, live.path, self.workdir, datadir,
+                                            self._ports)
+        for plans in live.servers.values():
+            for plan in plans:
+                rs = start_server(plan)
+                stack.callback(rs.stop)
+                self.state.record_pid(rs.service)
+                pin = f", cpus {plan.cpus}" if plan.cpus else ""
+                self.say(f"server {plan.origin} ({plan.spec.kind}) ready on {plan.addr} ports "
+                         + ", ".join(f"{k}={v}" for k, v in plan.ports.items()) + pin)
+        self.origins_env[live.spec.name] = {
+            p.origin: {"server": p.spec.name, "ns": p.ns, "addr": p.addr, "cpus": p.cpus,
+                       "ports": p.ports} for ps in live.servers.values() for p in ps}
+        self.store.set_env("origins", self.origins_env)   # where each instance ran, pinned
+        iperf_port = self._ports("iperf3", 0, live.server_ns, live.server_addr)["iperf3"]
         live.iperf_port = iperf_port
         svc = start_iperf3_server(live.server_ns, live.server_addr, iperf_port,
                                           self.workdir / live.spec.name)

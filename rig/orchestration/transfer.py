@@ -6,6 +6,7 @@ Must not import reports.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
@@ -32,23 +33,30 @@ class Outcome:
     error: str | None = None
 
 
-def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, ServerPlan],
+def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, list[ServerPlan]],
                server_addr: str, iperf_port: int) -> list[Job]:
     """The `g.concurrency` client processes of one group (pure); each tool says what
-    its instance i talks to."""
+    its instance i talks to. A server with several instances (origins) serves the
+    group round-robin: process i talks to instance i mod K."""
     c = g.client
     tool = tools.get(c.tool)
-    server = server_plans.get(c.server) if c.server else None
+    origins = server_plans.get(c.server, []) if c.server else []
     file = sc.file(c.file) if c.file else None
-    return [tool.job(c, g.streams, i, server=server, file=file,
-                     iperf=(server_addr, iperf_port), timeout_s=sc.transfer_timeout_s)
-            for i in range(g.concurrency)]
+    jobs = []
+    for i in range(g.concurrency):
+        server = origins[i % len(origins)] if origins else None
+        job = tool.job(c, g.streams, i, server=server, file=file,
+                       iperf=(server_addr, iperf_port), timeout_s=sc.transfer_timeout_s)
+        if server is not None:
+            job = dataclasses.replace(job, origin=server.origin, origin_cpus=server.cpus)
+        jobs.append(job)
+    return jobs
 
 
 def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list, i: int,
              pids: list[int]) -> None:
     a = tools.get(job.client.tool)
-    argv, env = a.argv(job), a.env(job)
+    argv, env = proc.pinned_argv(job.client.cpus, a.argv(job)), a.env(job)
     io_target = job.file_bytes if a.caps.timed_by_written_bytes else None
     try:
         barrier.wait(timeout=30)
@@ -148,7 +156,9 @@ def rows(outcomes: list[Outcome], common: dict) -> list[TransferRow]:
             exit_code=m["exit_code"], ok=m["ok"], error=m["error"],
             argv=json.dumps(res.argv if res else o.argv), env=json.dumps(env),
             stderr_tail=(res.tail(1000) if res else None),
-            page_checksum=None, started_at=o.started_at, extra=json.dumps(m["extra"]))
+            page_checksum=None, started_at=o.started_at, extra=json.dumps(m["extra"]),
+            origin=o.job.origin or None, origin_cpus=o.job.origin_cpus,
+            client_cpus=o.job.client.cpus)
         for k, v in tools.get(o.job.client.tool).row_fields(o.job, env).items():
             setattr(row, k, v)
         out.append(row)

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from rig.errors import InputError
-from rig.results.store import _TABLES, FORMAT_VERSION, read_only_uri
+from rig.results.store import _TABLES, ADDED_AFTER_V1, FORMAT_VERSION, read_only_uri
 
 BASE_TABLES: dict[str, dict[str, str]] = {
     "meta": {"key": "TEXT NOT NULL", "value": "TEXT"},
@@ -101,7 +101,7 @@ def _check_columns(conn: sqlite3.Connection, path: Path, tables: set[str]) -> li
             continue
         have = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
         errors += [_err(path, f"{table}.{c}", "missing column") for c in cols
-                   if c not in have]
+                   if c not in have and c not in ADDED_AFTER_V1]
         errors += [_err(path, f"{table}.{c}", "unknown column (not in format "
                         f"{FORMAT_VERSION})") for c in have if c not in cols]
     return errors
@@ -117,7 +117,9 @@ def _check_environment(conn: sqlite3.Connection, path: Path) -> Iterator[InputEr
 
 def _check_rows(conn: sqlite3.Connection, path: Path, table: str,
                 cols: dict[str, str]) -> Iterator[InputError]:
-    names = list(cols)
+    have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+    names = [c for c in cols if c in have or c not in ADDED_AFTER_V1]   # older: NULL
+    cols = {c: cols[c] for c in names}
     query = f"SELECT rowid, {', '.join(names)} FROM {table} ORDER BY rowid"
     for row in conn.execute(query):
         rowid, values = row[0], dict(zip(names, row[1:]))

@@ -70,6 +70,9 @@ class TransferRow:
     window_bytes: int | None = column("INTEGER")  # effective per-stream window bound used by reports
     started_at: float | None = column("REAL")  # unix time
     extra: str | None = column("TEXT")  # JSON: tool-specific parsed output
+    origin: str | None = column("TEXT")  # server instance that served it (several origins)
+    origin_cpus: str | None = column("TEXT")  # that instance's CPU set (taskset -c), NULL: any
+    client_cpus: str | None = column("TEXT")  # the client's CPU set (taskset -c), NULL: any
 
 
 
@@ -111,6 +114,12 @@ class EngineStatsRow:
     taken_at: float | None = column("REAL")
     stats: str = column("TEXT NOT NULL")  # EmulStats.to_json() (rig/description/linkstats.py)
 
+
+
+# Columns added to the row classes after format 1 was frozen: a results.sqlite written
+# before them lacks them, and the loaders read them as NULL.
+ADDED_AFTER_V1: set[str] = set()
+ADDED_AFTER_V1 |= {"origin", "origin_cpus", "client_cpus"}
 
 
 ROW_TYPES: dict[str, type] = {"transfers": TransferRow, "validations": ValidationRow,
@@ -251,7 +260,8 @@ class Store:
         if table not in _TABLES:
             raise ValueError(table)
         q = f"SELECT * FROM {table}" + (f" WHERE {where}" if where else "") + " ORDER BY rowid"
-        return [dict(r) for r in self.conn.execute(q, tuple(params))]
+        absent = {c: None for c in _TABLES[table] if c in ADDED_AFTER_V1}
+        return [{**absent, **dict(r)} for r in self.conn.execute(q, tuple(params))]
 
     def transfers(self) -> list[dict]:
         return self.rows("transfers")

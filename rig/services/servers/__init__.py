@@ -32,6 +32,12 @@ class ServerPlan:
     ports: dict[str, int]
     workdir: Path          # run-private: config, logs, admin/pid paths
     datadir: Path
+    name: str = ""         # the instance's name (several origins: name-1 .. name-K)
+    cpus: str | None = None   # CPU set it is pinned to (taskset -c), None: any
+
+    @property
+    def origin(self) -> str:
+        return self.name or self.spec.name
 
     @property
     def instance(self) -> str:

@@ -34,6 +34,8 @@ class Job:
     file_bytes: int = 0
     timeout_s: float = 600.0
     dest: str = "/dev/null"
+    origin: str = ""             # the server instance it talks to
+    origin_cpus: str | None = None
 
     @property
     def target(self) -> str:
