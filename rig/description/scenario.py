@@ -161,9 +161,14 @@ class ServerSpec:
     count: int = S.spec(S.integer(1, MAX_ORIGINS), 1)
     cpus: list[str] | None = S.spec(S.optional(_cpu_sets), None)   # one for all, or one each
     node: str | None = S.spec(S.optional(S.text), None)   # a server node of the topology
+    # HTTP third-party copy: accepts COPY requests and pulls from the Source (XrdHttpTPC)
+    tpc: bool = S.spec(S.boolean, False)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
+        if d["tpc"] and not server_kinds.get(d["kind"]).tpc:
+            raise ctx.child("tpc").error(f"a {d['kind']} server cannot do third-party copy "
+                                         f"(can: {', '.join(k.kind for k in server_kinds.all_kinds() if k.tpc)})", True)
         if d["cpus"] is not None and len(d["cpus"]) not in (1, d["count"]):
             raise ctx.child("cpus").error(f"give one CPU set for all {d['count']} instances "
                                           "or one per instance", d["cpus"])
@@ -189,6 +194,7 @@ class ClientSpec:
     name: str = S.spec(S.name)
     tool: str = S.spec(_tool)
     server: str | None = S.spec(S.optional(S.name), None)
+    source: str | None = S.spec(S.optional(S.name), None)   # third-party copy: pull from it
     file: str | None = S.spec(S.optional(S.name), None)
     streams: int = S.spec(S.integer(1, L.MAX_STREAMS), 1)
     # which endpoint of the server (root, http, ...): the tool's first protocol by default
@@ -364,6 +370,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
                 f"{c.tool} cannot talk to a {servers[c.server].kind} server", c.server)
         if c.file not in files:
             raise cc.child("file").error("no file of that name", c.file)
+        _check_tpc(cc, c, caps, servers)
     sc = dataclasses.replace(sc, clients=clients)
     for c in sc.clients:
         limit = tools.get(c.tool).caps.max_streams
@@ -384,6 +391,27 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
         raise ctx.child("topology").error("layout 'host' carries real paths only", sc.topology.name)
     _check_placement(ctx, sc)
     return sc
+
+
+def _check_tpc(cc: S.Ctx, c: ClientSpec, caps: Any, servers: dict[str, ServerSpec]) -> None:
+    """A third-party-copy client names a source; its server (the destination) pulls."""
+    if not caps.third_party:
+        if c.source is not None:
+            raise cc.child("source").error(f"{c.tool} copies from its server itself; "
+                                           "only third-party-copy tools take a source", c.source)
+        return
+    if c.source is None:
+        raise cc.child("source").error(f"{c.tool} needs the server the copy pulls from")
+    if c.source not in servers:
+        raise cc.child("source").error("no server of that name", c.source)
+    if c.source == c.server:
+        raise cc.child("source").error("source and destination are one server", c.source)
+    if servers[c.source].kind not in caps.servers:
+        raise cc.child("source").error(f"{c.tool} cannot pull from a "
+                                       f"{servers[c.source].kind} server", c.source)
+    if not servers[c.server].tpc:
+        raise cc.child("server").error("the destination cannot do third-party copy "
+                                       "(give it tpc: true)", c.server)
 
 
 def server_count(sc: Scenario) -> int:

@@ -31,6 +31,7 @@ def server_plans(sc: Scenario, path: RealizedPath, workdir: Path, datadir: Path,
         plan = servers.ServerPlan(pl.spec, node.ns, node.addr,
                                   ports(pl.spec.kind, pl.index, node.ns, node.addr),
                                   workdir / f"{path.name}-{pl.name}", datadir,
-                                  name=pl.name, cpus=pl.cpus)
+                                  name=pl.name, cpus=pl.cpus,
+                                  tls_dir=workdir / f"{path.name}-tls" if pl.spec.tpc else None)
         out.setdefault(pl.spec.name, []).append(plan)
     return out

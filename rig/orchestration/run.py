@@ -19,7 +19,7 @@ from typing import Iterator
 
 from rig.orchestration import hostinfo, origins, transfer
 
-from rig.realization import netns, tuning
+from rig.realization import certs, netns, tuning
 
 from rig.process import owner, proc
 
@@ -163,6 +163,7 @@ class Run:
     def _start_servers(self, stack: contextlib.ExitStack, live: Live, datadir: Path) -> None:
         live.servers = origins.server_plans(self.sc, live.path, self.workdir, datadir,
                                             self._ports)
+        self._tls_identity(live)
         for plans in live.servers.values():
             for plan in plans:
                 rs = start_server(plan)
@@ -187,6 +188,21 @@ class Run:
                                                  iperf_port + extra, self.workdir / live.spec.name)
                 stack.callback(s2.stop)
                 self.state.record_pid(s2)
+
+    def _incoming(self) -> dict:
+        """Room for third-party copies: every TPC client's file, at the highest
+        concurrency (each instance overwrites its own name group after group)."""
+        tpc = [c for c in self.sc.clients if c.source]
+        need = sum(self.sc.file(c.file).size for c in tpc) * max(self.sc.sweep.concurrency)
+        owners = {servers.get(s.kind).run_as for s in self.sc.servers if s.tpc}
+        return {"incoming_bytes": need, "incoming_owner": next(iter(owners - {None}), None)}
+
+    def _tls_identity(self, live: Live) -> None:
+        """The throw-away certificate a TPC server needs (rig.realization.certs)."""
+        plans = [p for ps in live.servers.values() for p in ps if p.tls_dir]
+        if plans:
+            certs.make_identity(plans[0].tls_dir, [p.addr for p in plans],
+                                owner=plans[0].kind.run_as)
 
     def _keep_logs(self) -> None:
         """Server and engine logs move to the output folder before the workdir goes."""
@@ -217,7 +233,7 @@ class Run:
             self.subnet = netns.lease_subnet(self.prefix)
             self._global_tuning(stack)
             datadir = stack.enter_context(data.data_dir(self.prefix, self.workdir / "data",
-                                                        self.sc.files))
+                                                        self.sc.files, **self._incoming()))
             self.say(f"data: {len(self.sc.files)} file(s) on tmpfs {datadir}")
             for i, p in enumerate(self.sc.paths):
                 live = self._build_path(stack, i, p)

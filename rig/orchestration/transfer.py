@@ -41,6 +41,7 @@ def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, list[ServerPlan]]
     c = g.client
     tool = tools.get(c.tool)
     origins = server_plans.get(c.server, []) if c.server else []
+    sources = server_plans.get(c.source, []) if c.source else []
     file = sc.file(c.file) if c.file else None
     jobs = []
     for i in range(g.concurrency):
@@ -49,6 +50,9 @@ def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, list[ServerPlan]]
                        iperf=(server_addr, iperf_port), timeout_s=sc.transfer_timeout_s)
         if server is not None:
             job = dataclasses.replace(job, origin=server.origin, origin_cpus=server.cpus)
+        if sources and file is not None:       # third-party copy: the destination pulls
+            src = sources[i % len(sources)]
+            job = dataclasses.replace(job, source_url=src.url(c.protocol, file.name))
         jobs.append(job)
     return jobs
 

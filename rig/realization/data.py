@@ -58,14 +58,23 @@ def write_random(path: Path, size: int, seed: int) -> None:
 
 
 @contextlib.contextmanager
-def data_dir(prefix: str, path: Path, files: list[FileSpec]) -> Iterator[Path]:
-    """Mount a tmpfs sized for `files`, write them, unmount on exit whatever happens."""
+def data_dir(prefix: str, path: Path, files: list[FileSpec], *, incoming_bytes: int = 0,
+             incoming_owner: str | None = None) -> Iterator[Path]:
+    """Mount a tmpfs sized for `files`, write them, unmount on exit whatever happens.
+    With `incoming_bytes`, the tmpfs has that much more room and an `incoming/` folder
+    owned by `incoming_owner`, where third-party copies land."""
     path.mkdir(parents=True, exist_ok=True)
-    need = sum(f.size for f in files) + (16 << 20)
+    need = sum(f.size for f in files) + (16 << 20) + incoming_bytes
     proc.run(mount_argv(prefix, path, need), timeout=30, check=True)
     try:
         for i, f in enumerate(files):
             write_random(path / f.name, f.size, seed=i + 1)
+        if incoming_bytes:
+            import pwd
+            (path / "incoming").mkdir()
+            if incoming_owner:
+                pw = pwd.getpwnam(incoming_owner)
+                os.chown(path / "incoming", pw.pw_uid, pw.pw_gid)
         yield path
     finally:
         proc.run(umount_argv(path), timeout=30)

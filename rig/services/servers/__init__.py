@@ -34,6 +34,7 @@ class ServerPlan:
     datadir: Path
     name: str = ""         # the instance's name (several origins: name-1 .. name-K)
     cpus: str | None = None   # CPU set it is pinned to (taskset -c), None: any
+    tls_dir: Path | None = None   # cert.pem, key.pem, ca/ (the run's throw-away identity)
 
     @property
     def origin(self) -> str:
@@ -57,6 +58,7 @@ class ServerKind:
     version_argv: ClassVar[list[str] | None] = None
     run_as: ClassVar[str | None] = None          # the workdir is chowned to this user
     logs: ClassVar[tuple[str, ...]] = ()         # quoted (last line) when start fails
+    tpc: ClassVar[bool] = False                  # can serve HTTP third-party copy (pull)
 
     def files(self, p: ServerPlan) -> dict[str, str]:
         """Config files (name -> text) the server needs in its workdir (pure)."""

@@ -35,6 +35,7 @@ class Job:
     timeout_s: float = 600.0
     dest: str = "/dev/null"
     origin: str = ""             # the server instance it talks to
+    source_url: str = ""         # third-party copy: where the destination pulls from
     origin_cpus: str | None = None
 
     @property
@@ -63,6 +64,9 @@ class Capabilities:
     # Talks to the path's iperf3 servers (one per concurrent instance) instead of a
     # scenario server.
     uses_iperf_servers: bool = False
+    # Third-party copy: the client asks its server (the destination) to pull the file
+    # from the client's `source:` server; nothing passes through the client.
+    third_party: bool = False
 
 
 class ClientTool:
