@@ -164,17 +164,20 @@ class Run:
         live.servers = origins.server_plans(self.sc, live.path, self.workdir, datadir,
                                             self._ports)
         self._tls_identity(live)
+        effective = {}
         for plans in live.servers.values():
             for plan in plans:
                 rs = start_server(plan)
                 stack.callback(rs.stop)
                 self.state.record_pid(rs.service)
-                pin = f", cpus {plan.cpus}" if plan.cpus else ""
+                effective[plan.origin] = _cpus_allowed(rs.service.pid)
+                pin = f", cpus {effective[plan.origin]}" if plan.cpus else ""
                 self.say(f"server {plan.origin} ({plan.spec.kind}) ready on {plan.addr} ports "
                          + ", ".join(f"{k}={v}" for k, v in plan.ports.items()) + pin)
         self.origins_env[live.spec.name] = {
             p.origin: {"server": p.spec.name, "ns": p.ns, "addr": p.addr, "cpus": p.cpus,
-                       "ports": p.ports} for ps in live.servers.values() for p in ps}
+                       "cpus_effective": effective[p.origin], "ports": p.ports}
+            for ps in live.servers.values() for p in ps}
         self.store.set_env("origins", self.origins_env)   # where each instance ran, pinned
         iperf_port = self._ports("iperf3", 0, live.server_ns, live.server_addr)["iperf3"]
         live.iperf_port = iperf_port
@@ -364,6 +367,18 @@ class Run:
                      f"rep={g.repeat + 1}: FAILED: {rows[0].error}")
         if alive_after is not None:
             raise alive_after
+
+
+def _cpus_allowed(pid: int | None) -> str | None:
+    """The CPU list the kernel lets `pid` run on (what taskset really did)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Cpus_allowed_list:"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
 
 
 @contextlib.contextmanager
