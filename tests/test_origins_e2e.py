@@ -97,3 +97,21 @@ def test_tpc_moves_the_file_between_the_servers(tpc_run):
         assert r["throughput_bps"] > 1e6
         # nothing came through the client: curl's own output is a few lines
         assert r["cpu_user_s"] + r["cpu_sys_s"] < 1.0
+
+
+@pytest.fixture(scope="module")
+def extreme_run(tmp_path_factory, require_tools):
+    require_tools("xrootd", "xrdcp", "iperf3")
+    return _run(tmp_path_factory, "extreme-small")
+
+
+def test_extreme_copy_reads_from_every_source(extreme_run):
+    rows = {r["client"]: r for r in Store.open(extreme_run).transfers()}
+    assert all(r["ok"] and r["bytes"] == FILE_BYTES for r in rows.values()), rows
+    argv = json.loads(rows["xrdcp-y4"]["argv"])
+    assert argv[argv.index("-y") + 1] == "4" and argv[-2].endswith("/metalinks/xrdcp-y4-0.meta4")
+    # the origin saw each user name of the metalink log in (its own connection); the
+    # multiplexed client (3 sources, one user) adds no user beyond u1
+    log = next((extreme_run / "logs").glob("*xrootd.log")).read_text()
+    users = {u for u in ("u1", "u2", "u3", "u4", "u5") if f" {u}." in log}
+    assert users == {"u1", "u2", "u3", "u4"}

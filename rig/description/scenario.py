@@ -149,6 +149,7 @@ def _cpu_sets(ctx: S.Ctx, v: Any) -> list[str]:
 
 
 MAX_ORIGINS = T.MAX_COUNT
+MAX_SOURCES = 64              # metalink sources of one extreme copy
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,7 @@ class ServerSpec:
         return self.cpus[0] if len(self.cpus) == 1 else self.cpus[k]
 
 
-_OPTIONS = ("page_checksum", "block", "buffer")
+_OPTIONS = ("page_checksum", "block", "buffer", "sources", "multiplex")
 
 
 @dataclass(frozen=True)
@@ -209,6 +210,11 @@ class ClientSpec:
                                key="duration")
     env: dict = S.spec(_env, {})
     cpus: str | None = S.spec(S.optional(S.cpu_set), None)   # taskset -c, as seed 000 pinned
+    # xrdcp extreme copy (seed 001): a metalink listing the file K times, `-y K`; each
+    # source a different user (root://uN@...) so each gets its own connection, unless
+    # `multiplex: true` (one user: the client multiplexes every source over one channel)
+    sources: int | None = S.spec(S.optional(S.integer(1, MAX_SOURCES)), None)
+    multiplex: bool | None = S.spec(S.optional(S.boolean), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
@@ -226,6 +232,8 @@ class ClientSpec:
             speaks = " or ".join(f"{p}://" if p == "root" else p
                                  for p in caps.protocols) or "nothing"
             raise ctx.child("protocol").error(f"{tool} here speaks {speaks}", proto)
+        if d["multiplex"] is not None and d["sources"] is None:
+            raise ctx.child("multiplex").error("only with sources (extreme copy)", d["multiplex"])
         if caps.needs_file and not d["file"]:
             raise ctx.child("file").error(f"{tool} needs a file to fetch")
         return dict(d, protocol=proto)

@@ -81,6 +81,9 @@ def plan_lines(sc: Scenario) -> list[str]:
             for job in jobs:        # one line per origin the group is spread over
                 shown.setdefault(job.origin, job)
             for job in shown.values():
+                for path, text in job.files:       # an extreme copy's metalink
+                    out.append(f"# write {path}:")
+                    out += [f"#   {ln}" for ln in text.strip().splitlines()]
                 line = _fmt(ns_argv(client_ns, pinned_argv(g.client.cpus, a.argv(job))),
                             a.env(job))
                 note = f"   # x{g.concurrency} at once" if g.concurrency > 1 else ""

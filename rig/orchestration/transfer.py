@@ -11,6 +11,7 @@ import json
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from rig.process import proc
@@ -50,6 +51,7 @@ def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, list[ServerPlan]]
                        iperf=(server_addr, iperf_port), timeout_s=sc.transfer_timeout_s)
         if server is not None:
             job = dataclasses.replace(job, origin=server.origin, origin_cpus=server.cpus)
+            job = tool.with_origins(job, origins, i)
         if sources and file is not None:       # third-party copy: the destination pulls
             src = sources[i % len(sources)]
             job = dataclasses.replace(job, source_url=src.url(c.protocol, file.name))
@@ -62,6 +64,9 @@ def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list,
     a = tools.get(job.client.tool)
     argv, env = proc.pinned_argv(job.client.cpus, a.argv(job)), a.env(job)
     io_target = job.file_bytes if a.caps.timed_by_written_bytes else None
+    for path, text in job.files:           # e.g. an extreme copy's metalink, in the run dir
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text)
     try:
         barrier.wait(timeout=30)
     except threading.BrokenBarrierError:

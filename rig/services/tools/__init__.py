@@ -36,6 +36,7 @@ class Job:
     dest: str = "/dev/null"
     origin: str = ""             # the server instance it talks to
     source_url: str = ""         # third-party copy: where the destination pulls from
+    files: tuple[tuple[str, str], ...] = ()   # (path, text) written before it starts
     origin_cpus: str | None = None
 
     @property
@@ -82,6 +83,11 @@ class ClientTool:
         assert server is not None and file is not None
         return Job(c, streams, url=server.url(c.protocol, file.name), relpath=file.name,
                    file_bytes=file.size, timeout_s=timeout_s)
+
+    def with_origins(self, job: Job, origins: "list[ServerPlan]", instance: int) -> Job:
+        """The job once every instance of its server is known (pure); a tool that reads
+        from several origins at once (xrdcp extreme copy) uses them here."""
+        return job
 
     def argv(self, job: Job) -> list[str]:
         raise NotImplementedError
