@@ -2,6 +2,7 @@
 between two origins across the emulated path (issue #10 parts 2 and 4)."""
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,11 @@ DATA = Path(__file__).resolve().parent / "data" / "scenarios"
 FILE_BYTES = 16 << 20
 
 
+def _need(*names: str) -> None:
+    missing = [n for n in names if shutil.which(n) is None]
+    assert not missing, f"missing tools (make install): {missing}"
+
+
 def _run(tmp_path_factory, name: str) -> Path:
     out = tmp_path_factory.mktemp(name) / "run"
     r = subprocess.run([sys.executable, "-m", "rig", "run", str(DATA / f"{name}.yaml"),
@@ -28,16 +34,16 @@ def _run(tmp_path_factory, name: str) -> Path:
 
 
 @pytest.fixture(scope="module")
-def origins_run(tmp_path_factory, require_tools):
-    require_tools("xrootd", "xrdcp", "iperf3", "taskset")
+def origins_run(tmp_path_factory):
+    _need("xrootd", "xrdcp", "iperf3", "taskset")
     if not {0, 1} <= os.sched_getaffinity(0):
         pytest.skip("needs CPUs 0 and 1")
     return _run(tmp_path_factory, "origins-small")
 
 
 @pytest.fixture(scope="module")
-def tpc_run(tmp_path_factory, require_tools):
-    require_tools("xrootd", "curl", "iperf3", "openssl")
+def tpc_run(tmp_path_factory):
+    _need("xrootd", "curl", "iperf3", "openssl")
     return _run(tmp_path_factory, "tpc-small")
 
 
@@ -100,8 +106,8 @@ def test_tpc_moves_the_file_between_the_servers(tpc_run):
 
 
 @pytest.fixture(scope="module")
-def extreme_run(tmp_path_factory, require_tools):
-    require_tools("xrootd", "xrdcp", "iperf3")
+def extreme_run(tmp_path_factory):
+    _need("xrootd", "xrdcp", "iperf3")
     return _run(tmp_path_factory, "extreme-small")
 
 
