@@ -65,7 +65,7 @@ def plan_lines(sc: Scenario) -> list[str]:
         _servers(sc, out, n, wd)
     for step in S.expand(sc):
         n = names[step.path.name]
-        client_ns, server_ns, addr, site = n.client_ns, n.server_ns, n.server_addr, n.site
+        client_ns, addr, site = n.client_ns, n.server_addr, n.site
         out.append(f"# step {step.index + 1}: {step.label()}")
         if site is not None and step.profile is not None:
             out += _emulation(step, site)
