@@ -121,3 +121,43 @@ def test_extreme_copy_reads_from_every_source(extreme_run):
     log = next((extreme_run / "logs").glob("*xrootd.log")).read_text()
     users = {u for u in ("u1", "u2", "u3", "u4", "u5") if f" {u}." in log}
     assert users == {"u1", "u2", "u3", "u4"}
+
+
+def test_sigkill_mid_tpc_then_rig_clean_removes_certificates_and_all(tmp_path):
+    """The throw-away TLS identity, metalinks and TPC copies live under the run's state
+    directory and data tmpfs: a SIGKILL leaves them, `rig clean` removes them."""
+    import signal
+    import time
+
+    from rig.realization import data
+    _need("xrootd", "curl", "openssl")
+    doc = (DATA / "tpc-small.yaml").read_text().replace(
+        "rtt: [20ms], backend: auto}", "rtt: [100ms], rate: 50mbit, backend: auto}")
+    f = tmp_path / "tpc-kill.yaml"
+    f.write_text(doc)
+    p = subprocess.Popen([sys.executable, "-m", "rig", "run", str(f), "--out",
+                          str(tmp_path / "out")], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, start_new_session=True)
+    deadline, prefix = time.monotonic() + 120, None
+    try:
+        while time.monotonic() < deadline:
+            line = p.stderr.readline()
+            if "validate (before)" in line:
+                time.sleep(1.0)                         # a copy is under way
+                prefix = next(s["prefix"] for s in netns.read_states().values()
+                              if s.get("pid") == p.pid)
+                break
+            if p.poll() is not None:
+                break
+        assert prefix, "the run never reached its transfers"
+        key = netns.STATE_DIR / prefix / "wan-tls" / "key.pem"
+        assert key.is_file() and (key.stat().st_mode & 0o077) == 0
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate(timeout=30)
+    r = subprocess.run([sys.executable, "-m", "rig", "clean"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert not (netns.STATE_DIR / prefix).exists()
+    assert not [n for n in netns.list_namespaces() if n.startswith(prefix)]
+    assert not [m for s, m in data.rig_mounts() if s.startswith(prefix)]
