@@ -145,11 +145,8 @@ class FileSpec:
 @S.with_ctx
 def _cpu_sets(ctx: S.Ctx, v: Any) -> list[str]:
     """One CPU set for every instance ("0-1"), or a list of one per instance."""
-    return S.call(ctx, S.list_of(S.cpu_set, max_len=MAX_ORIGINS), v)
+    return S.call(ctx, S.list_of(S.cpu_set, max_len=L.MAX_ORIGINS), v)
 
-
-MAX_ORIGINS = T.MAX_COUNT
-MAX_SOURCES = 64              # metalink sources of one extreme copy
 
 
 @dataclass(frozen=True)
@@ -159,7 +156,7 @@ class ServerSpec:
     binary: str | None = S.spec(S.optional(S.path_text), None)
     # several origins (issue #10): `count` instances, each in its own server node where
     # the topology has one per instance (multi-origin), each optionally pinned (taskset)
-    count: int = S.spec(S.integer(1, MAX_ORIGINS), 1)
+    count: int = S.spec(S.integer(1, L.MAX_ORIGINS), 1)
     cpus: list[str] | None = S.spec(S.optional(_cpu_sets), None)   # one for all, or one each
     node: str | None = S.spec(S.optional(S.text), None)   # a server node of the topology
     # HTTP third-party copy: accepts COPY requests and pulls from the Source (XrdHttpTPC)
@@ -168,8 +165,9 @@ class ServerSpec:
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
         if d["tpc"] and not server_kinds.get(d["kind"]).tpc:
+            can = ", ".join(k.kind for k in server_kinds.all_kinds() if k.tpc)
             raise ctx.child("tpc").error(f"a {d['kind']} server cannot do third-party copy "
-                                         f"(can: {', '.join(k.kind for k in server_kinds.all_kinds() if k.tpc)})", True)
+                                         f"(can: {can})", True)
         if d["cpus"] is not None and len(d["cpus"]) not in (1, d["count"]):
             raise ctx.child("cpus").error(f"give one CPU set for all {d['count']} instances "
                                           "or one per instance", d["cpus"])
@@ -213,7 +211,7 @@ class ClientSpec:
     # xrdcp extreme copy (seed 001): a metalink listing the file K times, `-y K`; each
     # source a different user (root://uN@...) so each gets its own connection, unless
     # `multiplex: true` (one user: the client multiplexes every source over one channel)
-    sources: int | None = S.spec(S.optional(S.integer(1, MAX_SOURCES)), None)
+    sources: int | None = S.spec(S.optional(S.integer(1, L.MAX_SOURCES)), None)
     multiplex: bool | None = S.spec(S.optional(S.boolean), None)
 
     @classmethod
