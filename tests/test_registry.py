@@ -49,8 +49,8 @@ def test_a_registered_tool_is_usable_everywhere(wget):
     lines = plan.plan_lines(sc)
     assert any("wget -q -O /dev/null http://198.18.0.6:8080/f" in ln for ln in lines), lines
     g = steps.groups(sc)[0]
-    plans = {"web": servers.ServerPlan(sc.servers[0], "ns", "10.0.0.1",
-                                       servers.default_ports("nginx", 0), Path("/w"), Path("/d"))}
+    plans = {"web": [servers.ServerPlan(sc.servers[0], "ns", "10.0.0.1",
+                                        servers.default_ports("nginx", 0), Path("/w"), Path("/d"))]}
     job = transfer.build_jobs(sc, g, plans, "10.0.0.1", 5201)[0]
     assert job.url == "http://10.0.0.1:8080/f" and job.file_bytes == 1 << 20
     assert hostinfo.version_argvs()["wget-test"] == ["wget", "--version"]

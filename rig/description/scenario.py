@@ -253,16 +253,52 @@ def _root_file_size(ctx: S.Ctx, path: str) -> int:
     return size
 
 
+@S.with_ctx
+def _cpu_sets(ctx: S.Ctx, v: Any) -> list[str]:
+    """One CPU set for every instance ("0-1"), or a list of one per instance."""
+    return S.call(ctx, S.list_of(S.cpu_set, max_len=L.MAX_ORIGINS), v)
+
+
+
 @dataclass(frozen=True)
 class ServerSpec:
     """A server instance on every path (kind: a module in rig/services/servers/)."""
     name: str = S.spec(S.name)
     kind: str = S.spec(_server_kind)
     binary: str | None = S.spec(S.optional(S.path_text), None)
+    # several origins (issue #10): `count` instances, each in its own server node where
+    # the topology has one per instance (multi-origin), each optionally pinned (taskset)
+    count: int = S.spec(S.integer(1, L.MAX_ORIGINS), 1)
+    cpus: list[str] | None = S.spec(S.optional(_cpu_sets), None)   # one for all, or one each
+    node: str | None = S.spec(S.optional(S.text), None)   # a server node of the topology
+    # HTTP third-party copy: accepts COPY requests and pulls from the Source (XrdHttpTPC)
+    tpc: bool = S.spec(S.boolean, False)
+
+    @classmethod
+    def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
+        if d["tpc"] and not server_kinds.get(d["kind"]).tpc:
+            can = ", ".join(k.kind for k in server_kinds.all_kinds() if k.tpc)
+            raise ctx.child("tpc").error(f"a {d['kind']} server cannot do third-party copy "
+                                         f"(can: {can})", True)
+        if d["cpus"] is not None and len(d["cpus"]) not in (1, d["count"]):
+            raise ctx.child("cpus").error(f"give one CPU set for all {d['count']} instances "
+                                          "or one per instance", d["cpus"])
+        return d
+
+    @property
+    def instances(self) -> list[str]:
+        """Instance names: the server's name, or name-1 .. name-K for several origins."""
+        return [self.name] if self.count == 1 else [f"{self.name}-{k}"
+                                                    for k in range(1, self.count + 1)]
+
+    def cpus_of(self, k: int) -> str | None:
+        if not self.cpus:
+            return None
+        return self.cpus[0] if len(self.cpus) == 1 else self.cpus[k]
 
 
 _OPTIONS = ("page_checksum", "block", "buffer", "mode", "library", "cache_size", "segment",
-            "branches")
+            "branches", "sources", "multiplex")
 
 
 def _branch_fraction(v: Any) -> float:
@@ -279,6 +315,7 @@ class ClientSpec:
     name: str = S.spec(S.name)
     tool: str = S.spec(_tool)
     server: str | None = S.spec(S.optional(S.name), None)
+    source: str | None = S.spec(S.optional(S.name), None)   # third-party copy: pull from it
     file: str | None = S.spec(S.optional(S.name), None)
     streams: int = S.spec(S.integer(1, L.MAX_STREAMS), 1)
     # which endpoint of the server (root, http, ...): the tool's first protocol by default
@@ -300,6 +337,12 @@ class ClientSpec:
     branches: float | None = S.spec(S.optional(_branch_fraction), None)
     # off | control | all; None: sweep.tls decides (off without one)
     tls: str | None = S.spec(S.optional(_tls_mode), None)
+    cpus: str | None = S.spec(S.optional(S.cpu_set), None)   # taskset -c, as seed 000 pinned
+    # xrdcp extreme copy (seed 001): a metalink listing the file K times, `-y K`; each
+    # source a different user (root://uN@...) so each gets its own connection, unless
+    # `multiplex: true` (one user: the client multiplexes every source over one channel)
+    sources: int | None = S.spec(S.optional(S.integer(1, L.MAX_SOURCES)), None)
+    multiplex: bool | None = S.spec(S.optional(S.boolean), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
@@ -322,6 +365,8 @@ class ClientSpec:
             speaks = " or ".join(f"{p}://" if p == "root" else p
                                  for p in caps.protocols) or "nothing"
             raise ctx.child("protocol").error(f"{tool} here speaks {speaks}", proto)
+        if d["multiplex"] is not None and d["sources"] is None:
+            raise ctx.child("multiplex").error("only with sources (extreme copy)", d["multiplex"])
         if caps.needs_file and not d["file"]:
             raise ctx.child("file").error(f"{tool} needs a file to fetch")
         return dict(d, protocol=proto)
@@ -498,6 +543,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
                 f"a {servers[c.server].kind} server does not serve {c.protocol}", c.server)
         if c.file not in files:
             raise cc.child("file").error("no file of that name", c.file)
+        _check_tpc(cc, c, caps, servers)
     sc = dataclasses.replace(sc, clients=clients)
     for c in sc.clients:
         limit = tools.get(c.tool).caps.max_streams
@@ -524,10 +570,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
     real = [p for p in sc.paths if p.kind == "real"]
     if sc.topology.layout == "host" and len(real) != len(sc.paths):
         raise ctx.child("topology").error("layout 'host' carries real paths only", sc.topology.name)
-    if sc.topology.layout == "netns" and (sc.topology.counted or sc.topology.server_slots() != 1):
-        raise ctx.child("topology").error(
-            "rig run drives one server node per path for now (several: issue #10)",
-            sc.topology.name)
+    _check_placement(ctx, sc)
     return sc
 
 
@@ -556,6 +599,81 @@ def tls_modes(sc: Scenario, c: ClientSpec) -> list[str]:
 def uses_tls(sc: Scenario) -> bool:
     """Whether the run needs a CA and TLS endpoints on its servers."""
     return any(m != "off" for c in sc.clients for m in tls_modes(sc, c))
+
+
+def _check_tpc(cc: S.Ctx, c: ClientSpec, caps: Any, servers: dict[str, ServerSpec]) -> None:
+    """A third-party-copy client names a source; its server (the destination) pulls."""
+    if not caps.third_party:
+        if c.source is not None:
+            raise cc.child("source").error(f"{c.tool} copies from its server itself; "
+                                           "only third-party-copy tools take a source", c.source)
+        return
+    if c.source is None:
+        raise cc.child("source").error(f"{c.tool} needs the server the copy pulls from")
+    if c.source not in servers:
+        raise cc.child("source").error("no server of that name", c.source)
+    if c.source == c.server:
+        raise cc.child("source").error("source and destination are one server", c.source)
+    if servers[c.source].kind not in caps.servers:
+        raise cc.child("source").error(f"{c.tool} cannot pull from a "
+                                       f"{servers[c.source].kind} server", c.source)
+    if c.server is None or not servers[c.server].tpc:
+        raise cc.child("server").error("the destination cannot do third-party copy "
+                                       "(give it tpc: true)", c.server)
+
+
+def server_count(sc: Scenario) -> int:
+    """Server instances of the scenario (what a `count: servers` node expands to)."""
+    return sum(s.count for s in sc.servers)
+
+
+def _check_placement(ctx: S.Ctx, sc: Scenario) -> None:
+    t = sc.topology
+    if t.layout != "netns":
+        return
+    if t.counted and not 1 <= server_count(sc) <= T.MAX_COUNT:
+        raise ctx.child("servers").error(f"topology {t.name} holds 1..{T.MAX_COUNT} server "
+                                         "instances", server_count(sc))
+    names = {n.name for n in t.by_role("server")}
+    for i, s in enumerate(sc.servers):
+        if s.node is None:
+            continue
+        if t.counted:
+            raise ctx.child("servers").child(i).child("node").error(
+                f"topology {t.name} gives each instance its own node", s.node)
+        if s.node not in names:
+            raise ctx.child("servers").child(i).child("node").error(
+                f"topology {t.name} has server nodes {', '.join(sorted(names))}", s.node)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One server instance: its spec, index among the spec's instances, name, the
+    topology node it runs in (None: the path's primary server), its CPU set, and its
+    index among all instances of the scenario (which selects its ports)."""
+    spec: ServerSpec
+    k: int
+    name: str
+    node: str | None
+    cpus: str | None
+    index: int
+
+
+def placements(sc: Scenario) -> list[Placement]:
+    """Where every server instance runs (pure): with a counted topology (multi-origin)
+    instance j of the scenario takes server node j+1; otherwise an instance runs in its
+    spec's `node:` or the primary server node, instances sharing a node on their own
+    ports."""
+    t = sc.topology
+    counted = [n for n in t.by_role("server") if n.count == "servers"] \
+        if t.layout == "netns" else []
+    out: list[Placement] = []
+    for s in sc.servers:
+        for k, inst in enumerate(s.instances):
+            j = len(out)
+            node = f"{counted[0].name}{j + 1}" if counted else s.node
+            out.append(Placement(s, k, inst, node, s.cpus_of(k), j))
+    return out
 
 
 def measurements(sc: Scenario) -> int:

@@ -11,6 +11,7 @@ import copy
 import dataclasses
 import ipaddress
 import math
+import os
 import re
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -225,6 +226,47 @@ def ns_name(v: Any) -> str:
         raise ValueError("expected a namespace name of letters, digits, '_', '.', '-' "
                          "(max 64, no '/' or '..')")
     return v
+
+
+def host_cpus() -> set[int]:
+    """CPUs this process may run on (a CPU set naming others is refused)."""
+    return set(os.sched_getaffinity(0))
+
+
+def cpu_set(v: Any) -> str:
+    """A CPU list as taskset -c and cpuset.cpus read it ("0", "0-1", "0,2-3"), every CPU
+    one the host has; returned normalized."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        v = str(v)
+    if not isinstance(v, str) or not re.fullmatch(r"\d{1,4}(-\d{1,4})?(,\d{1,4}(-\d{1,4})?)*", v):
+        raise ValueError("expected a CPU list like '0', '0-1' or '0,2-3'")
+    cpus: set[int] = set()
+    for part in v.split(","):
+        lo, _, hi = part.partition("-")
+        a, b = int(lo), int(hi or lo)
+        if a > b:
+            raise ValueError(f"range {part} runs backwards")
+        cpus |= set(range(a, b + 1))
+    have = host_cpus()
+    if not cpus <= have:
+        missing = ",".join(str(c) for c in sorted(cpus - have))
+        raise ValueError(f"this host has no CPU {missing} (has {fmt_cpus(have)})")
+    return fmt_cpus(cpus)
+
+
+def fmt_cpus(cpus: set[int]) -> str:
+    out: list[str] = []
+    run: list[int] = []
+    for c in sorted(cpus):
+        if run and c == run[-1] + 1:
+            run.append(c)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+        run = [c]
+    if run:
+        out.append(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]))
+    return ",".join(out)
 
 
 def ip_address(v: Any) -> str:

@@ -6,21 +6,24 @@ Must not import reports.
 """
 from __future__ import annotations
 
+import dataclasses
 import shlex
+from typing import Any
 from pathlib import Path
 
 from rig.realization import netns, tls, tuning
 
 from rig.description import steps as S
-from rig.process.proc import ns_argv
+from rig.process.proc import ns_argv, pinned_argv
 from rig.realization.emul.netem import NetemBackend
 from rig.realization.emul.userspace import UserspaceBackend
 from rig.errors import printable
-from rig.description.scenario import LOCAL, Scenario, uses_tls
+from rig.description.scenario import LOCAL, Scenario, server_count, uses_tls
 from rig.realization import data
 from rig.services import servers
 from rig.services import tools
 from rig.orchestration.transfer import build_jobs
+from rig.orchestration.origins import server_plans
 from rig.orchestration.pathcheck import iperf3_argv, ping_argv
 
 PREFIX = "rig0000"
@@ -62,10 +65,10 @@ def plan_lines(sc: Scenario) -> list[str]:
             if p.server_host != LOCAL:
                 out += [f"@{p.server_host} # write {swd}/data/{f.name}: {f.size} random bytes"
                         for f in sc.files]
-            _servers(sc, out, p.name, n.server_ns, n.server_addr, swd,
-                     at=_at(p.server_host))
+            _servers(sc, out, n, swd, at=_at(p.server_host))
             continue
-        n = netns.lay_out(sc.topology, PREFIX, i, p.name, "198.18.0.0/24", workdir=wd / p.name)
+        n = netns.lay_out(sc.topology, PREFIX, i, p.name, "198.18.0.0/24", workdir=wd / p.name,
+                          servers=server_count(sc))
         out += [_fmt(a) for a in netns.build_argv(n, mtu=sc.tuning.mtu)]
         out += [f"# write {netns.ETC_NETNS / ns / 'resolv.conf'} (no resolver in the namespace)"
                 for ns in n.namespaces]
@@ -75,11 +78,11 @@ def plan_lines(sc: Scenario) -> list[str]:
         names[p.name] = n
         if uses_tls(sc):
             out += _tls(sc, wd, p.name, n.server_addr)
-        _servers(sc, out, p.name, n.server_ns, n.server_addr, wd)
+        _servers(sc, out, n, wd)
     for step in S.expand(sc):
         n = names[step.path.name]
         at = _at(step.path.client_host)
-        client_ns, server_ns, addr, site = n.client_ns, n.server_ns, n.server_addr, n.site
+        client_ns, addr, site = n.client_ns, n.server_addr, n.site
         out.append(f"# step {step.index + 1}: {step.label()}")
         if site is not None and step.profile is not None:
             out += _emulation(step, site)
@@ -88,14 +91,23 @@ def plan_lines(sc: Scenario) -> list[str]:
                                                           v.ping_interval_s))))
         out.append(at + _fmt(ns_argv(client_ns, iperf3_argv(addr, servers.IPERF3_PORT,
                                                              v.iperf_streams, v.iperf_seconds))))
-        plans = _server_plans(sc, server_ns, addr, _host_wd(sc, step.path.server_host, wd),
-                              step.path.name)
+        plans = _server_plans(sc, n, _host_wd(sc, step.path.server_host, wd))
         for g in S.groups(sc):
-            job = build_jobs(sc, g, plans, addr, servers.IPERF3_PORT)[0]
+            jobs = build_jobs(sc, g, plans, addr, servers.IPERF3_PORT)
             a = tools.get(g.client.tool)
-            line = at + _fmt(ns_argv(client_ns, a.argv(job)), a.env(job))
-            out.append(line + (f"   # x{g.concurrency} at once" if g.concurrency > 1 else "")
-                       + f"   # repeat {g.repeat + 1}")
+            shown: dict[str, Any] = {}
+            for job in jobs:        # one line per origin the group is spread over
+                shown.setdefault(job.origin, job)
+            for job in shown.values():
+                for path, text in job.files:       # an extreme copy's metalink
+                    out.append(f"# write {path}:")
+                    out += [f"#   {ln}" for ln in text.strip().splitlines()]
+                line = at + _fmt(ns_argv(client_ns, pinned_argv(g.client.cpus, a.argv(job))),
+                            a.env(job))
+                note = f"   # x{g.concurrency} at once" if g.concurrency > 1 else ""
+                if len(shown) > 1:
+                    note += f", round-robin over {len(shown)} origins"
+                out.append(line + note + f"   # repeat {g.repeat + 1}")
     out.append("# teardown: stop servers and engines, ip netns del every namespace above, "
                "umount the tmpfs, restore host sysctls")
     for name in sc.remote_hosts():
@@ -128,30 +140,38 @@ def _host_wd(sc: Scenario, host: str, wd: Path) -> Path:
     return wd if host == LOCAL else Path(sc.hosts[host].rundir, PREFIX)
 
 
-def _server_plans(sc: Scenario, ns: str | None, addr: str, wd: Path,
-                  path: str) -> dict[str, servers.ServerPlan]:
+def _server_plans(sc: Scenario, n: netns.RealizedPath,
+                  wd: Path) -> dict[str, list[servers.ServerPlan]]:
+    """The run's server plans (rig.orchestration.origins), with the TLS files a run that
+    uses TLS gives each server (placeholders here: the CA is made at run time)."""
     on = uses_tls(sc)
 
-    def tls_of(kind: str) -> servers.TlsFiles | None:
-        if not on or not servers.get(kind).tls_ports:
-            return None
-        return servers.TlsFiles("<certificate signed by the run's CA>", "<its key>",
-                                str(wd / "tls" / "ca.pem"), str(wd / "tls" / "certs"))
-    return {spec.name: servers.ServerPlan(spec, ns, addr,
-                                          servers.default_ports(spec.kind, k, tls=on),
-                                          wd / f"{path}-{spec.name}", wd / "data",
-                                          tls=tls_of(spec.kind))
-            for k, spec in enumerate(sc.servers)}
+    def ports(kind: str, k: int, ns: str | None, addr: str) -> dict[str, int]:
+        return servers.default_ports(kind, k, tls=on)
+    plans = server_plans(sc, n, wd, wd / "data", ports)
+    if not on:
+        return plans
+
+    def with_tls(p: servers.ServerPlan) -> servers.ServerPlan:
+        if not servers.get(p.spec.kind).tls_ports:
+            return p
+        return dataclasses.replace(p, tls=servers.TlsFiles(
+            "<certificate signed by the run's CA>", "<its key>",
+            str(wd / "tls" / "ca.pem"), str(wd / "tls" / "certs")))
+    return {name: [with_tls(p) for p in ps] for name, ps in plans.items()}
 
 
-def _servers(sc: Scenario, out: list[str], path: str, ns: str, addr: str, wd: Path,
+def _servers(sc: Scenario, out: list[str], n: netns.RealizedPath, wd: Path,
              at: str = "") -> None:
-    for plan in _server_plans(sc, ns, addr, wd, path).values():
-        for name, text in servers.server_files(plan).items():
-            out.append(f"{at}# {plan.workdir / name}:")
-            out += [f"#   {ln}" for ln in text.strip().splitlines()]
-        out.append(at + _fmt(ns_argv(ns, servers.server_argv(plan))))
-    out.append(at + _fmt(ns_argv(ns, servers.iperf3_server_argv(addr, servers.IPERF3_PORT))))
+    for plans in _server_plans(sc, n, wd).values():
+        for plan in plans:
+            for name, text in servers.server_files(plan).items():
+                out.append(f"{at}# {plan.workdir / name}:")
+                out += [f"#   {ln}" for ln in text.strip().splitlines()]
+            out.append(at + _fmt(ns_argv(plan.ns, pinned_argv(plan.cpus,
+                                                              servers.server_argv(plan)))))
+    out.append(at + _fmt(ns_argv(n.server_ns, servers.iperf3_server_argv(
+        n.server_addr, servers.IPERF3_PORT))))
 
 
 def _emulation(step: S.Step, site) -> list[str]:

@@ -17,9 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from rig.orchestration import hostinfo, hosts, tcpsample, transfer
+from rig.orchestration import hostinfo, hosts, origins, tcpsample, transfer
 
-from rig.realization import netns, tls, tuning
+from rig.realization import certs, netns, tls, tuning
 
 from rig.process import cputree, owner, proc
 
@@ -31,7 +31,7 @@ from rig.errors import RigError, StepAborted
 from rig.description.linkstats import EmulStats
 from rig.orchestration.reporter import Reporter, Say, stderr_say
 from rig.results.store import EngineStatsRow, Store, ValidationRow
-from rig.description.scenario import LOCAL, PathSpec, Scenario, uses_tls
+from rig.description.scenario import LOCAL, PathSpec, Scenario, server_count, uses_tls
 from rig.process.remote import Host
 from rig.realization import data
 from rig.services import servers, tools
@@ -47,8 +47,8 @@ class Live:
     spec: PathSpec
     path: netns.RealizedPath
     backend: Backend
-    servers: dict[str, servers.ServerPlan] = field(default_factory=dict)
-    server_pids: dict[str, int] = field(default_factory=dict)   # for their CPU times
+    servers: dict[str, list[servers.ServerPlan]] = field(default_factory=dict)
+    server_pids: dict[str, int] = field(default_factory=dict)   # origin -> pid, for CPU
     iperf_port: int = 0
     applied: bool = False
     client_host: Host | None = None     # remote hosts of a real path (None: this one)
@@ -111,6 +111,7 @@ class Run:
         self.ca: tls.Ca | None = None
         self.hosts: dict[str, Host] = {}
         self.remote_data: dict[str, str] = {}      # host -> its data directory
+        self.origins_env: dict[str, dict] = {}
 
     @property
     def store(self) -> Store:
@@ -149,7 +150,8 @@ class Run:
         else:
             path = stack.enter_context(netns.path_net(
                 self.prefix, p.name, i, workdir=self.workdir / p.name,
-                mtu=self.sc.tuning.mtu, subnet=self.subnet, topology=self.sc.topology))
+                mtu=self.sc.tuning.mtu, subnet=self.subnet, topology=self.sc.topology,
+                servers=server_count(self.sc)))
             for node in path.nodes:
                 if node.role != "router" and node.ns is not None:
                     tuning.apply_ns(self.sc.tuning, node.ns)
@@ -165,47 +167,60 @@ class Run:
         if live.site is not None and live.applied:
             live.backend.remove(live.site)
 
-    def _ports(self, live: Live, kind: str, k: int) -> dict[str, int]:
+    def _ports(self, live: Live, kind: str, k: int, ns: str | None,
+               addr: str) -> dict[str, int]:
         if live.server_host is not None:   # searched on that host, never bound here
             want = servers.default_ports(kind, k)
-            got = proc.remote_op(live.server_host, {"op": "ports", "addr": live.server_addr,
+            got = proc.remote_op(live.server_host, {"op": "ports", "addr": addr,
                                                     "ports": list(want.values())}, timeout=30)
             return dict(zip(want, got["ports"]))
         ports = {}
         for proto, port in servers.default_ports(kind, k, tls=self.ca is not None).items():
-            if live.server_ns is None:  # the host: find a free port, never steal one
+            if ns is None:  # the host: find a free port, never steal one
                 from rig.process.nsprobe import port_free
-                while not port_free(None, live.server_addr, port):
+                while not port_free(None, addr, port):
                     port += 1
             ports[proto] = port
         return ports
 
-    def _server_tls(self, live: Live, spec) -> servers.TlsFiles | None:
+    def _server_tls(self, live: Live, p: servers.ServerPlan) -> servers.TlsFiles | None:
         """Certificate for the server's address and a name of its own, from the run's CA."""
-        if self.ca is None or not servers.get(spec.kind).tls_ports:
+        if self.ca is None or not servers.get(p.spec.kind).tls_ports:
             return None
-        cert, key = tls.server_cert(self.ca, f"{live.spec.name}-{spec.name}", live.server_addr)
+        cert, key = tls.server_cert(self.ca, f"{live.spec.name}-{p.origin}", p.addr)
         return servers.TlsFiles(cert, key, str(self.ca.cert), str(self.ca.hashed_dir))
 
     def _start_servers(self, stack: contextlib.ExitStack, live: Live, datadir: Path) -> None:
         h = live.server_host
         rd = h.rundir(self.prefix) if h else None
-        for k, spec in enumerate(self.sc.servers):
-            local_wd = self.workdir / f"{live.spec.name}-{spec.name}"
-            plan = servers.ServerPlan(spec, live.server_ns, live.server_addr,
-                                      self._ports(live, spec.kind, k),
-                                      Path(rd, local_wd.name) if h and rd else local_wd,
-                                      Path(self.remote_data[h.name]) if h else datadir,
-                                      tls=self._server_tls(live, spec), host=h, rundir=rd)
-            rs = start_server(plan, local_wd)
-            stack.callback(rs.stop)
-            self.state.record_pid(rs.service)
-            live.servers[spec.name] = plan
-            if rs.service.pid:
-                live.server_pids[spec.name] = rs.service.pid
-            self.say(f"server {spec.name} ({spec.kind}) ready on {plan.addr} ports "
-                     + ", ".join(f"{k}={v}" for k, v in plan.ports.items()))
-        iperf_port = self._ports(live, "iperf3", 0)["iperf3"]
+        live.servers = origins.server_plans(
+            self.sc, live.path, self.workdir, datadir,
+            lambda kind, k, ns, addr: self._ports(live, kind, k, ns, addr))
+        if h is not None:        # a remote server host: its run directory and data there
+            live.servers = {name: [dataclasses.replace(
+                p, workdir=Path(rd or "", p.workdir.name), datadir=Path(self.remote_data[h.name]),
+                host=h, rundir=rd) for p in ps] for name, ps in live.servers.items()}
+        live.servers = {name: [dataclasses.replace(p, tls=self._server_tls(live, p))
+                               for p in ps] for name, ps in live.servers.items()}
+        self._tls_identity(live)
+        effective = {}
+        for plans in live.servers.values():
+            for plan in plans:
+                rs = start_server(plan, self.workdir / plan.workdir.name)
+                stack.callback(rs.stop)
+                self.state.record_pid(rs.service)
+                if rs.service.pid and h is None:
+                    live.server_pids[plan.origin] = rs.service.pid
+                effective[plan.origin] = _cpus_allowed(rs.service.pid) if h is None else None
+                pin = f", cpus {effective[plan.origin]}" if plan.cpus else ""
+                self.say(f"server {plan.origin} ({plan.spec.kind}) ready on {plan.addr} ports "
+                         + ", ".join(f"{k}={v}" for k, v in plan.ports.items()) + pin)
+        self.origins_env[live.spec.name] = {
+            p.origin: {"server": p.spec.name, "ns": p.ns, "addr": p.addr, "cpus": p.cpus,
+                       "cpus_effective": effective[p.origin], "ports": p.ports}
+            for ps in live.servers.values() for p in ps}
+        self.store.set_env("origins", self.origins_env)   # where each instance ran, pinned
+        iperf_port = self._ports(live, "iperf3", 0, live.server_ns, live.server_addr)["iperf3"]
         live.iperf_port = iperf_port
         svc = start_iperf3_server(live.server_ns, live.server_addr, iperf_port,
                                   self.workdir / live.spec.name, host=h, rundir=rd)
@@ -256,6 +271,21 @@ class Run:
         self.state.data["hosts"].pop(h.name, None)
         self.state.save()
 
+    def _incoming(self) -> dict:
+        """Room for third-party copies: every TPC client's file, at the highest
+        concurrency (each instance overwrites its own name group after group)."""
+        tpc = [c for c in self.sc.clients if c.source]
+        need = sum(self.sc.file(c.file).size for c in tpc if c.file) * max(self.sc.sweep.concurrency)
+        owners = {servers.get(s.kind).run_as for s in self.sc.servers if s.tpc}
+        return {"incoming_bytes": need, "incoming_owner": next(iter(owners - {None}), None)}
+
+    def _tls_identity(self, live: Live) -> None:
+        """The throw-away certificate a TPC server needs (rig.realization.certs)."""
+        plans = [p for ps in live.servers.values() for p in ps if p.tls_dir and p.tls is None]
+        if plans and plans[0].tls_dir is not None:
+            certs.make_identity(plans[0].tls_dir, [p.addr for p in plans],
+                                owner=plans[0].kind.run_as)
+
     def _keep_logs(self) -> None:
         """Server and engine logs move to the output folder before the workdir goes."""
         if not self.workdir.is_dir():
@@ -287,7 +317,8 @@ class Run:
             self._open_hosts(stack)
             datadir = self.workdir / "data"
             if any(p.server_host == LOCAL for p in self.sc.paths):
-                datadir = stack.enter_context(data.data_dir(self.prefix, datadir, self.sc.files))
+                datadir = stack.enter_context(data.data_dir(self.prefix, datadir, self.sc.files,
+                                                            **self._incoming()))
                 self.say(f"data: {len(self.sc.files)} file(s) on tmpfs {datadir}")
                 # a generated ROOT file's size is only near the asked one: use the real one
                 self.sc = dataclasses.replace(self.sc, files=[
@@ -420,8 +451,10 @@ class Run:
         self._check(live)
         jobs = transfer.build_jobs(self.sc, g, live.servers, live.server_addr, live.iperf_port)
         # the server's CPU from /proc: only where the server runs on this host
-        spid = live.server_pids.get(g.client.server or "") if live.server_host is None else None
-        cpu0 = cputree.tree_cpu(spid) if spid else None
+        # the server's CPU from /proc (every origin of it): where it runs on this host
+        spids = [live.server_pids[p.origin] for p in live.servers.get(g.client.server or "", [])
+                 if p.origin in live.server_pids]
+        cpu0 = _tree_cpu(spids)
         sender = tools.get(g.client.tool).caps.sender
         t0 = time.monotonic()
         with tcpsample.sampling(live.server_ns if sender == "server" else live.client_ns,
@@ -430,11 +463,10 @@ class Run:
             outcomes, alive_after = transfer.run_group(
                 jobs, live.client_ns, watchdog=lambda: self._check(live),
                 on_start=smp.track if smp else None, **self._where(live.client_host))
-        cpu1 = cputree.tree_cpu(spid) if spid else None
+        cpu1 = _tree_cpu(spids)
         server_cpu = None
         if cpu0 is not None and cpu1 is not None:
-            d = cpu1 - cpu0
-            server_cpu = (d.user_s, d.sys_s)
+            server_cpu = (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1])
         if alive_after is None:
             try:
                 self._check(live)
@@ -474,6 +506,31 @@ class Run:
                      f"rep={g.repeat + 1}: FAILED: {rows[0].error}")
         if alive_after is not None:
             raise alive_after
+
+
+def _cpus_allowed(pid: int | None) -> str | None:
+    """The CPU list the kernel lets `pid` run on (what taskset really did)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("Cpus_allowed_list:"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return None
+
+
+def _tree_cpu(pids: list[int]) -> tuple[float, float] | None:
+    """User and system seconds of these processes' trees, summed; None if one is gone."""
+    if not pids:
+        return None
+    user = sys_ = 0.0
+    for pid in pids:
+        c = cputree.tree_cpu(pid)
+        if c is None:
+            return None
+        user, sys_ = user + c.user_s, sys_ + c.sys_s
+    return user, sys_
 
 
 @contextlib.contextmanager

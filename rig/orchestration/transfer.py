@@ -6,10 +6,12 @@ Must not import reports.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 from rig.process import proc
@@ -32,26 +34,41 @@ class Outcome:
     error: str | None = None
 
 
-def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, ServerPlan],
+def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, list[ServerPlan]],
                server_addr: str, iperf_port: int) -> list[Job]:
     """The `g.concurrency` client processes of one group (pure); each tool says what
-    its instance i talks to."""
+    its instance i talks to. A server with several instances (origins) serves the
+    group round-robin: process i talks to instance i mod K."""
     c = g.client
     tool = tools.get(c.tool)
-    server = server_plans.get(c.server) if c.server else None
+    origins = server_plans.get(c.server, []) if c.server else []
+    sources = server_plans.get(c.source, []) if c.source else []
     file = sc.file(c.file) if c.file else None
-    return [tool.job(c, g.streams, i, server=server, file=file,
-                     iperf=(server_addr, iperf_port), timeout_s=sc.transfer_timeout_s,
-                     tls=g.tls)
-            for i in range(g.concurrency)]
+    jobs = []
+    for i in range(g.concurrency):
+        server = origins[i % len(origins)] if origins else None
+        job = tool.job(c, g.streams, i, server=server, file=file,
+                       iperf=(server_addr, iperf_port), timeout_s=sc.transfer_timeout_s,
+                       tls=g.tls)
+        if server is not None:
+            job = dataclasses.replace(job, origin=server.origin, origin_cpus=server.cpus)
+            job = tool.with_origins(job, origins, i)
+        if sources and file is not None:       # third-party copy: the destination pulls
+            src = sources[i % len(sources)]
+            job = dataclasses.replace(job, source_url=src.url(c.protocol, file.name))
+        jobs.append(job)
+    return jobs
 
 
 def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list, i: int,
              pids: list[int], on_start: Callable[[int, int], None] | None = None,
              where: dict | None = None) -> None:
     a = tools.get(job.client.tool)
-    argv, env = a.argv(job), a.env(job)
+    argv, env = proc.pinned_argv(job.client.cpus, a.argv(job)), a.env(job)
     io_target = job.file_bytes if a.caps.timed_by_written_bytes else None
+    for path, text in job.files:           # e.g. an extreme copy's metalink, in the run dir
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(text)
     try:
         barrier.wait(timeout=30)
     except threading.BrokenBarrierError:
@@ -167,7 +184,8 @@ def rows(outcomes: list[Outcome], common: dict,
             argv=json.dumps(res.argv if res else o.argv), env=json.dumps(env),
             stderr_tail=(res.tail(1000) if res else None),
             page_checksum=None, started_at=o.started_at, extra=json.dumps(m["extra"]),
-            tls=o.job.tls)
+            tls=o.job.tls, origin=o.job.origin or None, origin_cpus=o.job.origin_cpus,
+            client_cpus=o.job.client.cpus)
         if server_cpu is not None:
             row.server_cpu_user_s = server_cpu[0] / len(outcomes)
             row.server_cpu_sys_s = server_cpu[1] / len(outcomes)

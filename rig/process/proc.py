@@ -54,6 +54,12 @@ def ns_argv(netns: str | None, argv: Sequence[str]) -> list[str]:
     return ["ip", "netns", "exec", netns, *argv] if netns else argv
 
 
+def pinned_argv(cpus: str | None, argv: Sequence[str]) -> list[str]:
+    """`argv` bound to a CPU set (`taskset -c CPUS`, inherited by its children), or as is."""
+    argv = [str(a) for a in argv]
+    return ["taskset", "-c", cpus, *argv] if cpus else argv
+
+
 @dataclass
 class Result:
     argv: list[str]

@@ -75,10 +75,13 @@ def root_source(f: FileSpec, *, generate: bool = True) -> Path | None:
 
 
 @contextlib.contextmanager
-def data_dir(prefix: str, path: Path, files: list[FileSpec]) -> Iterator[Path]:
+def data_dir(prefix: str, path: Path, files: list[FileSpec], *, incoming_bytes: int = 0,
+             incoming_owner: str | None = None) -> Iterator[Path]:
     """Mount a tmpfs sized for `files`, write them, unmount on exit whatever happens.
     ROOT files are copied from their source (a generated file's size is only near the
-    asked one: the tmpfs is sized from the real files)."""
+    asked one: the tmpfs is sized from the real files). With `incoming_bytes`, the tmpfs
+    has that much more room and an `incoming/` folder owned by `incoming_owner`, where
+    third-party copies land."""
     path.mkdir(parents=True, exist_ok=True)
     sources: dict[str, Path] = {}
     for f in files:
@@ -87,7 +90,7 @@ def data_dir(prefix: str, path: Path, files: list[FileSpec]) -> Iterator[Path]:
             assert src is not None, "root_source generates a missing file"
             sources[f.name] = src
     need = sum(sources[f.name].stat().st_size if f.name in sources else f.size
-               for f in files) + (16 << 20)
+               for f in files) + (16 << 20) + incoming_bytes
     proc.run(mount_argv(prefix, path, need), timeout=30, check=True)
     try:
         for i, f in enumerate(files):
@@ -96,6 +99,12 @@ def data_dir(prefix: str, path: Path, files: list[FileSpec]) -> Iterator[Path]:
                 os.chmod(path / f.name, 0o644)
             else:
                 write_random(path / f.name, f.size, seed=i + 1)
+        if incoming_bytes:
+            import pwd
+            (path / "incoming").mkdir()
+            if incoming_owner:
+                pw = pwd.getpwnam(incoming_owner)
+                os.chown(path / "incoming", pw.pw_uid, pw.pw_gid)
         yield path
     finally:
         proc.run(umount_argv(path), timeout=30)

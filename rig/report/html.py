@@ -139,6 +139,12 @@ def _measurements(run: Run, verdicts: dict) -> list[str]:
                               ("max", lambda p: p.max_bps, "highest value over repeats")):
         header, body = rtt_table(run.points, stat)
         out += [f"<h3>MB/s per client and RTT ({title})</h3>", table(header, body)]
+    if len({p.key.concurrency for p in run.points}) > 1:
+        from rig.report import concurrency
+        out += ["<h3>Aggregate Gbit/s vs concurrent transfers (with the origins that "
+                "served them)</h3>", table(concurrency.HEADER, concurrency.rows(run))]
+        out += [f"<p>{esc(v[2:]).replace('**', '')}</p>" for v in
+                concurrency.verdicts(run.points)]
     return out
 
 

@@ -176,4 +176,6 @@ def write_tables(run: Run, verdicts: dict, out_dir: Path) -> list[Path]:
         written += tls_cost.write_table(run, out_dir)
     written.append(write_csv(out_dir / "validations.csv", VALIDATION_COLUMNS,
                              [[r[c] for c in VALIDATION_COLUMNS] for r in validation_rows(run)]))
+    from rig.report import concurrency   # imports this module's helpers
+    written += concurrency.write(run, out_dir)
     return written

@@ -139,7 +139,8 @@ def _check_environment(conn: sqlite3.Connection, path: Path) -> Iterator[InputEr
 def _check_rows(conn: sqlite3.Connection, path: Path, table: str,
                 cols: dict[str, str]) -> Iterator[InputError]:
     have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
-    names = [c for c in cols if c in have]      # an older file lacks ADDED_AFTER_V1: NULL
+    names = [c for c in cols if c in have or c not in ADDED_AFTER_V1]   # older: NULL
+    cols = {c: cols[c] for c in names}
     query = f"SELECT rowid, {', '.join(names)} FROM {table} ORDER BY rowid"
     for row in conn.execute(query):
         rowid, values = row[0], dict(zip(names, row[1:]))

@@ -87,6 +87,9 @@ class TransferRow:
     server_cpu_sys_s: float | None = column("REAL")
     client_host: str | None = column("TEXT")  # scenario host that ran the client ('local')
     server_host: str | None = column("TEXT")  # scenario host that ran the server
+    origin: str | None = column("TEXT")  # server instance that served it (several origins)
+    origin_cpus: str | None = column("TEXT")  # that instance's CPU set (taskset -c), NULL: any
+    client_cpus: str | None = column("TEXT")  # the client's CPU set (taskset -c), NULL: any
 
 
 
@@ -161,6 +164,8 @@ ADDED_AFTER_V1 |= {"tcp_samples"}
 ADDED_AFTER_V1 |= {"cache_mode", "read_library", "branch_fraction", "requests", "round_trips", "bytes_useful", "bytes_wire"}
 
 ADDED_AFTER_V1 |= {"tls", "server_cpu_user_s", "server_cpu_sys_s"}
+
+ADDED_AFTER_V1 |= {"origin", "origin_cpus", "client_cpus"}
 
 
 ROW_TYPES: dict[str, type] = {"transfers": TransferRow, "validations": ValidationRow,

@@ -50,6 +50,13 @@ class ServerPlan:
     tls: TlsFiles | None = None     # None: plain only; else its TLS endpoints run too
     host: "Host | None" = None   # a remote host (rig.process.remote): workdir, datadir there
     rundir: str | None = None    # the run's directory on that host (its pid files)
+    name: str = ""         # the instance's name (several origins: name-1 .. name-K)
+    cpus: str | None = None   # CPU set it is pinned to (taskset -c), None: any
+    tls_dir: Path | None = None   # cert.pem, key.pem, ca/ (the run's throw-away identity)
+
+    @property
+    def origin(self) -> str:
+        return self.name or self.spec.name
 
     @property
     def instance(self) -> str:
@@ -70,6 +77,7 @@ class ServerKind:
     version_argv: ClassVar[list[str] | None] = None
     run_as: ClassVar[str | None] = None          # the workdir is chowned to this user
     logs: ClassVar[tuple[str, ...]] = ()         # quoted (last line) when start fails
+    tpc: ClassVar[bool] = False                  # can serve HTTP third-party copy (pull)
 
     def __init_subclass__(cls, **kw: object) -> None:
         super().__init_subclass__(**kw)

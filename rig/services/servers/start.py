@@ -57,13 +57,13 @@ def start_server(p: ServerPlan, local_dir: Path | None = None) -> RunningServer:
         f.write_text(text)
     if kind.run_as:
         _chown_tree(p.workdir, kind.run_as)
-    svc = proc.Service(kind.argv(p), netns=p.ns, log_path=p.workdir / "stdout.log",
-                       name=f"{p.spec.kind}:{p.spec.name}")
+    svc = proc.Service(proc.pinned_argv(p.cpus, kind.argv(p)), netns=p.ns,
+                       log_path=p.workdir / "stdout.log", name=f"{p.spec.kind}:{p.origin}")
     svc.start()
     try:
         for proto, port in p.ports.items():
             nsprobe.wait_tcp(p.ns, p.addr, port, timeout=READY_TIMEOUT_S,
-                             what=f"server {p.spec.name} ({p.spec.kind}, {proto})",
+                             what=f"server {p.origin} ({p.spec.kind}, {proto})",
                              alive=svc.alive)
     except RigError as e:
         svc.stop()

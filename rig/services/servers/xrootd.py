@@ -17,6 +17,7 @@ class Xrootd(ServerKind):
     version_argv = ["xrootd", "-v"]
     run_as = "xrootd"          # it refuses to run as root and writes its admin paths
     logs = ("xrootd.log",)
+    tpc = True
 
     def files(self, p: ServerPlan) -> dict[str, str]:
         tls = [f"xrd.tls {p.workdir / TLS_CERT} {p.workdir / TLS_KEY}",
@@ -32,8 +33,24 @@ class Xrootd(ServerKind):
             f"all.pidpath {p.workdir / 'run'}",
             f"xrd.protocol XrdHttp:{p.ports['http']} libXrdHttp.so",
             *tls,
-            "xrootd.trace off", "xrd.trace off", "",
+            "xrootd.trace off", "xrd.trace off", *self._tpc_lines(p), "",
         ])}
+
+    @staticmethod
+    def _tpc_lines(p: ServerPlan) -> list[str]:
+        """HTTP third-party copy (pull) through XrdHttpTPC. XrdHttp 5.5 loads external
+        handlers only once it has a TLS identity (`xrd.tls`), so a TPC server gets the
+        run's throw-away certificate; the port then speaks plain HTTP and HTTPS alike
+        (XrdHttp tells them apart by the first bytes), and which one the copy uses is
+        the client's protocol. Writes land in `incoming/` of the data tmpfs."""
+        if not p.spec.tpc:
+            return []
+        if p.tls is not None:          # the run's CA already gave it a TLS identity
+            return ["http.exthandler xrdtpc libXrdHttpTPC.so"]
+        tls = p.tls_dir or p.workdir / "tls"
+        return [f"xrd.tls {tls / 'cert.pem'} {tls / 'key.pem'}",
+                f"xrd.tlsca certdir {tls / 'ca'}",
+                "http.exthandler xrdtpc libXrdHttpTPC.so"]
 
     def argv(self, p: ServerPlan) -> list[str]:
         # -R: xrootd refuses to run as root; -n: a private instance name (admin paths)

@@ -38,6 +38,10 @@ class Job:
     tls: str = "off"             # off | control | all (TLS_MODES)
     ca_file: str = ""            # the run's CA (PEM) the client trusts, when tls != off
     ca_dir: str = ""             # the same CA as an OpenSSL hashed directory
+    origin: str = ""             # the server instance it talks to
+    source_url: str = ""         # third-party copy: where the destination pulls from
+    files: tuple[tuple[str, str], ...] = ()   # (path, text) written before it starts
+    origin_cpus: str | None = None
 
     @property
     def target(self) -> str:
@@ -75,6 +79,9 @@ class Capabilities:
     # or client (uploads).
     sender: str = "server"
     tls: frozenset[str] = frozenset()       # TLS modes besides "off" it can use
+    # Third-party copy: the client asks its server (the destination) to pull the file
+    # from the client's `source:` server; nothing passes through the client.
+    third_party: bool = False
 
 
 class ClientTool:
@@ -107,6 +114,11 @@ class ClientTool:
         """What spans this tool's own client keys (scenario loading; ctx: schema.Ctx);
         returns the client's values, completed."""
         return d
+
+    def with_origins(self, job: Job, origins: "list[ServerPlan]", instance: int) -> Job:
+        """The job once every instance of its server is known (pure); a tool that reads
+        from several origins at once (xrdcp extreme copy) uses them here."""
+        return job
 
     def argv(self, job: Job) -> list[str]:
         raise NotImplementedError

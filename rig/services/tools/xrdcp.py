@@ -1,9 +1,16 @@
 """xrdcp (XRootD client): root:// downloads with 1–15 streams (`-S`); roots:// with TLS
 on every stream, or on the control stream only (`--tlsnodata`), trusting only the run's
-CA (X509_CERT_DIR: xrdcp 5.5 reads its CA from a hashed directory, not a file)."""
+CA (X509_CERT_DIR: xrdcp 5.5 reads its CA from a hashed directory, not a file); extreme
+copy (`-y K` over a metalink listing the file at K sources, seed 001)."""
 from __future__ import annotations
 
+import dataclasses
 import re
+from typing import TYPE_CHECKING
+from xml.sax.saxutils import escape
+
+if TYPE_CHECKING:
+    from rig.services.servers import ServerPlan
 
 from rig.services.tools import Capabilities, ClientTool, Job, Parsed, last_line, register
 
@@ -17,13 +24,31 @@ XRD_FAIL_FAST = {"XRD_CONNECTIONRETRY": "1", "XRD_CONNECTIONWINDOW": "5",
 class Xrdcp(ClientTool):
     name = "xrdcp"
     caps = Capabilities(servers=frozenset({"xrootd"}), protocols=("root",), max_streams=15,
-                        options=frozenset({"page_checksum"}), timed_by_written_bytes=True,
-                        tls=frozenset({"control", "all"}))
+                        options=frozenset({"page_checksum", "sources", "multiplex"}),
+                        timed_by_written_bytes=True, tls=frozenset({"control", "all"}))
+
+    def with_origins(self, job: Job, origins: "list[ServerPlan]", instance: int) -> Job:
+        """Extreme copy: a metalink in the run's directory naming the file K times,
+        spread round-robin over the server's origins, each as user uN (its own
+        connection) or all as one user (multiplexed over one connection)."""
+        k = job.client.sources
+        if not k:
+            return job
+        urls = []
+        for n in range(k):
+            o = origins[(instance + n) % len(origins)]
+            user = "u1" if job.client.multiplex else f"u{n + 1}"
+            urls.append(o.url("root", job.relpath).replace("root://", f"root://{user}@", 1))
+        path = origins[0].workdir.parent / "metalinks" / f"{job.client.name}-{instance}.meta4"
+        return dataclasses.replace(job, url=str(path), files=((str(path),
+                                                                metalink(job.relpath, urls)),))
 
     def argv(self, job: Job) -> list[str]:
         extra = ["-S", str(job.streams)] if job.streams > 1 else []
         if job.tls == "control":
             extra.append("--tlsnodata")
+        if job.client.sources:
+            extra += ["-y", str(job.client.sources)]
         return [job.client.binary or "xrdcp", "--force", "--nopbar", *extra, job.url, job.dest]
 
     def env(self, job: Job) -> dict[str, str]:
@@ -48,3 +73,12 @@ class Xrdcp(ClientTool):
 
     def row_fields(self, job: Job, env: dict[str, str]) -> dict:
         return {"page_checksum": self.page_checksum(env)}
+
+
+def metalink(name: str, urls: list[str]) -> str:
+    """A Metalink 4 (RFC 5854) document: one file at every URL (xrdcp reads a local
+    *.meta4 as a list of sources)."""
+    rows = "".join(f"    <url>{escape(u)}</url>\n" for u in urls)
+    return ('<?xml version="1.0" encoding="UTF-8"?>\n'
+            '<metalink xmlns="urn:ietf:params:xml:ns:metalink">\n'
+            f'  <file name="{escape(name, {chr(34): "&quot;"})}">\n{rows}  </file>\n</metalink>\n')

@@ -1,0 +1,38 @@
+"""Server instances of one path: which node each runs in, its ports and CPU set.
+
+A scenario server may stand for several instances (origins, `count:`); the pure
+placement rule is rig.description.scenario.placements. Here each placement meets the
+realized path (its node's namespace and address); `rig run` starts these plans and
+`rig plan` prints them, so both agree. Must not import reports.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+from rig.description.scenario import Scenario, placements
+from rig.realization.netns import RealizedPath
+from rig.services import servers
+
+# (kind, instance index in the scenario, namespace, address) -> protocol -> port
+Ports = Callable[[str, int, "str | None", str], dict[str, int]]
+
+
+def _default_ports(kind: str, k: int, ns: str | None, addr: str) -> dict[str, int]:
+    return servers.default_ports(kind, k)
+
+
+def server_plans(sc: Scenario, path: RealizedPath, workdir: Path, datadir: Path,
+                 ports: Ports = _default_ports) -> dict[str, list[servers.ServerPlan]]:
+    """Scenario server name -> its instances' plans, in instance order."""
+    out: dict[str, list[servers.ServerPlan]] = {}
+    for pl in placements(sc):
+        node = path.node(pl.node) if pl.node and path.links else path.server
+        assert node.addr is not None, "a server node has an address"
+        plan = servers.ServerPlan(pl.spec, node.ns, node.addr,
+                                  ports(pl.spec.kind, pl.index, node.ns, node.addr),
+                                  workdir / f"{path.name}-{pl.name}", datadir,
+                                  name=pl.name, cpus=pl.cpus,
+                                  tls_dir=workdir / f"{path.name}-tls" if pl.spec.tpc else None)
+        out.setdefault(pl.spec.name, []).append(plan)
+    return out

@@ -1,0 +1,49 @@
+"""http-tpc: HTTP third-party copy, pull mode, as WLCG sites run it (seed 002).
+
+The client sends `COPY <destination URL>` with a `Source:` header naming the file on
+the source server; the destination (XrdHttpTPC) pulls it with its own libcurl and
+streams performance markers back, ending with `success: Created` or `failure: ...`.
+No data passes through the client, so the transfer is timed by the process (the
+request ends when the destination has the file) and its bytes are the file's once the
+destination says success. Sent with curl, whose COPY request XrdHttpTPC 5.5 answers;
+`protocol: http` today, `https` once servers speak TLS to clients (issue #10 part 1).
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rig.services.tools import Capabilities, ClientTool, Job, Parsed, last_line, register
+
+INCOMING = "incoming"        # the destination writes below this folder of its data dir
+
+
+@register
+class HttpTpc(ClientTool):
+    name = "http-tpc"
+    caps = Capabilities(servers=frozenset({"xrootd"}), protocols=("http",),
+                        third_party=True)
+    version_argv = ["curl", "--version"]
+
+    def job(self, c: Any, streams: int, instance: int, *, server: Any, file: Any,
+            iperf: tuple[str, int], timeout_s: float, tls: str = "off") -> Job:
+        assert server is not None and file is not None
+        dest = f"{INCOMING}/{c.name}-{instance}"     # overwritten by the next group
+        return Job(c, streams, url=server.url(c.protocol, dest), relpath=file.name,
+                   file_bytes=file.size, timeout_s=timeout_s)
+
+    def argv(self, job: Job) -> list[str]:
+        return [job.client.binary or "curl", "--silent", "--show-error", "--fail",
+                "--connect-timeout", "5", "--max-time", str(int(job.timeout_s)),
+                "--request", "COPY", "--header", f"Source: {job.source_url}",
+                "--header", "Overwrite: T", job.url]
+
+    def parse(self, stdout: str, stderr: str, returncode: int, job: Job) -> Parsed:
+        marks = [int(m) for m in re.findall(r"Stripe Bytes Transferred:\s*(\d+)", stdout)]
+        remote = re.findall(r"RemoteConnections:\s*(\S+)", stdout)
+        extra = {"perf_markers": len(marks), "remote": sorted(set(remote))}
+        end = last_line(stdout)
+        if returncode == 0 and end.startswith("success"):
+            return Parsed(bytes=job.file_bytes, extra=extra)
+        err = (end if end.startswith("failure") else last_line(stderr)) or f"exit {returncode}"
+        return Parsed(bytes=max(marks) if marks else None, error=err[:300], extra=extra)

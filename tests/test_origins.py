@@ -1,0 +1,213 @@
+"""Several origins, CPU pinning and HTTP third-party copy as data (issue #10 parts 2
+and 4): placement, round-robin jobs, argv, parsers on captured output, bad input, old
+result folders without the new columns. Pure: no root."""
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rig.description import scenario, steps
+from rig.errors import InputError
+from rig.orchestration import plan, transfer
+from rig.orchestration.origins import server_plans
+from rig.process.proc import pinned_argv
+from rig.realization import netns
+from rig.results import check as results_check
+from rig.results.store import ADDED_AFTER_V1, Store, TransferRow
+from rig.services import tools
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+TWO_CPUS = pytest.mark.skipif(not {0, 1} <= os.sched_getaffinity(0), reason="needs CPUs 0, 1")
+
+
+def _load(tmp_path: Path, doc: dict) -> scenario.Scenario:
+    f = tmp_path / "s.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    return scenario.load(f)
+
+
+def _doc(name: str) -> dict:
+    return yaml.safe_load((DATA / "scenarios" / f"{name}.yaml").read_text())
+
+
+def _paths(sc: scenario.Scenario) -> netns.RealizedPath:
+    return netns.lay_out(sc.topology, "rig0000", 0, "wan", "198.18.0.0/24",
+                         servers=scenario.server_count(sc))
+
+
+@TWO_CPUS
+def test_each_origin_gets_its_own_node_and_cpu_set():
+    sc = scenario.load(DATA / "scenarios/origins-small.yaml")
+    pl = scenario.placements(sc)
+    assert [(p.name, p.node, p.cpus, p.index) for p in pl] == [
+        ("one", "s1", "0-1", 0), ("two-1", "s2", "0", 1), ("two-2", "s3", "1", 2)]
+    plans = server_plans(sc, _paths(sc), Path("/w"), Path("/d"))
+    addrs = [p.addr for ps in plans.values() for p in ps]
+    nss = [p.ns for ps in plans.values() for p in ps]
+    assert len(set(addrs)) == 3 and nss == ["rig0000-0s1", "rig0000-0s2", "rig0000-0s3"]
+
+
+@TWO_CPUS
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7])
+def test_a_group_is_spread_round_robin(n):
+    sc = scenario.load(DATA / "scenarios/origins-small.yaml")
+    plans = server_plans(sc, _paths(sc), Path("/w"), Path("/d"))
+    g = steps.Group(sc.clients[1], 1, n, 0)
+    jobs = transfer.build_jobs(sc, g, plans, "x", 5201)
+    assert [j.origin for j in jobs] == [("two-1", "two-2")[i % 2] for i in range(n)]
+    assert [j.origin_cpus for j in jobs] == [("0", "1")[i % 2] for i in range(n)]
+    assert len({j.url for j in jobs}) == min(n, 2)
+
+
+@TWO_CPUS
+def test_plan_shows_pinned_servers_and_clients():
+    lines = plan.plan_lines(scenario.load(DATA / "scenarios/origins-small.yaml"))
+    assert any(ln.startswith("ip netns exec rig0000-0s3 taskset -c 1 xrootd") for ln in lines)
+    assert any("ip netns exec rig0000-0c taskset -c 1 xrdcp" in ln for ln in lines)
+    assert any("round-robin over 2 origins" in ln for ln in lines)
+
+
+def test_pinned_argv():
+    assert pinned_argv("0-1", ["xrootd", 1]) == ["taskset", "-c", "0-1", "xrootd", "1"]
+    assert pinned_argv(None, ["xrootd"]) == ["xrootd"]
+
+
+@pytest.mark.parametrize("server, match", [
+    ({"count": 0}, r"servers\[0\]\.count: must be >= 1 \(got 0\)"),
+    ({"count": 17}, r"servers\[0\]\.count: must be <= 16"),
+    ({"cpus": "4096"}, r"servers\[0\]\.cpus\[0\]: this host has no CPU 4096 \(has "),
+    ({"cpus": ["0", "4095"]}, r"servers\[0\]\.cpus\[1\]: this host has no CPU 4095"),
+    ({"cpus": "1-0"}, r"runs backwards"),
+    ({"cpus": "zero"}, r"expected a CPU list like"),
+    ({"count": 3, "cpus": ["0", "0"]}, r"one CPU set for all 3 instances or one per"),
+    ({"node": "q"}, r"servers\[0\]\.node: topology .* has server nodes"),
+])
+def test_bad_origins_are_one_line(tmp_path, server, match):
+    doc = _doc("tpc-small")
+    doc["topology"] = "client-router-server"
+    doc["servers"] = [{"name": "source", "kind": "xrootd", **server},
+                      {"name": "dest", "kind": "xrootd", "tpc": True}]
+    with pytest.raises(InputError, match=match) as e:
+        _load(tmp_path, doc)
+    assert "\n" not in str(e.value)
+
+
+def test_bad_client_cpus(tmp_path):
+    doc = _doc("tpc-small")
+    doc["clients"][0]["cpus"] = "4096"
+    with pytest.raises(InputError, match=r"clients\[0\]\.cpus: this host has no CPU 4096"):
+        _load(tmp_path, doc)
+
+
+def test_bad_cpu_set_from_the_cli_exits_2_and_creates_nothing(tmp_path):
+    doc = _doc("origins-small")
+    doc["servers"][1]["cpus"] = ["0", "4096"]
+    f = tmp_path / "o.yaml"
+    f.write_text(yaml.safe_dump(doc))
+    before = set(netns.STATE_DIR.iterdir()) if netns.STATE_DIR.is_dir() else set()
+    r = subprocess.run([sys.executable, "-m", "rig", "run", str(f), "--out",
+                        str(tmp_path / "out")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith(f"rig: {f}: servers[1].cpus[1]:")
+    assert not (tmp_path / "out").exists()
+    after = set(netns.STATE_DIR.iterdir()) if netns.STATE_DIR.is_dir() else set()
+    assert after <= before
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda d: d["clients"][0].pop("source"), r"clients\[0\]\.source: http-tpc needs"),
+    (lambda d: d["clients"][0].update(source="nope"), r"source: no server of that name"),
+    (lambda d: d["clients"][0].update(source="dest"), r"source and destination are one"),
+    (lambda d: d["servers"][1].pop("tpc"), r"clients\[0\]\.server: the destination cannot"),
+    (lambda d: d["servers"].append({"name": "web", "kind": "nginx", "tpc": True}),
+     r"servers\[2\]\.tpc: a nginx server cannot do third-party copy"),
+    (lambda d: d["clients"].append({"name": "c", "tool": "curl", "server": "dest",
+                                    "source": "source", "file": "f16M"}),
+     r"clients\[1\]\.source: curl copies from its server itself"),
+    (lambda d: d["servers"][1].update(node="s1"), r"servers\[1\]\.node: .* has server nodes d, s"),
+])
+def test_tpc_that_cannot_work_is_refused(tmp_path, change, match):
+    doc = _doc("tpc-small")
+    change(doc)
+    with pytest.raises(InputError, match=match):
+        _load(tmp_path, doc)
+
+
+def test_tpc_places_the_destination_on_the_near_side():
+    sc = scenario.load(DATA / "scenarios/tpc-small.yaml")
+    path = _paths(sc)
+    plans = server_plans(sc, path, Path("/w"), Path("/d"))
+    src, dst = plans["source"][0], plans["dest"][0]
+    assert (src.ns, dst.ns) == ("rig0000-0s", "rig0000-0d")
+    assert path.server.name == "s" and dst.tls_dir == Path("/w/wan-tls")
+    assert src.tls_dir is None
+    cfg = dst.kind.files(dst)["xrootd.cfg"]
+    assert "http.exthandler xrdtpc libXrdHttpTPC.so" in cfg and "xrd.tls /w/wan-tls/cert.pem" in cfg
+    assert "exthandler" not in src.kind.files(src)["xrootd.cfg"]
+    job = transfer.build_jobs(sc, steps.Group(sc.clients[0], 1, 2, 0), plans, "x", 0)[1]
+    argv = tools.get("http-tpc").argv(job)
+    assert argv[-1] == f"http://{dst.addr}:8010/incoming/tpc-pull-1"
+    assert f"Source: http://{src.addr}:8000/f16M" in argv and "COPY" in argv
+
+
+def test_http_tpc_parser_on_captured_output():
+    sc = scenario.load(DATA / "scenarios/tpc-small.yaml")
+    t = tools.get("http-tpc")
+    job = tools.Job(sc.clients[0], 1, file_bytes=16 << 20)
+    ok = t.parse((DATA / "http-tpc/success.txt").read_text(), "", 0, job)
+    assert ok.error is None and ok.bytes == 16 << 20
+    assert ok.extra["remote"] == ["tcp:127.0.0.1:18601"] and ok.extra["perf_markers"] >= 1
+    bad = t.parse((DATA / "http-tpc/missing-source.txt").read_text(), "", 0, job)
+    assert bad.error.startswith("failure: Remote side failed with status code 404")
+    died = t.parse("", "curl: (7) Failed to connect", 7, job)
+    assert died.error == "curl: (7) Failed to connect" and died.bytes is None
+
+
+def test_an_old_results_folder_reads_the_new_columns_as_null(tmp_path):
+    st = Store.create(tmp_path / "results.sqlite", "r")
+    st.add_transfer(TransferRow(run_id="r", step=0, path="wan", backend="none", client="x",
+                                tool="xrdcp", streams=1, concurrency=1, instance=0, repeat=0,
+                                ok=True, argv="[]", bytes=10, duration_s=1.0,
+                                throughput_bps=80.0, origin="o-1"))
+    st.finish()
+    conn = sqlite3.connect(tmp_path / "results.sqlite")
+    for c in sorted(ADDED_AFTER_V1 & {"origin", "origin_cpus", "client_cpus"}):
+        conn.execute(f"ALTER TABLE transfers DROP COLUMN {c}")
+    conn.commit()
+    conn.close()
+    results_check.check(tmp_path / "results.sqlite")        # no error for the old file
+    row = Store.open(tmp_path).transfers()[0]
+    assert row["origin"] is None and row["client_cpus"] is None and row["bytes"] == 10
+
+
+def test_a_missing_column_of_format_1_is_still_an_error(tmp_path):
+    st = Store.create(tmp_path / "results.sqlite", "r")
+    st.finish()
+    conn = sqlite3.connect(tmp_path / "results.sqlite")
+    conn.execute("ALTER TABLE transfers DROP COLUMN url")
+    conn.commit()
+    conn.close()
+    with pytest.raises(InputError, match="transfers.url: missing column"):
+        results_check.check(tmp_path / "results.sqlite")
+
+
+def test_concurrency_verdict_names_the_leader_and_judges_the_spread():
+    from rig.report import concurrency
+    from rig.report.model import Key, Point
+
+    def pt(client, conc, samples):
+        return Point(Key("wan", 20.0, client, 1, conc), "xrdcp", samples_bps=samples)
+    pts = [pt("1x2core", 16, [1.0e9, 1.1e9]), pt("2x1core", 16, [1.6e9, 1.7e9]),
+           pt("1x2core", 1, [5e9, 5e9]), pt("2x1core", 1, [1e8, 1e8])]
+    v = concurrency.verdicts(pts)
+    assert v == ["- wan 20 ms, 16 concurrent: **2x1core** 1.650 Gbit/s vs 1x2core 1.050 "
+                 "Gbit/s (+57%; outside the spread of 2 repeats)"]
+    close = [pt("a", 4, [1.0e9, 1.3e9]), pt("b", 4, [1.2e9, 1.4e9])]
+    assert "within the spread" in concurrency.verdicts(close)[0]
