@@ -28,7 +28,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from rig.description.linkstats import EmulStats
+from rig.description.linkstats import EmulStats, rtt_tolerance_s
 from rig.description.profile import Direction, LinkProfile
 from rig.realization.emul.engine.core import HOLD_DUP, DirectionQueue, WakeCompensator
 from rig.realization.emul.engine.nfq import NfQueue, verdict
@@ -56,6 +56,7 @@ class Lane:
                  rng: random.Random) -> None:
         self.name = name
         self.core = DirectionQueue(d, limit=queue_limit(d, profile), rng=rng)
+        self.core.stats.tol_s = rtt_tolerance_s(profile.rtt_s)
         self.nfq = NfQueue(queue, gso=wants_gso(d), copy_packet=d.duplicate > 0)
         self.stash: dict[int, bytes] = {}       # payloads of packets to duplicate
         self.payloads: dict[int, bytes] = {}    # this batch's payloads (copy mode)
@@ -64,6 +65,9 @@ class Lane:
 
     def configure(self, d: Direction, profile: LinkProfile) -> None:
         self.core.configure(d, limit=queue_limit(d, profile))
+        tol = rtt_tolerance_s(profile.rtt_s)
+        if tol != self.core.stats.tol_s:     # a new RTT: count against its tolerance
+            self.core.stats.tol_s, self.core.stats.late_over = tol, 0
         gso, copy = wants_gso(d), d.duplicate > 0
         if (gso, copy) != (self.nfq.gso, self.nfq.copy_packet):
             self.nfq.set_mode(gso=gso, copy_packet=copy)
@@ -211,8 +215,10 @@ class Engine:
                 messages=lane.nfq.msgs, verdict_sends=lane.nfq.sends)
             dirs.append(replace(d, nfq_queue_dropped=kq.get("queue_dropped"),
                                 nfq_user_dropped=kq.get("user_dropped")))
+        run_s, wait_s = schedstat()
         return EmulStats("userspace", tuple(dirs), alive=True, instance=os.getpid(),
-                         cpu_user_s=ru.ru_utime, cpu_sys_s=ru.ru_stime,
+                         cpu_user_s=ru.ru_utime, cpu_sys_s=ru.ru_stime, run_s=run_s,
+                         run_wait_s=wait_s, wall_s=time.monotonic() - self.started,
                          extra={"uptime_s": time.monotonic() - self.started,
                                 "wake_compensation_s": self.comp.value_s,
                                 "timer_wakeups": self.timer_wakeups,
@@ -280,6 +286,16 @@ class Engine:
             self.timer.close()
             self.control_path.unlink(missing_ok=True)
             print("engine: stopped", flush=True)
+
+
+def schedstat() -> tuple[float | None, float | None]:
+    """(seconds on a CPU, seconds runnable but waiting for one) of the engine's thread,
+    from /proc/thread-self/schedstat; (None, None) where the kernel has no schedstats."""
+    try:
+        run_ns, wait_ns = Path("/proc/thread-self/schedstat").read_text().split()[:2]
+        return int(run_ns) / 1e9, int(wait_ns) / 1e9
+    except (OSError, ValueError):
+        return None, None
 
 
 def kernel_queue_stats() -> list[dict]:
