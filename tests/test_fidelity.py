@@ -133,3 +133,20 @@ def test_engine_core_counts_releases_later_than_the_tolerance() -> None:
     assert lat.share_over(0.3e-3) == (0.5, pytest.approx(0.3e-3))
     assert lat.mean_s == pytest.approx(0.3e-3)
     assert len(LATENESS_EDGES_S) + 1 == len(lat.hist)
+
+
+def test_a_folder_written_before_the_emulation_late_columns_still_reports(
+        tmp_path: Path) -> None:
+    import sqlite3
+    from rig.results.store import ADDED_AFTER_V1
+    d = make_run(tmp_path / "r", flagged_steps=[3])
+    conn = sqlite3.connect(d / "results.sqlite")
+    for c in ("emulation_late", "emulation_late_reason"):
+        assert c in ADDED_AFTER_V1
+        conn.execute(f"ALTER TABLE engine_stats DROP COLUMN {c}")
+    conn.commit()
+    conn.close()
+    run = load_run(d)
+    assert all(r["emulation_late"] is None for r in run.engine)
+    assert verdicts(run)[_point(run, "curl", 120).key].kind == "window-limited"
+    render(d)

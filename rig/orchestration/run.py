@@ -28,7 +28,7 @@ from rig.realization.emul.base import Backend, LinkSite
 from rig.realization.emul.choose import make_backend
 from rig.realization.emul.none import NoneBackend
 from rig.errors import RigError, StepAborted
-from rig.description.linkstats import EmulStats
+from rig.description.linkstats import EmulStats, emulation_late
 from rig.orchestration.reporter import Reporter, Say, stderr_say
 from rig.results.store import EngineStatsRow, Store, ValidationRow
 from rig.description.scenario import PathSpec, Scenario
@@ -49,6 +49,7 @@ class Live:
     servers: dict[str, servers.ServerPlan] = field(default_factory=dict)
     iperf_port: int = 0
     applied: bool = False
+    last_stats: EmulStats | None = None     # the engine's previous snapshot (per-step deltas)
 
     index = property(lambda self: self.path.index)
     client_ns = property(lambda self: self.path.client_ns)
@@ -295,9 +296,16 @@ class Run:
             stats = live.backend.stats(live.site)
         except RigError as e:
             stats = EmulStats(live.backend.name, error=str(e))
+        # the engine counts from its start: judge this step on what happened since the last
+        late = emulation_late(stats.since(live.last_stats),
+                              None if step.rtt_ms is None else step.rtt_ms / 1e3)
+        live.last_stats = stats
         self.store.add_engine_stats(EngineStatsRow(
             run_id=self.run_id, step=step.index, path=live.spec.name, backend=live.backend.name,
-            taken_at=time.time(), stats=stats.to_json()))
+            taken_at=time.time(), stats=stats.to_json(), emulation_late=bool(late),
+            emulation_late_reason="; ".join(late) or None))
+        if late:
+            self.say(f"  EMULATION LATE: {'; '.join(late)}")
 
     def _common(self, step: S.Step, live: Live) -> dict:
         t = self.sc.tuning

@@ -19,7 +19,8 @@ from typing import Any
 
 from rig.errors import InputError
 from rig.results import check as results_check
-from rig.results.store import Store
+from rig.results.store import ADDED_AFTER_V1, ENGINE_COLUMNS, TRANSFER_COLUMNS, VALIDATION_COLUMNS, \
+    Store
 
 # Per-measurement settings that, when they differ between two runs, explain a change.
 SETTINGS = ("backend", "window_bytes", "tcp_rmem_max", "tcp_wmem_max",
@@ -226,7 +227,12 @@ def load_run(run_dir: Path) -> Run:
     try:
         transfers = store.transfers()
         validations = store.validations()
-        engine = store.rows("engine_stats")
+        engine = [{**dict.fromkeys(ADDED_AFTER_V1 & set(ENGINE_COLUMNS)), **r}
+                  for r in store.rows("engine_stats")]
+        transfers = [{**dict.fromkeys(ADDED_AFTER_V1 & set(TRANSFER_COLUMNS)), **r}
+                     for r in transfers]
+        validations = [{**dict.fromkeys(ADDED_AFTER_V1 & set(VALIDATION_COLUMNS)), **r}
+                       for r in validations]
         meta, env = store.meta(), store.environment()
     except (sqlite3.DatabaseError, ValueError) as e:
         raise InputError(f"unreadable results database ({e})", file=str(store.path)) from e

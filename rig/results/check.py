@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from rig.errors import InputError
-from rig.results.store import _TABLES, FORMAT_VERSION, read_only_uri
+from rig.results.store import _TABLES, ADDED_AFTER_V1, FORMAT_VERSION, read_only_uri
 
 BASE_TABLES: dict[str, dict[str, str]] = {
     "meta": {"key": "TEXT NOT NULL", "value": "TEXT"},
@@ -69,7 +69,8 @@ def check_connection(conn: sqlite3.Connection, path: Path) -> list[InputError]:
         if errors:
             return errors
         return list(_check_environment(conn, path)) + [
-            e for t, cols in _TABLES.items() for e in _check_rows(conn, path, t, cols)]
+            e for t, cols in _TABLES.items()
+            for e in _check_rows(conn, path, t, _present(conn, t, cols))]
     except sqlite3.DatabaseError as e:    # damaged pages show up while reading rows
         return [_err(path, "", f"damaged SQLite database ({e})")]
 
@@ -101,10 +102,16 @@ def _check_columns(conn: sqlite3.Connection, path: Path, tables: set[str]) -> li
             continue
         have = [r[1] for r in conn.execute(f"PRAGMA table_info({table})")]
         errors += [_err(path, f"{table}.{c}", "missing column") for c in cols
-                   if c not in have]
+                   if c not in have and c not in ADDED_AFTER_V1]
         errors += [_err(path, f"{table}.{c}", "unknown column (not in format "
                         f"{FORMAT_VERSION})") for c in have if c not in cols]
     return errors
+
+
+def _present(conn: sqlite3.Connection, table: str, cols: dict[str, str]) -> dict[str, str]:
+    """cols without the ADDED_AFTER_V1 columns an older file lacks (they read as NULL)."""
+    have = {r[1] for r in conn.execute(f"PRAGMA table_info({table})")}
+    return {c: d for c, d in cols.items() if c in have or c not in ADDED_AFTER_V1}
 
 
 def _check_environment(conn: sqlite3.Connection, path: Path) -> Iterator[InputError]:

@@ -110,8 +110,15 @@ class EngineStatsRow:
     backend: str = column("TEXT NOT NULL")
     taken_at: float | None = column("REAL")
     stats: str = column("TEXT NOT NULL")  # EmulStats.to_json() (rig/description/linkstats.py)
+    emulation_late: bool | None = column("INTEGER")  # engine's own timing beyond tolerance in this step
+    emulation_late_reason: str | None = column("TEXT")  # why, with the numbers
 
 
+
+# Columns added after format 1 shipped: a results.sqlite written before them lacks them,
+# and loaders (rig.results.check, rig.report.model) read them as NULL.
+ADDED_AFTER_V1: set[str] = set()
+ADDED_AFTER_V1 |= {"emulation_late", "emulation_late_reason"}
 
 ROW_TYPES: dict[str, type] = {"transfers": TransferRow, "validations": ValidationRow,
                               "engine_stats": EngineStatsRow}
