@@ -150,3 +150,35 @@ def test_a_folder_written_before_the_emulation_late_columns_still_reports(
     assert all(r["emulation_late"] is None for r in run.engine)
     assert verdicts(run)[_point(run, "curl", 120).key].kind == "window-limited"
     render(d)
+
+
+def test_capacity_runs_past_slow_start_with_host_sized_buffers() -> None:
+    from rig.orchestration.pathcheck import (capacity_timing, capacity_window,
+                                             iperf3_argv, window_limited)
+    assert capacity_timing(0.0, 3.0) == (3, 1)
+    assert capacity_timing(20.0, 3.0) == (3, 1)
+    assert capacity_timing(120.0, 3.0) == (5, 2)          # 40 x 0.12 s, 15 x 0.12 s
+    argv = iperf3_argv("198.18.0.6", 5301, 8, 5, omit=2, window=16 * 2**20)
+    assert argv[argv.index("-O") + 1] == "2" and argv[argv.index("-w") + 1] == "16777216"
+    assert "-O" not in iperf3_argv("a", 1, 1, 3)
+    # the host limit is used only when it beats autotuning in the namespace
+    assert capacity_window(8 * 2**20, 16 * 2**20, 16 * 2**20) == (16 * 2**20, 16 * 2**20)
+    assert capacity_window(32 * 2**20, 16 * 2**20, 4 * 2**20) == (32 * 2**20, None)
+    # 8 x 4 MiB / 120 ms = 2.24 Gbit/s: 2.0 Gbit/s (89 %) is that window, not a capacity
+    assert window_limited(2.0e9, 8, 4 * 2**20, 120.0).startswith("not measured: iperf3 2 Gbit/s")
+    assert window_limited(1.5e9, 8, 4 * 2**20, 120.0) is None
+    assert window_limited(9e9, 8, 4 * 2**20, 0.05) is None    # no window bound at ~0 ms
+
+
+def test_capacity_not_measured_is_not_drawn_as_a_capacity(tmp_path: Path) -> None:
+    import sqlite3
+    d = make_run(tmp_path / "r", rtts=(20, 120))
+    conn = sqlite3.connect(d / "results.sqlite")
+    conn.execute("UPDATE validations SET capacity_bps = iperf_bps WHERE step = 0")
+    conn.execute("UPDATE validations SET capacity_note = 'not measured: window' "
+                 "WHERE step = 1")
+    conn.commit()
+    conn.close()
+    run = load_run(d)
+    assert _point(run, "curl", 20).capacity_bps == pytest.approx(4.8e9)
+    assert _point(run, "curl", 120).capacity_bps is None

@@ -177,7 +177,11 @@ def _add_process(p: Point, r: dict) -> None:
 def _attach_validations(p: Point, validations: list[dict]) -> None:
     vals = [v for v in validations if v["step"] in p.steps]
     before = [v for v in vals if v["phase"] == "before"] or vals
-    caps = [v["iperf_bps"] for v in before if v.get("iperf_bps")]
+    # capacity_bps: measured past slow start and not window-limited; NULL with a note:
+    # not measured. Folders from before the column (both NULL): the iperf3 goodput.
+    caps = [v["capacity_bps"] if v.get("capacity_bps") or v.get("capacity_note")
+            else v["iperf_bps"] for v in before]
+    caps = [c for c in caps if c]
     if caps:
         p.capacity_bps = statistics.fmean(caps)
     rtts = [v["rtt_ms_measured"] for v in before if v.get("rtt_ms_measured") is not None]

@@ -27,7 +27,8 @@ SUMMARY_COLUMNS = ("client", "rtt_ms", "n", "mean_gbps", "min_gbps", "max_gbps",
 VALIDATION_COLUMNS = ("step", "phase", "path", "backend", "rtt_ms_configured",
                       "rtt_ms_measured", "rtt_ms_stddev", "ping_loss", "loss_configured",
                       "rate_gbps_configured", "iperf_gbps", "iperf_retransmits",
-                      "iperf_srtt_ms", "flagged", "flag_reason")
+                      "iperf_srtt_ms", "flagged", "flag_reason", "capacity_gbps",
+                      "capacity_note")
 
 
 def _g(bps: float | None, digits: int = 4) -> str:
@@ -107,7 +108,9 @@ def validation_rows(run: Run) -> list[dict[str, str]]:
             "iperf_retransmits": _num(v.get("iperf_retransmits"), "d"),
             "iperf_srtt_ms": _num(v.get("iperf_srtt_ms")),
             "flagged": "FLAGGED" if v.get("flagged") else "ok",
-            "flag_reason": v.get("flag_reason") or ""})
+            "flag_reason": v.get("flag_reason") or "",
+            "capacity_gbps": _g(v.get("capacity_bps")),
+            "capacity_note": v.get("capacity_note") or ""})
     return out
 
 

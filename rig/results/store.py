@@ -98,6 +98,8 @@ class ValidationRow:
     flag_reason: str | None = column("TEXT")
     started_at: float | None = column("REAL")
     raw: str | None = column("TEXT")  # JSON: ping and iperf3 output
+    capacity_bps: float | None = column("REAL")  # iperf_bps past slow start, unless window-limited
+    capacity_note: str | None = column("TEXT")  # why capacity_bps is NULL ("not measured: ...")
 
 
 
@@ -118,7 +120,7 @@ class EngineStatsRow:
 # Columns added after format 1 shipped: a results.sqlite written before them lacks them,
 # and loaders (rig.results.check, rig.report.model) read them as NULL.
 ADDED_AFTER_V1: set[str] = set()
-ADDED_AFTER_V1 |= {"emulation_late", "emulation_late_reason"}
+ADDED_AFTER_V1 |= {"emulation_late", "emulation_late_reason", "capacity_bps", "capacity_note"}
 
 ROW_TYPES: dict[str, type] = {"transfers": TransferRow, "validations": ValidationRow,
                               "engine_stats": EngineStatsRow}

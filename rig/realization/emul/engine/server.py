@@ -22,10 +22,13 @@ import json
 import os
 import random
 import resource
+import select
 import signal
 import socket
+import sys
+import threading
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rig.description.linkstats import EmulStats, rtt_tolerance_s
@@ -38,6 +41,31 @@ from rig.realization.emul.engine.nfq import NfQueue, verdict
 RELEASE_WINDOW_S = 20e-6
 # Kernel timestamps (NFQA_TIMESTAMP, wall clock) trusted only when this close to now.
 TSTAMP_SANITY_S = 0.5
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How the engine keeps time; each idea can be switched off to measure it
+    (bench/engine_timing.py sets RIG_ENGINE_TIMING, e.g. "spin_us=0,comp=0,rt=0").
+
+    spin_s   wake this much before the deadline and finish the wait in a busy loop on
+             the monotonic clock (a timer wake-up on a VM is late by tens of us or more)
+    comp     arm the timer earlier by the learned median wake-up latency (WakeCompensator)
+    rt       release from a dedicated timer thread at SCHED_FIFO (when permitted), the
+             packet path staying at normal priority; the two share the core under a lock
+    """
+    spin_s: float = 0.0
+    comp: bool = True
+    rt: bool = False
+
+    @classmethod
+    def from_env(cls, text: str | None = None) -> "Timing":
+        text = os.environ.get("RIG_ENGINE_TIMING", "") if text is None else text
+        kv = dict(x.split("=", 1) for x in text.split(",") if "=" in x)
+        d = cls()
+        return cls(spin_s=float(kv.get("spin_us", d.spin_s * 1e6)) / 1e6,
+                   comp=kv.get("comp", "1" if d.comp else "0") == "1",
+                   rt=kv.get("rt", "1" if d.rt else "0") == "1")
 
 
 def queue_limit(d: Direction, profile: LinkProfile) -> int:
@@ -74,6 +102,10 @@ class Lane:
 
 
 class Engine:
+    timing = Timing()          # class defaults: stats() of a test-built engine reads them
+    rt_note = "off"
+    spins = 0
+
     def __init__(self, queues: tuple[int, int], profile: LinkProfile, control: Path,
                  *, seed: int | None = None) -> None:
         rng = random.Random(seed)
@@ -89,9 +121,17 @@ class Engine:
         self.raw: socket.socket | None = None
         self.started = time.monotonic()
         self.stopping: asyncio.Event | None = None
+        self.timing = Timing.from_env()
+        self.lock = threading.Lock()          # the core, shared with the RT timer thread
+        self.rt_note = "off"
+        self.spins = 0
 
     # -- packet path ---------------------------------------------------------------
     def on_readable(self, lane: Lane) -> None:
+        with self.lock:
+            self._on_readable(lane)
+
+    def _on_readable(self, lane: Lane) -> None:
         lane.wakeups += 1
         now = time.monotonic()
         try:
@@ -139,6 +179,10 @@ class Engine:
         return [(ids, times)] if ids else []
 
     def on_timer(self) -> None:
+        with self.lock:
+            self._on_timer()
+
+    def _on_timer(self) -> None:
         self.timer_wakeups += 1
         if not self.timer.consume():
             return                       # stale event: the timer was re-armed meanwhile
@@ -147,7 +191,14 @@ class Engine:
         # early: arming `comp` ahead of the deadline centres the release error on zero.
         upto = now
         if self.target is not None:
-            self.comp.observe(now - self.armed)
+            self.comp.observe(now - self.armed - self.timing.spin_s)
+            if self.timing.spin_s and now < self.target:
+                # finish the wait precisely; bounded by the spin window plus the
+                # compensation, so a timer armed long ago cannot spin for long
+                end = min(self.target, now + self.timing.spin_s + self.comp.cap_s)
+                self.spins += 1
+                while now < end:
+                    now = time.monotonic()
             upto = max(now, self.target)
             self.target = None
         for lane in self.lanes:
@@ -196,7 +247,8 @@ class Engine:
         if self.target is not None and self.target <= head:
             return                       # already armed early enough
         self.target = head
-        self.armed = head - self.comp.value_s
+        self.armed = head - (self.comp.value_s if self.timing.comp else 0.0) \
+            - self.timing.spin_s
         self.timer.arm(self.armed)
 
     # -- control channel -----------------------------------------------------------
@@ -222,6 +274,9 @@ class Engine:
                          extra={"uptime_s": time.monotonic() - self.started,
                                 "wake_compensation_s": self.comp.value_s,
                                 "timer_wakeups": self.timer_wakeups,
+                                "timing": {"spin_us": self.timing.spin_s * 1e6,
+                                           "comp": self.timing.comp, "rt": self.rt_note,
+                                           "spins": self.spins},
                                 "profile": self.profile.to_dict()})
 
     def handle(self, req: dict) -> dict:
@@ -232,11 +287,12 @@ class Engine:
             return {"ok": True, "stats": self.stats().to_dict()}
         if op == "configure":
             profile = LinkProfile.from_dict(req["profile"])
-            for lane, d in zip(self.lanes, (profile.forward, profile.reverse)):
-                lane.configure(d, profile)
-                self.on_readable(lane)      # packets read while waiting for the ack
-            self.profile = profile
-            self._rearm(time.monotonic())
+            with self.lock:
+                for lane, d in zip(self.lanes, (profile.forward, profile.reverse)):
+                    lane.configure(d, profile)
+                    self._on_readable(lane)      # packets read while waiting for the ack
+                self.profile = profile
+                self._rearm(time.monotonic())
             return {"ok": True}
         return {"ok": False, "error": f"unknown op {op!r}"}
 
@@ -266,7 +322,11 @@ class Engine:
             loop.add_signal_handler(sig, self.stopping.set)
         for lane in self.lanes:
             loop.add_reader(lane.nfq.fileno(), self.on_readable, lane)
-        loop.add_reader(self.timer.fileno(), self.on_timer)
+        thread = None
+        if self.timing.rt:
+            thread, stop_w = self._start_timer_thread()
+        else:
+            loop.add_reader(self.timer.fileno(), self.on_timer)
         self.control_path.unlink(missing_ok=True)
         server = await asyncio.start_unix_server(self.serve_client, path=str(self.control_path))
         # Few cycles are created on the packet path; a collection pause is a late release.
@@ -279,13 +339,49 @@ class Engine:
             await self.stopping.wait()
         finally:
             server.close()
+            if thread is not None:
+                os.write(stop_w, b"x")
+                thread.join(timeout=2)
             for lane in self.lanes:
                 loop.remove_reader(lane.nfq.fileno())
                 lane.nfq.close()       # the kernel drops what was held: never undelayed
-            loop.remove_reader(self.timer.fileno())
+            if thread is None:
+                loop.remove_reader(self.timer.fileno())
             self.timer.close()
             self.control_path.unlink(missing_ok=True)
             print("engine: stopped", flush=True)
+
+
+    def _start_timer_thread(self) -> tuple[threading.Thread, int]:
+        """Releases run in a thread of their own, at SCHED_FIFO when the kernel lets us:
+        a wake-up then preempts ordinary tasks (iperf3, servers, the packet path) instead
+        of waiting its turn. It takes the GIL like any thread, so the packet path is
+        asked to give it up often (switch interval 100 us)."""
+        stop_r, stop_w = os.pipe()
+        sys.setswitchinterval(100e-6)
+        ready = threading.Event()
+
+        def body() -> None:
+            try:
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
+                self.rt_note = "SCHED_FIFO 10"
+            except (PermissionError, OSError) as e:
+                self.rt_note = f"not permitted ({e}); timer thread at normal priority"
+            ready.set()
+            poll = select.poll()
+            poll.register(self.timer.fileno(), select.POLLIN)
+            poll.register(stop_r, select.POLLIN)
+            while True:
+                events = poll.poll()
+                if any(fd == stop_r for fd, _ in events):
+                    return
+                self.on_timer()
+
+        t = threading.Thread(target=body, name="engine-timer", daemon=True)
+        t.start()
+        ready.wait(2)
+        print(f"engine: timer thread {self.rt_note}", flush=True)
+        return t, stop_w
 
 
 def schedstat() -> tuple[float | None, float | None]:
