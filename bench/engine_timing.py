@@ -42,6 +42,8 @@ VARIANTS = {
     "spin": "spin_us=150,comp=1,rt=0",      # wake early, finish the wait in a busy loop
     "rt": "spin_us=0,comp=1,rt=1",          # releases from a SCHED_FIFO timer thread
     "spin+rt": "spin_us=150,comp=1,rt=1",
+    "rtall": "spin_us=0,comp=1,rt_all=1",   # the whole engine at SCHED_FIFO
+    "spin+rtall": "spin_us=150,comp=1,rt_all=1",
 }
 
 

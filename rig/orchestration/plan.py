@@ -21,7 +21,7 @@ from rig.realization import data
 from rig.services import servers
 from rig.services import tools
 from rig.orchestration.transfer import build_jobs
-from rig.orchestration.pathcheck import iperf3_argv, ping_argv
+from rig.orchestration.pathcheck import capacity_timing, iperf3_argv, ping_argv
 
 PREFIX = "rig0000"
 
@@ -51,6 +51,7 @@ def plan_lines(sc: Scenario) -> list[str]:
         if p.kind == "real":
             names[p.name] = netns.real_path(i, p.name, client_ns=p.client_ns,
                                             server_ns=p.server_ns, server_addr=p.server_addr)
+            _servers(sc, out, p.name, p.server_ns, p.server_addr, wd)   # started there too
             continue
         n = netns.lay_out(sc.topology, PREFIX, i, p.name, "198.18.0.0/24", workdir=wd / p.name)
         out += [_fmt(a) for a in netns.build_argv(n, mtu=sc.tuning.mtu)]
@@ -69,8 +70,10 @@ def plan_lines(sc: Scenario) -> list[str]:
             out += _emulation(step, site)
         v = sc.validation
         out.append(_fmt(ns_argv(client_ns, ping_argv(addr, v.ping_count, v.ping_interval_s))))
+        secs, omit = capacity_timing(step.rtt_ms, v.iperf_seconds)
         out.append(_fmt(ns_argv(client_ns, iperf3_argv(addr, servers.IPERF3_PORT, v.iperf_streams,
-                                                         v.iperf_seconds))))
+                                                         secs, omit=omit)))
+                   + "   # + -w net.core.{r,w}mem_max when it beats the namespace's tcp_rmem")
         plans = _server_plans(sc, server_ns, addr, wd, step.path.name)
         for g in S.groups(sc):
             job = build_jobs(sc, g, plans, addr, servers.IPERF3_PORT)[0]

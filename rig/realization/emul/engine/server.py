@@ -53,10 +53,12 @@ class Timing:
     comp     arm the timer earlier by the learned median wake-up latency (WakeCompensator)
     rt       release from a dedicated timer thread at SCHED_FIFO (when permitted), the
              packet path staying at normal priority; the two share the core under a lock
+    rt_all   the whole engine (packet path too) at SCHED_FIFO, when permitted
     """
     spin_s: float = 0.0
     comp: bool = True
     rt: bool = False
+    rt_all: bool = False
 
     @classmethod
     def from_env(cls, text: str | None = None) -> "Timing":
@@ -65,7 +67,8 @@ class Timing:
         d = cls()
         return cls(spin_s=float(kv.get("spin_us", d.spin_s * 1e6)) / 1e6,
                    comp=kv.get("comp", "1" if d.comp else "0") == "1",
-                   rt=kv.get("rt", "1" if d.rt else "0") == "1")
+                   rt=kv.get("rt", "1" if d.rt else "0") == "1",
+                   rt_all=kv.get("rt_all", "1" if d.rt_all else "0") == "1")
 
 
 def queue_limit(d: Direction, profile: LinkProfile) -> int:
@@ -323,6 +326,13 @@ class Engine:
         for lane in self.lanes:
             loop.add_reader(lane.nfq.fileno(), self.on_readable, lane)
         thread = None
+        if self.timing.rt_all:
+            try:
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
+                self.rt_note = "engine SCHED_FIFO 10"
+            except (PermissionError, OSError) as e:
+                self.rt_note = f"not permitted ({e}); engine at normal priority"
+            print(f"engine: {self.rt_note}", flush=True)
         if self.timing.rt:
             thread, stop_w = self._start_timer_thread()
         else:
