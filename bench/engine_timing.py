@@ -37,11 +37,11 @@ from rig.realization import netns  # noqa: E402
 from rig.realization.emul.userspace import UserspaceBackend  # noqa: E402
 
 VARIANTS = {
-    "base": "spin_us=0,comp=1,rt=0",        # the engine before issue 11
-    "nocomp": "spin_us=0,comp=0,rt=0",      # without adaptive wake-up compensation
-    "spin": "spin_us=150,comp=1,rt=0",      # wake early, finish the wait in a busy loop
-    "rt": "spin_us=0,comp=1,rt=1",          # releases from a SCHED_FIFO timer thread
-    "spin+rt": "spin_us=150,comp=1,rt=1",
+    "base": "spin_us=0,comp=1,rt=0,rt_all=0",       # the engine before issue 11
+    "nocomp": "spin_us=0,comp=0,rt=0,rt_all=0",     # without adaptive wake-up compensation
+    "spin": "spin_us=150,comp=1,rt=0,rt_all=0",     # wake early, finish the wait busy
+    "rt": "spin_us=0,comp=1,rt=1,rt_all=0",         # releases from a SCHED_FIFO timer thread
+    "spin+rt": "spin_us=150,comp=1,rt=1,rt_all=0",
     "rtall": "spin_us=0,comp=1,rt_all=1",   # the whole engine at SCHED_FIFO
     "spin+rtall": "spin_us=150,comp=1,rt_all=1",
 }

@@ -162,7 +162,7 @@ def test_capacity_runs_past_slow_start_with_host_sized_buffers() -> None:
     assert argv[argv.index("-O") + 1] == "2" and argv[argv.index("-w") + 1] == "16777216"
     assert "-O" not in iperf3_argv("a", 1, 1, 3)
     # the host limit is used only when it beats autotuning in the namespace
-    assert capacity_window(8 * 2**20, 16 * 2**20, 16 * 2**20) == (16 * 2**20, 16 * 2**20)
+    assert capacity_window(8 * 2**20, 16 * 2**20, 16 * 2**20) == (32 * 2**20, 16 * 2**20)
     assert capacity_window(32 * 2**20, 16 * 2**20, 4 * 2**20) == (32 * 2**20, None)
     # 8 x 4 MiB / 120 ms = 2.24 Gbit/s: 2.0 Gbit/s (89 %) is that window, not a capacity
     assert window_limited(2.0e9, 8, 4 * 2**20, 120.0).startswith("not measured: iperf3 2 Gbit/s")
