@@ -57,15 +57,14 @@ def test_ping_flag_with_a_clean_engine_stays_window_limited_and_says_ping_is_off
 
 def test_late_engine_makes_the_step_emulator_limited_citing_its_lateness(
         tmp_path: Path) -> None:
-    # step 2 (60 ms, tolerance 0.6 ms): 0.4 ms mean each way, 30 % of packets > 0.6 ms
-    late = _typed(0.4e-3, {"0..50us": 700, "0.5..1ms": 100, "1..2ms": 200},
-                  tol_s=0.6e-3, over=300)
+    # step 2 (60 ms, tolerance 0.6 ms): 2 ms mean each way, 30 % of packets > 0.6 ms
+    late = _typed(2e-3, {"0..50us": 700, "0.5..1ms": 100, "5..10ms": 200},
+                  max_s=9e-3, tol_s=0.6e-3, over=300)
     d = make_run(tmp_path / "r", engine_by_step={2: late})
     run = load_run(d)
     v = verdicts(run)[_point(run, "curl", 60).key]
     assert v.kind == "emulator-limited"
-    assert "mean lateness 0.800 ms per round trip" in v.detail
-    assert "30.00% of packets > 0.6 ms late" in v.detail
+    assert "engine adds 4 ms mean release lateness per round trip, > 3 ms" in v.detail
     assert "window-limited" in v.also          # what it would have been
     assert verdicts(run)[_point(run, "curl", 20).key].kind == "window-limited"
     rows = [r for r in engine_rows(run) if r["step"] == "2"]
@@ -75,6 +74,19 @@ def test_late_engine_makes_the_step_emulator_limited_citing_its_lateness(
     render(d)
     page = (d / "report.html").read_text()
     assert "emulation late" in page and "LATE" in page
+
+
+def test_slightly_late_engine_flags_the_step_but_keeps_the_window_verdict(
+        tmp_path: Path) -> None:
+    # 0.4 ms each way at 60 ms: beyond the 0.6 ms RTT tolerance, far below 5 % of the RTT
+    late = _typed(0.4e-3, {"0..50us": 700, "0.5..1ms": 100, "1..2ms": 200},
+                  tol_s=0.6e-3, over=300)
+    run = load_run(make_run(tmp_path / "r", engine_by_step={2: late}))
+    v = verdicts(run)[_point(run, "curl", 60).key]
+    assert v.kind == "window-limited"
+    assert ("step 2: emulation late: mean lateness 0.800 ms per round trip (0.400 forward"
+            " + 0.400 reverse) > tolerance 0.600 ms") in v.text()
+    assert "30.00% of packets > 0.6 ms late" in v.text()
 
 
 def test_emulation_late_thresholds() -> None:
@@ -182,3 +194,10 @@ def test_capacity_not_measured_is_not_drawn_as_a_capacity(tmp_path: Path) -> Non
     run = load_run(d)
     assert _point(run, "curl", 20).capacity_bps == pytest.approx(4.8e9)
     assert _point(run, "curl", 120).capacity_bps is None
+
+
+def test_engine_timing_knobs_parse_and_default_to_a_realtime_engine() -> None:
+    from rig.realization.emul.engine.server import Timing
+    assert Timing.from_env("") == Timing(spin_s=0.0, comp=True, rt=False, rt_all=True)
+    t = Timing.from_env("spin_us=150,comp=0,rt=1,rt_all=0")
+    assert (t.spin_s, t.comp, t.rt, t.rt_all) == (pytest.approx(150e-6), False, True, False)

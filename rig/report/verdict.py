@@ -30,6 +30,13 @@ from rig.description.linkstats import EMULATOR_DROPS, DirStats, EmulStats, Unrea
     emulation_late, engine_busy, load_stats
 from rig.report.model import Point, Run
 
+# Lateness that moves a transfer's throughput visibly, and so makes the emulator the
+# bottleneck: a mean of more than 5 % of the RTT (or 0.5 ms) per round trip. Smaller
+# lateness beyond the RTT tolerance flags the step "emulation late" (a fidelity note on
+# the verdict, with its numbers) without relabelling the transfer.
+LATE_MS = 0.5
+LATE_RTT_FRACTION = 0.05
+
 NEAR = 0.85          # at >= 85 % of a bound, the bound is what limits
 ABOVE = 1.15         # more than 15 % above a "bound" means it was not the bound
 CPU_NEAR = 0.85      # CPU seconds >= 85 % of wall seconds: one thread saturated
@@ -85,7 +92,12 @@ def engine_issues(stats: EmulStats | UnreadableStats, rtt_ms: float | None,
         issues.append(f"engine error: {stats.error[:120]}")
     for d in stats.directions:
         issues += _direction_issues(d, rtt_ms, loss)
-    issues += emulation_late(stats, None if rtt_ms is None else rtt_ms / 1e3)
+    late = [d.lateness for d in stats.directions if d.lateness and d.lateness.count]
+    rtt_late_ms = sum(x.mean_s for x in late) * 1e3
+    target_ms = max(LATE_MS, LATE_RTT_FRACTION * (rtt_ms or 0.0))
+    if late and rtt_late_ms > target_ms:
+        issues.append(f"engine adds {rtt_late_ms:.3g} ms mean release lateness per round "
+                      f"trip, > {target_ms:.3g} ms")
     if busy := engine_busy(stats):
         issues.append(busy)
     return issues
@@ -135,6 +147,17 @@ def ping_notes(point: Point, run: Run, engine_late: bool) -> list[str]:
             note += "; the engine's own timing was within tolerance"
         notes.append(note)
     return list(dict.fromkeys(notes))
+
+
+def late_notes(point: Point, run: Run) -> list[str]:
+    """The point's steps whose emulation was late (linkstats.emulation_late), with by
+    how much: shown on the verdict even when too small to be the bottleneck."""
+    out: list[str] = []
+    for step in sorted(point.steps):
+        for stats in step_engine_stats(run, step):
+            out += [f"step {step}: {r}" for r in emulation_late(
+                stats, None if point.key.rtt_ms is None else point.key.rtt_ms / 1e3)]
+    return list(dict.fromkeys(out))
 
 
 def emulator_reasons(point: Point, run: Run) -> list[str]:
@@ -232,7 +255,9 @@ def verdict(point: Point, run: Run) -> Verdict:
         return Verdict("failed", err[:200])
     bounds = _bounds(point, run)
     emul = emulator_reasons(point, run)
-    notes = tuple(ping_notes(point, run, bool(emul)))
+    step_late = late_notes(point, run)
+    notes = tuple(ping_notes(point, run, bool(emul) or bool(step_late))) + (
+        () if emul else tuple(step_late))
     if emul:
         return Verdict("emulator-limited", "; ".join(emul[:3]),
                        tuple(k for k, _, _ in bounds), notes)
