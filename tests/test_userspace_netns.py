@@ -184,4 +184,5 @@ def test_validated_capacity_is_flat_with_rtt_on_an_unlimited_path(path, backend,
             caps[rtt] = r["capacity_bps"]
     finally:
         srv.stop()
+    print(f"validated capacity: {caps}")
     assert caps[120.0] >= 0.7 * caps[10.0], caps
