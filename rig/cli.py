@@ -126,11 +126,15 @@ def cmd_net(a) -> int:
         print(json.dumps(netcmd.list_paths(), indent=1))
         return 0
     if a.net_cmd == "up":
+        topts = {"tuning_file": a.tuning, "cc": a.cc, "rmem": a.rmem, "wmem": a.wmem,
+                 "mtu": a.mtu}
         netcmd.parse_options(a.name, rtt=a.rtt, jitter=a.jitter, loss=a.loss, rate=a.rate,
-                             backend=a.backend)     # bad input: exit 2, even without root
+                             backend=a.backend, reverse_loss=a.reverse_loss)
+        netcmd.parse_tuning(**topts)        # bad input: exit 2, even without root
         _need_root("rig net up")
         print(json.dumps(netcmd.up(a.name, rtt=a.rtt, jitter=a.jitter, loss=a.loss, rate=a.rate,
-                                   backend=a.backend, owner_pid=a.owner_pid)))
+                                   backend=a.backend, owner_pid=a.owner_pid,
+                                   reverse_loss=a.reverse_loss, tuning_opts=topts)))
     else:
         _need_root("rig net down")
         netcmd.down(a.name)
@@ -198,8 +202,19 @@ def parser() -> argparse.ArgumentParser:
     up.add_argument("--name", required=True)
     up.add_argument("--rtt", default="0ms")
     up.add_argument("--jitter", default="0ms")
-    up.add_argument("--loss", default="0%")
+    up.add_argument("--loss", default="0%", help="random loss on the data direction, "
+                    "server -> client (as a scenario's loss:), e.g. 0.5%%")
+    up.add_argument("--reverse-loss", help="random loss on the client -> server direction "
+                    "(requests, ACKs); default none")
     up.add_argument("--rate")
+    up.add_argument("--cc", help="congestion control in the client and server namespaces "
+                    "(as tuning.congestion_control)")
+    up.add_argument("--rmem", help="tcp_rmem max, e.g. 64MiB (as tuning.tcp_rmem_max)")
+    up.add_argument("--wmem", help="tcp_wmem max (as tuning.tcp_wmem_max)")
+    up.add_argument("--mtu", help="MTU of the path's links (as tuning.mtu)")
+    up.add_argument("--tuning", metavar="FILE", help="YAML with a scenario's tuning: keys "
+                    "(the options above win); the JSON printed says the window it implies "
+                    "(window_bytes, window_bound_bps_at_rtt)")
     up.add_argument("--backend", default="auto", help="auto | netem | userspace | none")
     up.add_argument("--owner-pid", type=int, help="the path lives until this process exits "
                     "(default: the shell or script that ran rig net up; 1: until rig net down)")

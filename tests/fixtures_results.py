@@ -91,8 +91,10 @@ def make_run(run_dir: Path, *, run_id: str = "syn", rtts: Iterable[float] = (0, 
              capacity_bps: float = 4.8e9, noise: float = 0.01,
              factor: Factor | None = None, seed: int = 1,
              flagged_steps: Iterable[int] = (), engine_stats: dict | None = None,
-             env: dict | None = None, failing: Iterable[tuple[str, float]] = ()) -> Path:
-    """Write run_dir/results.sqlite; `streams_sweep` overrides each client's streams."""
+             env: dict | None = None, failing: Iterable[tuple[str, float]] = (),
+             engine_by_step: dict[int, dict] | None = None) -> Path:
+    """Write run_dir/results.sqlite; `streams_sweep` overrides each client's streams;
+    `engine_by_step` gives some steps engine stats of their own."""
     rng = random.Random(seed)
     store = Store.create(Path(run_dir) / "results.sqlite", run_id)
     _environment(store, window_bytes, env)
@@ -102,7 +104,8 @@ def make_run(run_dir: Path, *, run_id: str = "syn", rtts: Iterable[float] = (0, 
                     min(capacity_bps, rate_bps or capacity_bps))
         store.add_engine_stats({"run_id": run_id, "step": step, "path": "wan",
                                 "backend": "userspace", "taken_at": 1.7e9 + step,
-                                "stats": engine_stats or ENGINE_OK})
+                                "stats": (engine_by_step or {}).get(step)
+                                or engine_stats or ENGINE_OK})
         for c in clients:
             for streams in (tuple(streams_sweep) or (c.streams,)):
                 for conc in concurrency:

@@ -149,6 +149,13 @@ BAD = [
     ["net", "up", "--name", "x", "--owner-pid", "abc"],
     ["net", "up", "--name", "x", "--owner-pid", "999999999"],
     ["net", "up", "--name", "x", "--bogus"],
+    ["net", "up", "--name", "x", "--reverse-loss", "100%"],
+    ["net", "up", "--name", "x", "--reverse-loss", "lots"],
+    ["net", "up", "--name", "x", "--rmem", "12"],                 # no unit
+    ["net", "up", "--name", "x", "--wmem", "2GiB"],               # above the limit
+    ["net", "up", "--name", "x", "--cc", "vegas"],
+    ["net", "up", "--name", "x", "--mtu", "100"],
+    ["net", "up", "--name", "x", "--tuning", "/nonexistent/t.yaml"],
     ["net", "down", "--name", "a/b"],
     ["net", "down"],
 ]

@@ -86,6 +86,34 @@ def test_net_up_list_down():
     assert _leftovers(prefix) == _clean(prefix)
 
 
+def test_net_up_takes_a_scenarios_tuning_and_says_its_window(tmp_path):
+    name = f"t{os.getpid()}w"
+    t = tmp_path / "t.yaml"
+    t.write_text("tuning:\n  tcp_rmem_max: 8MiB\n  tcp_wmem_max: 8MiB\n"
+                 "  congestion_control: reno\n")
+    r = subprocess.run([*RIG, "net", "up", "--name", name, "--rtt", "40ms", "--tuning", str(t),
+                        "--rmem", "32MiB", "--mtu", "9000", "--reverse-loss", "0%"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout.strip().splitlines()[-1])
+    try:
+        # --rmem wins over the file; the window is what tcp_adv_win_scale leaves of it
+        assert info["tcp_rmem_max"] == 32 * 2**20 and info["tcp_wmem_max"] == 8 * 2**20
+        assert info["congestion_control"] == "reno" and info["mtu"] == 9000
+        assert info["window_bytes"] == 16 * 2**20
+        assert info["window_bound_bps_at_rtt"] == pytest.approx(16 * 2**20 * 8 / 0.04)
+        rmem = proc.run(["sysctl", "-n", "net.ipv4.tcp_rmem"], netns=info["client_ns"],
+                        timeout=10).stdout.split()
+        assert rmem[2] == str(32 * 2**20)
+        mtu = proc.run(["ip", "-j", "link", "show"], netns=info["client_ns"], timeout=10)
+        assert any(x.get("mtu") == 9000 for x in json.loads(mtu.stdout)
+                   if x["ifname"] != "lo")
+    finally:
+        r = subprocess.run([*RIG, "net", "down", "--name", name], capture_output=True,
+                           text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+
+
 def _start_run(tmp_path):
     p = subprocess.Popen([*RIG, "run", str(REPO / "tests/data/scenarios/slow-for-kill.yaml"),
                           "--out", str(tmp_path / "out")], stdout=subprocess.PIPE,

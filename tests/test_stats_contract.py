@@ -109,8 +109,8 @@ def test_real_engine_overflow_and_lateness_make_the_verdict_emulator_limited(
     assert back.direction("reverse").nfq_user_dropped == 5
     v = _stored_verdict(tmp_path, stats)
     assert v.kind == "emulator-limited"
-    assert v.detail == ("engine dropped_queue=30 (forward); engine adds 4 ms mean release "
-                        "lateness, > 3 ms (forward); engine user_dropped=5 (reverse)")
+    assert v.detail == ("engine dropped_queue=30 (forward); engine user_dropped=5 (reverse); "
+                        "engine adds 4 ms mean release lateness per round trip, > 3 ms")
 
 
 def test_real_engine_clean_stats_leave_the_verdict_to_the_measurement(

@@ -41,6 +41,22 @@ LATENESS_LABELS = ("<-50us", "-50..0us", "0..50us", "50..100us", "100..200us",
                    "200..500us", "0.5..1ms", "1..2ms", "2..5ms", "5..10ms", ">=10ms")
 # "Late" for the share of late packets: the design's engine target is p99 <= 1 ms.
 LATE_THRESHOLD_S = 1e-3
+# The RTT tolerance of path validation (scenario `validation:` defaults): an engine whose
+# releases are later than this moves the RTT the step claims. The engine counts, per
+# direction, the packets released later than the tolerance of its profile's RTT.
+RTT_TOLERANCE_ABS_S = 0.3e-3
+RTT_TOLERANCE_REL = 0.01
+# A step's emulation is "late" when the mean lateness of a round trip (forward + reverse)
+# exceeds the RTT tolerance, or when more than this share of one direction's packets is
+# released later than the tolerance (i.e. its p99 lateness is beyond it).
+LATE_SHARE_MAX = 0.01
+# The engine's thread busy this share of the step's wall time: it saturated its CPU.
+ENGINE_CPU_SATURATED = 0.9
+
+
+def rtt_tolerance_s(rtt_s: float, abs_s: float = RTT_TOLERANCE_ABS_S,
+                    rel: float = RTT_TOLERANCE_REL) -> float:
+    return max(abs_s, rel * rtt_s)
 
 
 class StatsFormatError(ValueError):
@@ -63,6 +79,13 @@ def _opt(conv, v: Any, what: str):
     return None if v is None else conv(v, what)
 
 
+def _fsub(a: float | None, b: float | None) -> float | None:
+    """Cumulative time a minus earlier b; None when either is unknown or it went down."""
+    if a is None or b is None or a < b:
+        return a if b is None else None
+    return a - b
+
+
 def _sub(a: int | None, b: int | None) -> int | None:
     """Counter a minus earlier counter b; a counter that went down was reset: keep a."""
     if a is None or b is None or a < b:
@@ -78,6 +101,8 @@ class Lateness:
     mean_s: float
     max_s: float
     hist: tuple[int, ...]          # packets per LATENESS_LABELS bin
+    tol_s: float | None = None     # the tolerance `over_tol` counts against (exact count)
+    over_tol: int | None = None    # packets released more than tol_s late
 
     def __post_init__(self) -> None:
         if len(self.hist) != len(LATENESS_LABELS):
@@ -117,6 +142,20 @@ class Lateness:
         first = bisect.bisect_right(LATENESS_EDGES_S, threshold_s)
         return sum(self.hist[first:]) / n
 
+    def share_over(self, tol_s: float) -> tuple[float, float] | None:
+        """(share of packets released more than ~tol_s late, the threshold it was counted
+        at): exact when the engine counted against tol_s, else from the histogram at the
+        first bin edge >= tol_s (a lower bound of the share late by tol_s)."""
+        n = sum(self.hist)
+        if n <= 0:
+            return None
+        if self.over_tol is not None and self.tol_s is not None \
+                and abs(self.tol_s - tol_s) <= 1e-9:
+            return float(self.over_tol) / n, float(self.tol_s)
+        edge = next((e for e in LATENESS_EDGES_S if e >= tol_s), LATENESS_EDGES_S[-1])
+        share = self.share_late(edge)
+        return None if share is None else (share, edge)
+
     def since(self, prev: "Lateness") -> "Lateness":
         hist = tuple(a - b for a, b in zip(self.hist, prev.hist))
         if any(k < 0 for k in hist):
@@ -124,24 +163,31 @@ class Lateness:
         count = self.count - prev.count
         mean = ((self.mean_s * self.count - prev.mean_s * prev.count) / count
                 if count > 0 else 0.0)
-        return Lateness(count, mean, self.max_s, hist)    # max: cumulative, not separable
+        over = self.over_tol
+        if over is not None and prev.over_tol is not None and prev.tol_s == self.tol_s:
+            over = over - prev.over_tol if over >= prev.over_tol else over
+        return Lateness(count, mean, self.max_s, hist,    # max: cumulative, not separable
+                        self.tol_s, over)
 
     def to_json(self) -> dict:
         return {"count": self.count, "mean_s": self.mean_s, "max_s": self.max_s,
                 "hist": list(self.hist), "p50_s": self.p50_s, "p99_s": self.p99_s,
-                "share_late_1ms": self.share_late()}
+                "share_late_1ms": self.share_late(), "tol_s": self.tol_s,
+                "over_tol": self.over_tol}
 
     @classmethod
     def from_json(cls, d: Any) -> "Lateness":
         d = _object(d, "lateness", {"count", "mean_s", "max_s", "hist", "p50_s", "p99_s",
-                                    "share_late_1ms"})
+                                    "share_late_1ms", "tol_s", "over_tol"})
         hist = d.get("hist")
         if not isinstance(hist, list):
             raise StatsFormatError(f"lateness.hist: want a list (got {hist!r})")
         return cls(_nonneg_int(d.get("count"), "lateness.count"),
                    _real(d.get("mean_s"), "lateness.mean_s"),
                    _real(d.get("max_s"), "lateness.max_s"),
-                   tuple(_nonneg_int(k, "lateness.hist") for k in hist))
+                   tuple(_nonneg_int(k, "lateness.hist") for k in hist),
+                   _opt(_real, d.get("tol_s"), "lateness.tol_s"),
+                   _opt(_nonneg_int, d.get("over_tol"), "lateness.over_tol"))
 
 
 _COUNTS = ("seen", "released", "held", "duplicated", "dropped_loss", "dropped_queue",
@@ -230,6 +276,12 @@ class EmulStats:
     cpu_sys_s: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
     source_version: int = STATS_VERSION   # 1: adapted from the old free-form JSON
+    # The engine thread's /proc/thread-self/schedstat: time on a CPU and time runnable
+    # but waiting for one (run-queue wait: a busy machine delaying the engine), and the
+    # engine's wall time since its start (the denominator of both).
+    run_s: float | None = None
+    run_wait_s: float | None = None
+    wall_s: float | None = None
 
     def direction(self, name: str) -> DirStats | None:
         return next((d for d in self.directions if d.direction == name), None)
@@ -242,12 +294,15 @@ class EmulStats:
             return self
         dirs = tuple(d.since(p) if (p := prev.direction(d.direction)) else d
                      for d in self.directions)
-        return replace(self, directions=dirs)
+        times = {k: _fsub(getattr(self, k), getattr(prev, k))
+                 for k in ("cpu_user_s", "cpu_sys_s", "run_s", "run_wait_s", "wall_s")}
+        return replace(self, directions=dirs, **times)  # type: ignore[arg-type]
 
     def to_dict(self) -> dict:
         return {"stats_version": STATS_VERSION, "backend": self.backend, "alive": self.alive,
                 "error": self.error, "instance": self.instance, "cpu_user_s": self.cpu_user_s,
-                "cpu_sys_s": self.cpu_sys_s,
+                "cpu_sys_s": self.cpu_sys_s, "run_s": self.run_s,
+                "run_wait_s": self.run_wait_s, "wall_s": self.wall_s,
                 "directions": [d.to_json() for d in self.directions], "extra": dict(self.extra)}
 
     def to_json(self) -> str:
@@ -261,7 +316,8 @@ class EmulStats:
         if version != STATS_VERSION:
             raise StatsFormatError(f"stats_version: want {STATS_VERSION} (got {version!r})")
         d = _object(d, "stats", {"stats_version", "backend", "alive", "error", "instance",
-                                 "cpu_user_s", "cpu_sys_s", "directions", "extra"})
+                                 "cpu_user_s", "cpu_sys_s", "run_s", "run_wait_s", "wall_s",
+                                 "directions", "extra"})
         if not isinstance(d.get("backend"), str):
             raise StatsFormatError(f"backend: want a name (got {d.get('backend')!r})")
         if d.get("alive") not in (None, True, False):
@@ -276,7 +332,8 @@ class EmulStats:
                    alive=d.get("alive"), error=d.get("error"),
                    instance=_opt(_nonneg_int, d.get("instance"), "instance"),
                    cpu_user_s=_opt(_real, d.get("cpu_user_s"), "cpu_user_s"),
-                   cpu_sys_s=_opt(_real, d.get("cpu_sys_s"), "cpu_sys_s"), extra=extra)
+                   cpu_sys_s=_opt(_real, d.get("cpu_sys_s"), "cpu_sys_s"), extra=extra,
+                   **{k: _opt(_real, d.get(k), k) for k in ("run_s", "run_wait_s", "wall_s")})
 
 
 @dataclass(frozen=True)
@@ -324,6 +381,48 @@ def load_stats(data: Any, backend: str = "?") -> EmulStats | UnreadableStats:
         return adapt_v1(d, backend)
     except StatsFormatError as e:
         return UnreadableStats(str(e), raw[:200], backend)
+
+
+def emulation_late(stats: "EmulStats | UnreadableStats", rtt_s: float | None,
+                   tol_s: float | None = None) -> list[str]:
+    """Why one step's emulation was late, from the engine's own timing (its stats
+    differenced to the step), or [] when it kept time. Late means: the mean lateness of
+    a round trip (forward + reverse means) beyond the RTT tolerance, or more than
+    LATE_SHARE_MAX of one direction's packets later than the tolerance (its p99 beyond
+    it). Each reason carries its numbers. Backends that cannot time their releases
+    (netem, none) and unreadable stats give no evidence either way."""
+    if not isinstance(stats, EmulStats):
+        return []
+    tol = tol_s if tol_s is not None else rtt_tolerance_s(rtt_s or 0.0)
+    lates = [(d, d.lateness) for d in stats.directions
+             if d.lateness is not None and d.lateness.count]
+    if not lates:
+        return []
+    out = []
+    rtt_late = sum(lt.mean_s for _, lt in lates)
+    if rtt_late > tol:
+        out.append(f"emulation late: mean lateness {rtt_late * 1e3:.3f} ms per round trip "
+                   f"({' + '.join(f'{lt.mean_s * 1e3:.3f} {d.direction}' for d, lt in lates)})"
+                   f" > tolerance {tol * 1e3:.3f} ms")
+    for d, lt in lates:
+        so = lt.share_over(tol)
+        if so and so[0] > LATE_SHARE_MAX:
+            p99 = lt.p99_s
+            out.append(f"emulation late ({d.direction}): {so[0]:.2%} of packets > "
+                       f"{so[1] * 1e3:.3g} ms late (max {LATE_SHARE_MAX:.0%}; p99 <= "
+                       f"{(p99 or 0) * 1e3:.3g} ms, max {lt.max_s * 1e3:.3g} ms)")
+    return out
+
+
+def engine_busy(stats: "EmulStats | UnreadableStats") -> str | None:
+    """The engine's CPU use over the step, when it saturated one CPU."""
+    if not isinstance(stats, EmulStats) or not stats.wall_s:
+        return None
+    busy = stats.run_s if stats.run_s is not None else \
+        (stats.cpu_user_s or 0.0) + (stats.cpu_sys_s or 0.0)
+    if busy / stats.wall_s >= ENGINE_CPU_SATURATED:
+        return f"engine CPU {busy / stats.wall_s:.0%} of the step's wall time (saturated)"
+    return None
 
 
 # --- kernel qdisc statistics (netem backend; also old stored netem rows) ----------------

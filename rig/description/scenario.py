@@ -462,6 +462,15 @@ class Scenario:
         if not tp.is_file():
             raise ctx.child("topology").error(
                 f"no such topology (have: {', '.join(list_topologies())})", d["topology"])
+        real = [p.name for p in d["paths"] if p.kind == "real"]
+        t = d["tuning"]
+        for attr, v in (("congestion_control", t.congestion_control),
+                        ("tcp_rmem_max", t.tcp_rmem_max), ("tcp_wmem_max", t.tcp_wmem_max),
+                        ("mtu", None if t.mtu == 1500 else t.mtu)):
+            if real and v is not None:   # the rig tunes only namespaces it made
+                raise ctx.child("tuning").child(attr).error(
+                    f"not applied on real path {real[0]!r} (its namespaces are not the "
+                    f"rig's): tune them yourself and remove this key", v)
         return dict(d, topology=parse_topology(tp))
 
     def server(self, name: str) -> ServerSpec:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+from dataclasses import replace
 from typing import Any
 
 from rig.realization import netns
@@ -37,9 +38,61 @@ def _scalar(text: str | None) -> Any:
     return float(text) if any(c in text for c in ".eE") else int(text)
 
 
+_TUNING_OPTS = {"cc": "congestion_control", "rmem": "tcp_rmem_max", "wmem": "tcp_wmem_max",
+                "mtu": "mtu"}
+
+
+def parse_tuning(*, tuning_file: str | None = None, cc: str | None = None,
+                 rmem: str | None = None, wmem: str | None = None, mtu: str | None = None):
+    """The scenario's Tuning (rig.description.scenario.Tuning, parsed by S.load) from a
+    YAML file of `tuning:` keys and the --cc/--rmem/--wmem/--mtu options (which win).
+    Host-global buffer limits (core_rmem_max, core_wmem_max) are refused: a path left
+    running cannot restore them. Raises InputError naming the file or the option."""
+    from rig.description import safeyaml
+    from rig.description.scenario import Tuning
+    doc: dict = {}
+    if tuning_file is not None:
+        where = str(tuning_file)
+        try:
+            data = safeyaml.load(safeyaml.read_text(tuning_file), where)
+        except OSError as e:
+            raise InputError(f"cannot read ({e.strerror})", file=where) from None
+        if isinstance(data, dict) and set(data) == {"tuning"}:
+            data = data["tuning"]           # a scenario-shaped file: its tuning section
+        schema.load(schema.Ctx(where), data, Tuning)       # the file's own errors name the file
+        for k in ("core_rmem_max", "core_wmem_max"):
+            if isinstance(data, dict) and data.get(k) is not None:
+                raise InputError("host-global: a path left running cannot restore it "
+                                 "(set it with sysctl)", file=where, key=k, value=data[k],
+                                 has_value=True)
+        doc.update(data or {})
+    given = {"cc": cc, "rmem": rmem, "wmem": wmem, "mtu": mtu}
+    for opt, v in given.items():
+        if v is not None:
+            doc[_TUNING_OPTS[opt]] = _scalar(v)
+    try:
+        return schema.load(schema.Ctx(WHERE), doc, Tuning)
+    except InputError as e:
+        bad = next((o for o, k in _TUNING_OPTS.items() if k == (e.key or "").split(".")[0]
+                    and given[o] is not None), None)
+        if bad is None:
+            raise
+        raise InputError(e.message, file=WHERE, key=f"--{bad}", value=given[bad],
+                         has_value=True) from None
+
+
+def window_info(window: int | None, rtt_s: float) -> dict:
+    """What a person at this path is bound by: one stream's window and window / RTT."""
+    return {"window_bytes": window,
+            "window_bound_bps_at_rtt": (window * 8 / rtt_s) if window and rtt_s > 0 else None}
+
+
 def parse_options(name: str, *, rtt: str, jitter: str = "0ms", loss: str = "0%",
-                  rate: str | None = None, backend: str = "auto") -> tuple[str, LinkProfile, str]:
+                  rate: str | None = None, backend: str = "auto",
+                  reverse_loss: str | None = None) -> tuple[str, LinkProfile, str]:
     """Validate every option as a scenario path; return (name, profile, backend).
+    --loss is the data direction's (server -> client), as a scenario's `loss:`;
+    --reverse-loss the other (client -> server: requests, ACKs).
     Pure: raises InputError `rig net up: --OPTION: message (got 'VALUE')`."""
     given = {"name": name, "rtt": rtt, "jitter": jitter, "loss": loss, "rate": rate,
              "backend": backend}
@@ -58,6 +111,15 @@ def parse_options(name: str, *, rtt: str, jitter: str = "0ms", loss: str = "0%",
                          has_value=True) from None
     except ValueError as e:     # the profile's own checks
         raise InputError(str(e), file=WHERE) from None
+    if reverse_loss is not None:
+        try:
+            rl = schema.fraction(_scalar(reverse_loss))
+            if rl >= 1.0:
+                raise ValueError("100% loss moves nothing")
+            profile = replace(profile, forward=replace(profile.forward, loss=rl))
+        except ValueError as e:
+            raise InputError(str(e), file=WHERE, key="--reverse-loss", value=reverse_loss,
+                             has_value=True) from None
     return spec.name, profile, spec.backend
 
 
@@ -99,10 +161,14 @@ def _register(name: str, state: dict) -> str:
 
 
 def up(name: str, *, rtt: str, jitter: str = "0ms", loss: str = "0%", rate: str | None = None,
-       backend: str = "auto", owner_pid: int | None = None) -> dict:
+       backend: str = "auto", owner_pid: int | None = None, reverse_loss: str | None = None,
+       tuning_opts: dict | None = None) -> dict:
     name, profile, backend = parse_options(name, rtt=rtt, jitter=jitter, loss=loss, rate=rate,
-                                           backend=backend)
+                                           backend=backend, reverse_loss=reverse_loss)
+    t = parse_tuning(**(tuning_opts or {}))
+    from rig.realization import tuning
     from rig.realization.emul.choose import make_backend
+    tuning.check_cc_available(t)
     state = {"kind": "net", "name": name, "pid": os.getpid(), **_owner(owner_pid)}
     prefix = _register(name, state)
     state["prefix"] = prefix
@@ -111,7 +177,10 @@ def up(name: str, *, rtt: str, jitter: str = "0ms", loss: str = "0%", rate: str 
         subnet = netns.lease_subnet(prefix)
         path = netns.lay_out(netns.default_topology(), prefix, 0, name, subnet,
                              workdir=netns.STATE_DIR / prefix / "net")
-        net = netns.build(path)
+        net = netns.build(path, mtu=t.mtu)
+        for node in path.nodes:
+            if node.role != "router" and node.ns is not None:
+                tuning.apply_ns(t, node.ns)
         assert net.site is not None
         be = make_backend(backend)
         be.apply(net.site, profile)
@@ -123,7 +192,11 @@ def up(name: str, *, rtt: str, jitter: str = "0ms", loss: str = "0%", rate: str 
         netns.drop_state(prefix)
         raise
     info = dict(net.describe(), backend=be.name, prefix=prefix,
-                rtt_ms=profile.rtt_s * 1e3 if be.name != "none" else None)
+                rtt_ms=profile.rtt_s * 1e3 if be.name != "none" else None,
+                congestion_control=tuning.effective_cc(net.client_ns),
+                tcp_rmem_max=tuning.effective_rmem_max(t, net.client_ns),
+                tcp_wmem_max=tuning.effective_wmem_max(t, net.server_ns), mtu=t.mtu,
+                **window_info(tuning.effective_window(t, net.client_ns), profile.rtt_s))
     state.update(info)
     netns.write_state(prefix, state)
     return info

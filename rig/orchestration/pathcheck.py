@@ -1,17 +1,25 @@
 """Path validation: does the path have the configured RTT and what capacity does it carry?
 
-`ping` gives RTT mean/min/max/stddev and echo loss; a short `iperf3 -R` (server sends,
-as in a download) gives goodput, retransmits and the sender's srtt. Parsers are pure
-and tested on captured output. Must not import orchestration or reports.
+`ping` gives RTT mean/min/max/stddev and echo loss; `iperf3 -R` (server sends, as in a
+download) gives goodput, retransmits and the sender's srtt. Parsers are pure and tested
+on captured output. Must not import orchestration or reports.
+
+Capacity is measured past slow start: iperf3 runs max(iperf_duration, 40 x RTT) after an
+omitted start of max(1 s, 15 x RTT) (`-O`), with socket buffers as large as the host
+allows (`-w` net.core.{r,w}mem_max when that exceeds what autotuning would reach in the
+namespace). A result that still sits at the streams x window / RTT bound is a window,
+not a capacity: it is stored as "not measured" (capacity_bps NULL, capacity_note why).
 """
 from __future__ import annotations
 
 import json
+import math
 import re
 import time
 from dataclasses import dataclass
 
 from rig.process import proc
+from rig.realization import tuning
 from rig.services.tools.iperf3 import parse_iperf3
 
 _RTT = re.compile(r"= ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms")
@@ -47,9 +55,63 @@ def ping_argv(addr: str, count: int, interval_s: float) -> list[str]:
     return ["ping", "-n", "-q", "-c", str(count), "-i", f"{interval_s:g}", "-W", "2", addr]
 
 
-def iperf3_argv(addr: str, port: int, streams: int, seconds: float) -> list[str]:
-    return ["iperf3", "-c", addr, "-p", str(port), "-J", "--get-server-output", "-R", "-P", str(streams),
-            "-t", f"{seconds:g}", "--connect-timeout", "5000"]
+OMIT_RTTS = 15          # slow start (BBR startup, cubic) is over within ~15 RTTs here
+LONG_RTTS = 40          # then measure for >= 40 RTTs
+WINDOW_NEAR = 0.85      # goodput at >= 85 % of streams x window / RTT: the window limited it
+
+
+def iperf3_argv(addr: str, port: int, streams: int, seconds: float, *, omit: int = 0,
+                window: int | None = None) -> list[str]:
+    return (["iperf3", "-c", addr, "-p", str(port), "-J", "--get-server-output", "-R",
+             "-P", str(streams), "-t", f"{seconds:g}", "--connect-timeout", "5000"]
+            + (["-O", str(omit)] if omit else []) + (["-w", str(window)] if window else []))
+
+
+def capacity_timing(rtt_ms: float | None, min_seconds: float) -> tuple[int, int]:
+    """(seconds measured, seconds omitted) for a capacity run at this RTT."""
+    rtt = (rtt_ms or 0.0) / 1e3
+    return (max(math.ceil(min_seconds), math.ceil(LONG_RTTS * rtt)),
+            max(1, math.ceil(OMIT_RTTS * rtt)))
+
+
+def capacity_window(autotune_window: int | None, core_rmem: int | None,
+                    core_wmem: int | None) -> tuple[int | None, int | None]:
+    """(largest per-stream window the run can use, `-w` to pass or None): the host-wide
+    socket buffer limit when it beats the namespace's autotuning maximum, else
+    autotuning. The kernel doubles a SO_RCVBUF request and 6.x kernels advertise most of
+    the buffer (measured here: -P4 -w 16MiB carried 5.8 Gbit/s at 120 ms, 1.3 x 4 x
+    16 MiB / RTT), so a `-w W` window is counted as up to 2 W: a goodput is called
+    window-limited only when it is near even that."""
+    host = min(core_rmem, core_wmem) if core_rmem and core_wmem else None
+    if host and (autotune_window is None or 2 * host > autotune_window):
+        return 2 * host, host
+    return autotune_window, None
+
+
+def window_limited(bps: float | None, streams: int, window: int | None,
+                   rtt_ms: float | None) -> str | None:
+    """Why a goodput is no capacity (it sits at the window bound), or None."""
+    if not bps or not window or not rtt_ms or rtt_ms < 1.0:
+        return None
+    bound = streams * window * 8 / (rtt_ms / 1e3)
+    if bps >= WINDOW_NEAR * bound:
+        return (f"not measured: iperf3 {bps / 1e9:.3g} Gbit/s is {bps / bound:.0%} of its "
+                f"window bound {streams}x{window / 2**20:.3g} MiB/{rtt_ms:g} ms = "
+                f"{bound / 1e9:.3g} Gbit/s")
+    return None
+
+
+def _window_here(client_ns: str | None) -> tuple[int | None, int | None]:
+    ns = tuning.read(["net.ipv4.tcp_rmem", "net.ipv4.tcp_adv_win_scale"], client_ns)
+    host = tuning.read(["net.core.rmem_max", "net.core.wmem_max"], None)
+    rmem = ns.get("net.ipv4.tcp_rmem")
+    scale = ns.get("net.ipv4.tcp_adv_win_scale")
+    auto = tuning.window_bytes(int(rmem.split()[2]) if rmem else None,
+                               int(scale) if scale else None)
+    def num(k: str) -> int | None:
+        v = host.get(k)
+        return int(v) if v else None
+    return capacity_window(auto, num("net.core.rmem_max"), num("net.core.wmem_max"))
 
 
 def rtt_flag(configured_ms: float | None, measured_ms: float | None, *,
@@ -81,8 +143,12 @@ def validate_path(*, client_ns: str | None, server_addr: str, iperf_port: int,
         ping = parse_ping(pr.stdout)
     except ValueError:
         ping = PingStats(v.ping_count, 0, None, None, None, None)
-    ir = proc.run(iperf3_argv(server_addr, iperf_port, v.iperf_streams, v.iperf_seconds),
-                  netns=client_ns, timeout=v.iperf_seconds + 30, host=host, rundir=rundir)
+    secs, omit = capacity_timing(configured_rtt_ms, v.iperf_seconds)
+    # the window the capacity run may use: this host's limits (a remote client: its own)
+    window, w_arg = _window_here(client_ns) if host is None else (None, None)
+    ir = proc.run(iperf3_argv(server_addr, iperf_port, v.iperf_streams, secs, omit=omit,
+                              window=w_arg), netns=client_ns, timeout=secs + omit + 30,
+                  host=host, rundir=rundir)
     ip = parse_iperf3(ir.stdout, ir.returncode)
     reasons = []
     flag = rtt_flag(configured_rtt_ms, ping.mean_ms, abs_ms=v.rtt_tolerance_ms,
@@ -95,10 +161,14 @@ def validate_path(*, client_ns: str | None, server_addr: str, iperf_port: int,
     bps = ip.extra.get("receiver_bps")
     if rate_bps and bps and bps > rate_bps * 1.05:
         reasons.append(f"iperf3 {bps / 1e9:.3f} Gbit/s exceeds the configured rate")
+    rtt_for_window = ping.mean_ms if ping.mean_ms is not None else configured_rtt_ms
+    note = ("not measured: iperf3 failed" if not bps else
+            window_limited(bps, v.iperf_streams, window, rtt_for_window))
     return {
         "rtt_ms_measured": ping.mean_ms, "rtt_ms_min": ping.min_ms, "rtt_ms_max": ping.max_ms,
         "rtt_ms_stddev": ping.stddev_ms, "ping_count": ping.count, "ping_loss": ping.loss,
         "iperf_bps": bps, "iperf_streams": v.iperf_streams,
+        "capacity_bps": None if note else bps, "capacity_note": note,
         "iperf_retransmits": ip.extra.get("retransmits"), "iperf_srtt_ms": ip.extra.get("srtt_ms"),
         "flagged": bool(reasons), "flag_reason": "; ".join(reasons) or None, "started_at": started,
         "raw": json.dumps({"ping": pr.stdout[-2000:], "iperf3_argv": ir.argv,

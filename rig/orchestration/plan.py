@@ -24,7 +24,7 @@ from rig.services import servers
 from rig.services import tools
 from rig.orchestration.transfer import build_jobs
 from rig.orchestration.origins import server_plans
-from rig.orchestration.pathcheck import iperf3_argv, ping_argv
+from rig.orchestration.pathcheck import capacity_timing, iperf3_argv, ping_argv
 
 PREFIX = "rig0000"
 
@@ -89,8 +89,10 @@ def plan_lines(sc: Scenario) -> list[str]:
         v = sc.validation
         out.append(at + _fmt(ns_argv(client_ns, ping_argv(addr, v.ping_count,
                                                           v.ping_interval_s))))
+        secs, omit = capacity_timing(step.rtt_ms, v.iperf_seconds)
         out.append(at + _fmt(ns_argv(client_ns, iperf3_argv(addr, servers.IPERF3_PORT,
-                                                             v.iperf_streams, v.iperf_seconds))))
+                                                             v.iperf_streams, secs, omit=omit)))
+                   + "   # + -w net.core.{r,w}mem_max when it beats the namespace's tcp_rmem")
         plans = _server_plans(sc, n, _host_wd(sc, step.path.server_host, wd))
         for g in S.groups(sc):
             jobs = build_jobs(sc, g, plans, addr, servers.IPERF3_PORT)

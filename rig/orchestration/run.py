@@ -28,7 +28,7 @@ from rig.realization.emul.base import Backend, LinkSite
 from rig.realization.emul.choose import make_backend
 from rig.realization.emul.none import NoneBackend
 from rig.errors import RigError, StepAborted
-from rig.description.linkstats import EmulStats
+from rig.description.linkstats import EmulStats, emulation_late
 from rig.orchestration.reporter import Reporter, Say, stderr_say
 from rig.results.store import EngineStatsRow, Store, ValidationRow
 from rig.description.scenario import LOCAL, PathSpec, Scenario, server_count, uses_tls
@@ -53,6 +53,7 @@ class Live:
     applied: bool = False
     client_host: Host | None = None     # remote hosts of a real path (None: this one)
     server_host: Host | None = None
+    last_stats: EmulStats | None = None     # the engine's previous snapshot (per-step deltas)
 
     index = property(lambda self: self.path.index)
     client_ns = property(lambda self: self.path.client_ns)
@@ -394,6 +395,8 @@ class Run:
         self.store.add_validation(ValidationRow(**self._step_fields(step, live), phase=phase, **v))
         rtt = f"{v['rtt_ms_measured']:.3f} ms" if v["rtt_ms_measured"] is not None else "n/a"
         cap = f"{v['iperf_bps'] / 1e9:.2f} Gbit/s" if v["iperf_bps"] else "n/a"
+        if v.get("capacity_note"):
+            cap += f" (capacity {v['capacity_note']})"
         srtt = f"{v['iperf_srtt_ms']:.2f} ms" if v["iperf_srtt_ms"] else "n/a"
         flag = f"  FLAGGED: {v['flag_reason']}" if v["flagged"] else "  ok"
         self.say(f"  validate ({phase}): ping {rtt} (±{v['rtt_ms_stddev'] or 0:.3f}), "
@@ -425,9 +428,16 @@ class Run:
             stats = live.backend.stats(live.site)
         except RigError as e:
             stats = EmulStats(live.backend.name, error=str(e))
+        # the engine counts from its start: judge this step on what happened since the last
+        late = emulation_late(stats.since(live.last_stats),
+                              None if step.rtt_ms is None else step.rtt_ms / 1e3)
+        live.last_stats = stats
         self.store.add_engine_stats(EngineStatsRow(
             run_id=self.run_id, step=step.index, path=live.spec.name, backend=live.backend.name,
-            taken_at=time.time(), stats=stats.to_json()))
+            taken_at=time.time(), stats=stats.to_json(), emulation_late=bool(late),
+            emulation_late_reason="; ".join(late) or None))
+        if late:
+            self.say(f"  EMULATION LATE: {'; '.join(late)}")
 
     def _common(self, step: S.Step, live: Live) -> dict:
         return {**self._tuned(step, live), "client_host": live.spec.client_host,

@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from rig.report.model import Run
-from rig.report.tables import ENGINE_COLUMNS, SUMMARY_COLUMNS, VALIDATION_COLUMNS, engine_rows, \
+from rig.report.tables import ENGINE_COLUMNS, SUMMARY_COLUMNS, TIMING_COLUMNS, \
+    VALIDATION_COLUMNS, engine_rows, timing_rows, \
     rtt_table, summary_rows, validation_rows
 
 CSS = """
@@ -157,9 +158,19 @@ def _validations(run: Run) -> list[str]:
            table(VALIDATION_COLUMNS, [[r[c] for c in VALIDATION_COLUMNS] for r in rows],
                  classes) if rows else "<p>none recorded</p>"]
     if run.engine:
+        trows = timing_rows(run)
+        out += ["<h2>Emulation timing per step</h2>",
+                "<p>The engine's own release lateness is each step's self-check: a step's "
+                "emulation is LATE when the mean lateness of a round trip exceeds the RTT "
+                "tolerance, or more than 1 % of one direction's packets are later than it. "
+                "Ping is the independent witness; where the two disagree it is said.</p>",
+                table(TIMING_COLUMNS, [[r[c] for c in TIMING_COLUMNS] for r in trows],
+                      ["flag" if r["emulation"] == "LATE" or r["ping"] == "off" else ""
+                       for r in trows])]
         erows = engine_rows(run)
         classes = ["flag" if r.get("engine", "").startswith(("not alive", "unreadable"))
-                   or "error" in r.get("engine", "") else "" for r in erows]
+                   or "error" in r.get("engine", "") or r.get("emulation") == "LATE"
+                   else "" for r in erows]
         out += ["<details><summary>Engine statistics per step (packets during the step; "
                 "lateness quantiles are histogram-bin upper bounds)</summary>",
                 table(ENGINE_COLUMNS, [[r.get(c, "") for c in ENGINE_COLUMNS] for r in erows],

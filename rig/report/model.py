@@ -19,7 +19,8 @@ from typing import Any
 
 from rig.errors import InputError
 from rig.results import check as results_check
-from rig.results.store import ADDED_AFTER_V1, TRANSFER_COLUMNS, Store
+from rig.results.store import ADDED_AFTER_V1, ENGINE_COLUMNS, TRANSFER_COLUMNS, VALIDATION_COLUMNS, \
+    Store
 
 # Per-measurement settings that, when they differ between two runs, explain a change.
 SETTINGS = ("backend", "window_bytes", "tcp_rmem_max", "tcp_wmem_max",
@@ -214,7 +215,11 @@ def _add_process(p: Point, r: dict) -> None:
 def _attach_validations(p: Point, validations: list[dict]) -> None:
     vals = [v for v in validations if v["step"] in p.steps]
     before = [v for v in vals if v["phase"] == "before"] or vals
-    caps = [v["iperf_bps"] for v in before if v.get("iperf_bps")]
+    # capacity_bps: measured past slow start and not window-limited; NULL with a note:
+    # not measured. Folders from before the column (both NULL): the iperf3 goodput.
+    caps = [v["capacity_bps"] if v.get("capacity_bps") or v.get("capacity_note")
+            else v["iperf_bps"] for v in before]
+    caps = [c for c in caps if c]
     if caps:
         p.capacity_bps = statistics.fmean(caps)
     rtts = [v["rtt_ms_measured"] for v in before if v.get("rtt_ms_measured") is not None]
@@ -264,7 +269,12 @@ def load_run(run_dir: Path) -> Run:
     try:
         transfers = store.transfers()
         validations = store.validations()
-        engine = store.rows("engine_stats")
+        engine = [{**dict.fromkeys(ADDED_AFTER_V1 & set(ENGINE_COLUMNS)), **r}
+                  for r in store.rows("engine_stats")]
+        transfers = [{**dict.fromkeys(ADDED_AFTER_V1 & set(TRANSFER_COLUMNS)), **r}
+                     for r in transfers]
+        validations = [{**dict.fromkeys(ADDED_AFTER_V1 & set(VALIDATION_COLUMNS)), **r}
+                       for r in validations]
         tcp = store.tcp_samples()
         meta, env = store.meta(), store.environment()
     except (sqlite3.DatabaseError, ValueError) as e:

@@ -16,7 +16,8 @@ import math
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from rig.description.linkstats import STATS_VERSION, UnreadableStats
+from rig.description.linkstats import STATS_VERSION, EmulStats, UnreadableStats, \
+    emulation_late, rtt_tolerance_s
 from rig.report.model import Point, Run, series_id, series_labels
 from rig.report.verdict import Verdict, step_engine_stats
 
@@ -26,7 +27,8 @@ SUMMARY_COLUMNS = ("client", "rtt_ms", "n", "mean_gbps", "min_gbps", "max_gbps",
 VALIDATION_COLUMNS = ("step", "phase", "path", "backend", "rtt_ms_configured",
                       "rtt_ms_measured", "rtt_ms_stddev", "ping_loss", "loss_configured",
                       "rate_gbps_configured", "iperf_gbps", "iperf_retransmits",
-                      "iperf_srtt_ms", "flagged", "flag_reason")
+                      "iperf_srtt_ms", "flagged", "flag_reason", "capacity_gbps",
+                      "capacity_note")
 
 
 def _g(bps: float | None, digits: int = 4) -> str:
@@ -106,7 +108,9 @@ def validation_rows(run: Run) -> list[dict[str, str]]:
             "iperf_retransmits": _num(v.get("iperf_retransmits"), "d"),
             "iperf_srtt_ms": _num(v.get("iperf_srtt_ms")),
             "flagged": "FLAGGED" if v.get("flagged") else "ok",
-            "flag_reason": v.get("flag_reason") or ""})
+            "flag_reason": v.get("flag_reason") or "",
+            "capacity_gbps": _g(v.get("capacity_bps")),
+            "capacity_note": v.get("capacity_note") or ""})
     return out
 
 
@@ -114,7 +118,24 @@ ENGINE_COLUMNS = ("step", "path", "backend", "direction", "seen", "released",
                   "dropped_loss", "dropped_queue", "nfq_queue_dropped", "nfq_user_dropped",
                   "dropped_unattributed", "dropped_rate_limiter", "applied_delay_ms",
                   "late_mean_ms", "late_p50_ms", "late_p99_ms", "late_max_ms",
-                  "late_share_1ms", "engine")
+                  "late_share_1ms", "late_over_tol", "engine_cpu", "run_wait_ms",
+                  "emulation", "engine")
+# One line per step: the engine's own timing beside its independent witness (ping).
+TIMING_COLUMNS = ("step", "path", "backend", "rtt_ms_configured", "tolerance_ms",
+                  "engine_late_rtt_ms", "engine_late_p99_ms", "engine_late_max_ms",
+                  "engine_late_share", "engine_cpu", "run_wait_ms", "emulation",
+                  "ping_off_ms", "ping", "agreement", "why")
+
+
+def _step_rtt_ms(run: Run, step: int) -> float | None:
+    return next((v.get("rtt_ms_configured") for v in run.validations
+                 if v["step"] == step and v.get("rtt_ms_configured") is not None), None)
+
+
+def _cpu(st: EmulStats) -> str:
+    busy = st.run_s if st.run_s is not None else (
+        None if st.cpu_user_s is None else st.cpu_user_s + (st.cpu_sys_s or 0.0))
+    return _num(busy / st.wall_s, ".0%") if busy is not None and st.wall_s else ""
 
 
 def _ms(s: float | None) -> str:
@@ -128,6 +149,8 @@ def engine_rows(run: Run) -> list[dict[str, str]]:
     for step in sorted({int(r["step"]) for r in run.engine}):
         rows = sorted((r for r in run.engine if r["step"] == step),
                       key=lambda r: r.get("taken_at") or 0)
+        rtt = _step_rtt_ms(run, step)
+        tol_s = rtt_tolerance_s((rtt or 0.0) / 1e3)
         for r, st in zip(rows, step_engine_stats(run, step)):
             base = {"step": str(step), "path": r["path"], "backend": r["backend"]}
             if isinstance(st, UnreadableStats):
@@ -138,20 +161,70 @@ def engine_rows(run: Run) -> list[dict[str, str]]:
                 state = f"{state + ': ' if state else ''}error: {st.error}"
             if st.source_version != STATS_VERSION:
                 state += f" (stats v{st.source_version})"
+            timed = any(d.lateness is not None and d.lateness.count for d in st.directions)
+            late = emulation_late(st, None if rtt is None else rtt / 1e3)
+            base.update(emulation="LATE" if late else "on time" if timed else "",
+                        engine_cpu=_cpu(st), run_wait_ms=_ms(st.run_wait_s))
             for d in st.directions or (None,):
                 row = dict(base, engine=state.strip())
                 if d is not None:
-                    late = d.lateness
+                    lat = d.lateness
                     row.update({k: _num(getattr(d, k), "d") for k in ENGINE_COLUMNS[4:12]})
-                    share = late.share_late() if late else None
+                    share = lat.share_late() if lat else None
                     row.update(direction=d.direction,
                                applied_delay_ms=_ms(d.applied_delay_mean_s),
-                               late_mean_ms=_ms(late.mean_s if late and late.count else None),
-                               late_p50_ms=_ms(late.p50_s if late else None),
-                               late_p99_ms=_ms(late.p99_s if late else None),
-                               late_max_ms=_ms(late.max_s if late else None),
+                               late_mean_ms=_ms(lat.mean_s if lat and lat.count else None),
+                               late_p50_ms=_ms(lat.p50_s if lat else None),
+                               late_p99_ms=_ms(lat.p99_s if lat else None),
+                               late_max_ms=_ms(lat.max_s if lat else None),
                                late_share_1ms=_num(share, ".2%"))
+                    so = lat.share_over(tol_s) if lat else None
+                    if so:
+                        row["late_over_tol"] = f"{so[0]:.2%} > {so[1] * 1e3:.3g} ms"
                 out.append(row)
+    return out
+
+
+def timing_rows(run: Run) -> list[dict[str, str]]:
+    """Per step and path: the engine's timing (lateness per round trip, worst direction's
+    p99 bound, max and share beyond the RTT tolerance, CPU and run-queue wait), its
+    "emulation late" flag, and what ping found, with whether the two agree."""
+    out = []
+    for step in sorted({int(r["step"]) for r in run.engine}):
+        rtt = _step_rtt_ms(run, step)
+        tol_s = rtt_tolerance_s((rtt or 0.0) / 1e3)
+        rows = sorted((r for r in run.engine if r["step"] == step),
+                      key=lambda r: r.get("taken_at") or 0)
+        for r, st in zip(rows, step_engine_stats(run, step)):
+            row = {c: "" for c in TIMING_COLUMNS}
+            row.update(step=str(step), path=r["path"], backend=r["backend"],
+                       rtt_ms_configured=_num(rtt, "g"), tolerance_ms=_ms(tol_s))
+            late: list[str] = []
+            if isinstance(st, EmulStats):
+                lat = [d.lateness for d in st.directions if d.lateness and d.lateness.count]
+                late = emulation_late(st, None if rtt is None else rtt / 1e3)
+                if lat:
+                    shares = [x.share_over(tol_s) for x in lat]
+                    row.update(engine_late_rtt_ms=f"{sum(x.mean_s for x in lat) * 1e3:.3f}",
+                               engine_late_p99_ms=_ms(max(x.p99_s or 0.0 for x in lat)),
+                               engine_late_max_ms=_ms(max(x.max_s for x in lat)),
+                               engine_late_share=_num(max(s[0] for s in shares if s), ".2%"),
+                               emulation="LATE" if late else "on time")
+                row.update(engine_cpu=_cpu(st), run_wait_ms=_ms(st.run_wait_s))
+            pings = [v for v in run.validations if v["step"] == step and v["path"] == r["path"]
+                     and v.get("rtt_ms_measured") is not None and rtt is not None]
+            offs = [v["rtt_ms_measured"] - rtt for v in pings]
+            ping_flag = any(v.get("flagged") and "RTT" in (v.get("flag_reason") or "")
+                            for v in pings)
+            if offs:
+                worst = max(offs, key=abs)
+                row.update(ping_off_ms=f"{worst:+.3f}", ping="off" if ping_flag else "ok")
+            if row["emulation"] and row["ping"]:
+                row["agreement"] = ("agree" if (row["emulation"] == "LATE") == ping_flag else
+                                    "ping off, engine on time" if ping_flag else
+                                    "engine late, ping within tolerance")
+            row["why"] = "; ".join(late)
+            out.append(row)
     return out
 
 
@@ -178,4 +251,7 @@ def write_tables(run: Run, verdicts: dict, out_dir: Path) -> list[Path]:
                              [[r[c] for c in VALIDATION_COLUMNS] for r in validation_rows(run)]))
     from rig.report import concurrency   # imports this module's helpers
     written += concurrency.write(run, out_dir)
+    if run.engine:
+        written.append(write_csv(out_dir / "emulation_timing.csv", TIMING_COLUMNS,
+                                 [[r[c] for c in TIMING_COLUMNS] for r in timing_rows(run)]))
     return written

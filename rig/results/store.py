@@ -118,6 +118,8 @@ class ValidationRow:
     flag_reason: str | None = column("TEXT")
     started_at: float | None = column("REAL")
     raw: str | None = column("TEXT")  # JSON: ping and iperf3 output
+    capacity_bps: float | None = column("REAL")  # iperf_bps past slow start, unless window-limited
+    capacity_note: str | None = column("TEXT")  # why capacity_bps is NULL ("not measured: ...")
 
 
 @dataclass
@@ -129,6 +131,8 @@ class EngineStatsRow:
     backend: str = column("TEXT NOT NULL")
     taken_at: float | None = column("REAL")
     stats: str = column("TEXT NOT NULL")  # EmulStats.to_json() (rig/description/linkstats.py)
+    emulation_late: bool | None = column("INTEGER")  # engine's own timing beyond tolerance in this step
+    emulation_late_reason: str | None = column("TEXT")  # why, with the numbers
 
 
 @dataclass
@@ -167,6 +171,7 @@ ADDED_AFTER_V1 |= {"tls", "server_cpu_user_s", "server_cpu_sys_s"}
 
 ADDED_AFTER_V1 |= {"origin", "origin_cpus", "client_cpus"}
 
+ADDED_AFTER_V1 |= {"emulation_late", "emulation_late_reason", "capacity_bps", "capacity_note"}
 
 ROW_TYPES: dict[str, type] = {"transfers": TransferRow, "validations": ValidationRow,
                               "engine_stats": EngineStatsRow, "tcp_samples": TcpSampleRow}

@@ -42,6 +42,8 @@ class DirectionStats:
     late_sum_s: float = 0.0
     late_max_s: float = 0.0
     late_hist: list[int] = field(default_factory=lambda: [0] * len(LATENESS_LABELS))
+    tol_s: float = float("inf")     # releases later than this are counted in late_over
+    late_over: int = 0
 
     def report(self, direction: str, held: int, **extra: Any) -> DirStats:
         accepted = self.seen - self.dropped_loss - self.dropped_queue
@@ -52,7 +54,9 @@ class DirectionStats:
             applied_delay_mean_s=(self.applied_delay_sum_s / accepted) if accepted else 0.0,
             lateness=Lateness(self.released,
                               (self.late_sum_s / self.released) if self.released else 0.0,
-                              self.late_max_s, tuple(self.late_hist)),
+                              self.late_max_s, tuple(self.late_hist),
+                              None if self.tol_s == float("inf") else self.tol_s,
+                              None if self.tol_s == float("inf") else self.late_over),
             extra=extra)
 
 
@@ -251,6 +255,8 @@ class DirectionQueue:
         st.late_sum_s += late * k
         if late > st.late_max_s:
             st.late_max_s = late
+        if late > st.tol_s:
+            st.late_over += k
         st.late_hist[bisect.bisect_right(LATENESS_EDGES_S, late)] += k
 
     def drain(self) -> list[int]:

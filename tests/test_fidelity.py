@@ -1,0 +1,203 @@
+"""The engine's own timing is each step's self-check (issue 11): late releases flag a
+step and make a point emulator-limited; a ping that finds the RTT off is the witness,
+reported with its size, and never relabels a window-limited transfer by itself."""
+from __future__ import annotations
+
+import csv
+import random
+from pathlib import Path
+
+import pytest
+
+from fixtures_results import make_run
+from rig.description.linkstats import (LATENESS_EDGES_S, LATENESS_LABELS, EmulStats,
+                                       emulation_late, engine_busy, load_stats,
+                                       rtt_tolerance_s)
+from rig.description.profile import LinkProfile
+from rig.realization.emul.engine.core import DirectionQueue
+from rig.report import load_run, render, verdicts
+from rig.report.tables import engine_rows
+
+
+def _typed(mean_s: float, hist: dict[str, int], *, max_s: float = 2e-3,
+           tol_s: float | None = None, over: int | None = None, **top) -> dict:
+    """A typed (stats_version 2) engine snapshot with the same lateness both ways."""
+    n = sum(hist.values())
+    late = {"count": n, "mean_s": mean_s, "max_s": max_s,
+            "hist": [hist.get(b, 0) for b in LATENESS_LABELS], "tol_s": tol_s,
+            "over_tol": over}
+    dirs = [{"direction": d, "seen": n, "released": n, "dropped_loss": 0,
+             "dropped_queue": 0, "applied_delay_mean_s": 0.06, "lateness": late}
+            for d in ("forward", "reverse")]
+    return {"stats_version": 2, "backend": "userspace", "alive": True, "instance": 7,
+            "directions": dirs, **top}
+
+
+def _point(run, client: str, rtt: float):
+    return next(p for p in run.points if p.key.client == client and p.key.rtt_ms == rtt)
+
+
+def test_ping_flag_with_a_clean_engine_stays_window_limited_and_says_ping_is_off(
+        tmp_path: Path) -> None:
+    # step 3 (120 ms): ping measured 132.050 ms; the engine released everything on time
+    d = make_run(tmp_path / "r", flagged_steps=[3])
+    run = load_run(d)
+    v = verdicts(run)[_point(run, "curl", 120).key]
+    assert v.kind == "window-limited"
+    assert "ping RTT off by +12.050 ms" in v.text()
+    assert "engine's own timing was within tolerance" in v.text()
+    render(d)
+    with open(d / "summary.csv") as f:
+        row = next(r for r in csv.DictReader(f) if r["client"] == "curl"
+                   and r["rtt_ms"] == "120")
+    assert row["verdict"] == "window-limited" and "ping RTT off by +12.050 ms" in row["detail"]
+    # an unflagged step carries no note
+    assert not verdicts(run)[_point(run, "curl", 60).key].notes
+
+
+def test_late_engine_makes_the_step_emulator_limited_citing_its_lateness(
+        tmp_path: Path) -> None:
+    # step 2 (60 ms, tolerance 0.6 ms): 2 ms mean each way, 30 % of packets > 0.6 ms
+    late = _typed(2e-3, {"0..50us": 700, "0.5..1ms": 100, "5..10ms": 200},
+                  max_s=9e-3, tol_s=0.6e-3, over=300)
+    d = make_run(tmp_path / "r", engine_by_step={2: late})
+    run = load_run(d)
+    v = verdicts(run)[_point(run, "curl", 60).key]
+    assert v.kind == "emulator-limited"
+    assert "engine adds 4 ms mean release lateness per round trip, > 3 ms" in v.detail
+    assert "window-limited" in v.also          # what it would have been
+    assert verdicts(run)[_point(run, "curl", 20).key].kind == "window-limited"
+    rows = [r for r in engine_rows(run) if r["step"] == "2"]
+    assert {r["emulation"] for r in rows} == {"LATE"}
+    assert {r["late_over_tol"] for r in rows} == {"30.00% > 0.6 ms"}
+    assert {r["emulation"] for r in engine_rows(run) if r["step"] == "1"} == {"on time"}
+    render(d)
+    page = (d / "report.html").read_text()
+    assert "emulation late" in page and "LATE" in page
+
+
+def test_slightly_late_engine_flags_the_step_but_keeps_the_window_verdict(
+        tmp_path: Path) -> None:
+    # 0.4 ms each way at 60 ms: beyond the 0.6 ms RTT tolerance, far below 5 % of the RTT
+    late = _typed(0.4e-3, {"0..50us": 700, "0.5..1ms": 100, "1..2ms": 200},
+                  tol_s=0.6e-3, over=300)
+    run = load_run(make_run(tmp_path / "r", engine_by_step={2: late}))
+    v = verdicts(run)[_point(run, "curl", 60).key]
+    assert v.kind == "window-limited"
+    assert ("step 2: emulation late: mean lateness 0.800 ms per round trip (0.400 forward"
+            " + 0.400 reverse) > tolerance 0.600 ms") in v.text()
+    assert "30.00% of packets > 0.6 ms late" in v.text()
+
+
+def test_emulation_late_thresholds() -> None:
+    tol = rtt_tolerance_s(0.02)
+    assert tol == pytest.approx(0.3e-3)
+    assert rtt_tolerance_s(0.12) == pytest.approx(1.2e-3)
+    ok = load_stats(_typed(0.1e-3, {"0..50us": 995, "0.5..1ms": 5}, tol_s=tol, over=5))
+    assert emulation_late(ok, 0.02) == []                      # 0.2 ms/RTT, 0.5 % late
+    mean = load_stats(_typed(0.16e-3, {"0..50us": 1000}, tol_s=tol, over=0))
+    assert emulation_late(mean, 0.02) == [
+        "emulation late: mean lateness 0.320 ms per round trip (0.160 forward + 0.160 "
+        "reverse) > tolerance 0.300 ms"]
+    share = load_stats(_typed(0.05e-3, {"0..50us": 980, "0.5..1ms": 20}, tol_s=tol, over=20))
+    assert len(emulation_late(share, 0.02)) == 2               # both directions, 2 %
+    # without the exact count (older engines) the histogram gives a lower bound of the
+    # share, at the first bin edge at or above the tolerance (0.5 ms for 0.3 ms)
+    old = load_stats(_typed(0.05e-3, {"0..50us": 980, "200..500us": 20}))
+    assert emulation_late(old, 0.02) == []
+    old = load_stats(_typed(0.05e-3, {"0..50us": 980, "1..2ms": 20}))
+    assert "2.00% of packets > 0.5 ms late" in emulation_late(old, 0.02)[0]
+
+
+def test_counters_times_and_exact_late_count_are_differenced_per_step() -> None:
+    tol = 0.6e-3
+    a = load_stats(_typed(1e-3, {"0..50us": 900, "1..2ms": 100}, tol_s=tol, over=100,
+                          run_s=1.0, run_wait_s=0.5, wall_s=10.0, cpu_user_s=0.8,
+                          cpu_sys_s=0.2))
+    b = load_stats(_typed(0.5e-3, {"0..50us": 2900, "1..2ms": 100}, tol_s=tol, over=100,
+                          run_s=4.0, run_wait_s=0.6, wall_s=13.0, cpu_user_s=3.0,
+                          cpu_sys_s=1.0))
+    d = b.since(a)
+    assert d.run_s == pytest.approx(3.0) and d.run_wait_s == pytest.approx(0.1)
+    assert d.wall_s == pytest.approx(3.0) and d.cpu_user_s == pytest.approx(2.2)
+    fwd = d.direction("forward").lateness
+    assert fwd.over_tol == 0 and fwd.count == 2000
+    assert fwd.mean_s == pytest.approx((0.5e-3 * 3000 - 1e-3 * 1000) / 2000)
+    assert emulation_late(d, 0.06) == []
+    assert engine_busy(d) == "engine CPU 100% of the step's wall time (saturated)"
+    assert engine_busy(a) is None
+    # the typed form round-trips through JSON
+    assert EmulStats.from_json(b.to_json()) == b
+
+
+def test_engine_core_counts_releases_later_than_the_tolerance() -> None:
+    prof = LinkProfile.symmetric(0.02)
+    q = DirectionQueue(prof.forward, limit=100, rng=random.Random(1))
+    q.stats.tol_s = rtt_tolerance_s(prof.rtt_s)
+    for i in range(10):
+        q.arrive(i, 0.0)
+    q.release(0.01, now=0.0101)                 # due at 0.010, released 0.1 ms late
+    for i in range(10, 20):
+        q.arrive(i, 1.0)
+    q.release(1.01, now=1.0105)                 # 0.5 ms late: beyond 0.3 ms
+    lat = q.stats.report("forward", q.held).lateness
+    assert (lat.count, lat.over_tol, lat.tol_s) == (20, 10, pytest.approx(0.3e-3))
+    assert lat.share_over(0.3e-3) == (0.5, pytest.approx(0.3e-3))
+    assert lat.mean_s == pytest.approx(0.3e-3)
+    assert len(LATENESS_EDGES_S) + 1 == len(lat.hist)
+
+
+def test_a_folder_written_before_the_emulation_late_columns_still_reports(
+        tmp_path: Path) -> None:
+    import sqlite3
+    from rig.results.store import ADDED_AFTER_V1
+    d = make_run(tmp_path / "r", flagged_steps=[3])
+    conn = sqlite3.connect(d / "results.sqlite")
+    for c in ("emulation_late", "emulation_late_reason"):
+        assert c in ADDED_AFTER_V1
+        conn.execute(f"ALTER TABLE engine_stats DROP COLUMN {c}")
+    conn.commit()
+    conn.close()
+    run = load_run(d)
+    assert all(r["emulation_late"] is None for r in run.engine)
+    assert verdicts(run)[_point(run, "curl", 120).key].kind == "window-limited"
+    render(d)
+
+
+def test_capacity_runs_past_slow_start_with_host_sized_buffers() -> None:
+    from rig.orchestration.pathcheck import (capacity_timing, capacity_window,
+                                             iperf3_argv, window_limited)
+    assert capacity_timing(0.0, 3.0) == (3, 1)
+    assert capacity_timing(20.0, 3.0) == (3, 1)
+    assert capacity_timing(120.0, 3.0) == (5, 2)          # 40 x 0.12 s, 15 x 0.12 s
+    argv = iperf3_argv("198.18.0.6", 5301, 8, 5, omit=2, window=16 * 2**20)
+    assert argv[argv.index("-O") + 1] == "2" and argv[argv.index("-w") + 1] == "16777216"
+    assert "-O" not in iperf3_argv("a", 1, 1, 3)
+    # the host limit is used only when it beats autotuning in the namespace
+    assert capacity_window(8 * 2**20, 16 * 2**20, 16 * 2**20) == (32 * 2**20, 16 * 2**20)
+    assert capacity_window(32 * 2**20, 16 * 2**20, 4 * 2**20) == (32 * 2**20, None)
+    # 8 x 4 MiB / 120 ms = 2.24 Gbit/s: 2.0 Gbit/s (89 %) is that window, not a capacity
+    assert window_limited(2.0e9, 8, 4 * 2**20, 120.0).startswith("not measured: iperf3 2 Gbit/s")
+    assert window_limited(1.5e9, 8, 4 * 2**20, 120.0) is None
+    assert window_limited(9e9, 8, 4 * 2**20, 0.05) is None    # no window bound at ~0 ms
+
+
+def test_capacity_not_measured_is_not_drawn_as_a_capacity(tmp_path: Path) -> None:
+    import sqlite3
+    d = make_run(tmp_path / "r", rtts=(20, 120))
+    conn = sqlite3.connect(d / "results.sqlite")
+    conn.execute("UPDATE validations SET capacity_bps = iperf_bps WHERE step = 0")
+    conn.execute("UPDATE validations SET capacity_note = 'not measured: window' "
+                 "WHERE step = 1")
+    conn.commit()
+    conn.close()
+    run = load_run(d)
+    assert _point(run, "curl", 20).capacity_bps == pytest.approx(4.8e9)
+    assert _point(run, "curl", 120).capacity_bps is None
+
+
+def test_engine_timing_knobs_parse_and_default_to_a_realtime_engine() -> None:
+    from rig.realization.emul.engine.server import Timing
+    assert Timing.from_env("") == Timing(spin_s=0.0, comp=True, rt=False, rt_all=True)
+    t = Timing.from_env("spin_us=150,comp=0,rt=1,rt_all=0")
+    assert (t.spin_s, t.comp, t.rt, t.rt_all) == (pytest.approx(150e-6), False, True, False)
