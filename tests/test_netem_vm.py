@@ -102,7 +102,8 @@ def test_nothing_left_after_net_down(vm):
     left = vm["leftovers"]
     assert left["netns"] == [] and left["links"] == ["lo"], left
     assert not {"netem", "tbf"} & set(left["qdisc_kinds"]), left
-    assert left["state_files"] == [], left
+    # the empty name-registry lock file stays by design (rig/realization/netns.py)
+    assert [f for f in left["state_files"] if not f.endswith("/registry.lock")] == [], left
 
 
 @pytest.mark.netemvm

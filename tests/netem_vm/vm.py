@@ -163,12 +163,16 @@ exec switch_root /newroot /bin/busybox sh /rigvm-out/stage2.sh
 """
 
 STAGE2 = r"""# stage 2, in the guest's overlay root: writable dirs, then guest.py, then power off.
+# The checkout may live below a directory that gets a tmpfs here (a CI clone in /tmp):
+# keep it visible by binding it aside first and back into place after.
+mkdir -p /.rigwt && mount --bind {worktree} /.rigwt
 mount -t tmpfs -o mode=755 tmpfs /run
 mount -t tmpfs -o mode=1777 tmpfs /tmp
 mkdir -p /dev/pts /dev/shm /etc/netns
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm
 mount -t tmpfs tmpfs /var/tmp
+mkdir -p {worktree} && mount --bind /.rigwt {worktree}
 hostname rigvm
 ip link set lo up
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
