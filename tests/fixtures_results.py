@@ -7,6 +7,7 @@ limits every point and how much a candidate run dropped against its baseline.
 from __future__ import annotations
 
 import random
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
@@ -146,3 +147,21 @@ def _transfers(store: Store, run_id: str, step: int, rtt: float, c: Client, stre
             "env": {}, "stderr_tail": "", "page_checksum": 1 if c.tool == "xrdcp" else None,
             "congestion_control": "bbr", "tcp_rmem_max": window, "tcp_wmem_max": window,
             "window_bytes": window, "started_at": 1.7e9 + step, "extra": {}})
+
+
+def downgrade_to_format1(db: Path) -> None:
+    """Make a results.sqlite look written by format 1: drop every table and column
+    listed in ADDED_AFTER_V1 (what a folder of an older rig does not have)."""
+    from rig.results.store import ADDED_AFTER_V1
+    con = sqlite3.connect(db)
+    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    for c in sorted(ADDED_AFTER_V1):
+        if c in tables:
+            con.execute(f"DROP TABLE {c}")
+            continue
+        for t in tables - ADDED_AFTER_V1:
+            if c in {r[1] for r in con.execute(f"PRAGMA table_info({t})")}:
+                con.execute(f"ALTER TABLE {t} DROP COLUMN {c}")
+    con.execute("UPDATE meta SET value = '1' WHERE key = 'format_version'")
+    con.commit()
+    con.close()

@@ -4,7 +4,6 @@ replay tool's argv and parser (captured output), the new transfers columns (an o
 results.sqlite without them still reports), the latency-bound verdict and the tables."""
 from __future__ import annotations
 
-import sqlite3
 from pathlib import Path
 
 import pytest
@@ -134,22 +133,11 @@ def test_replay_parse_captured_output():
 
 
 def test_old_results_without_new_columns_still_report(tmp_path):
-    from fixtures_results import make_run
+    from fixtures_results import downgrade_to_format1, make_run
     from rig import report
-    from rig.results.store import ADDED_AFTER_V1
     run = tmp_path / "old"
     make_run(run)
-    db = sqlite3.connect(run / "results.sqlite")
-    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    for c in sorted(ADDED_AFTER_V1):         # what a format-1 folder does not have
-        if c in tables:
-            db.execute(f"DROP TABLE {c}")
-            continue
-        for t in tables - ADDED_AFTER_V1:
-            if c in {r[1] for r in db.execute(f"PRAGMA table_info({t})")}:
-                db.execute(f"ALTER TABLE {t} DROP COLUMN {c}")
-    db.commit()
-    db.close()
+    downgrade_to_format1(run / "results.sqlite")
     files = {p.name for p in report.render(run, tmp_path / "out")}
     assert "rtt_table_mean.md" in files and "caching_table_mean.md" not in files
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ from rig.description import scenario, steps
 from rig.process import cputree
 from rig.realization import tls
 from rig.results import check
-from rig.results.store import ADDED_AFTER_V1, Store, TransferRow
+from rig.results.store import Store, TransferRow
 from rig.services import servers, tools
 
 REPO = Path(__file__).resolve().parent.parent
@@ -158,6 +157,7 @@ def test_tree_cpu_counts_a_busy_child():
 
 
 def test_old_results_without_new_columns_still_load(tmp_path):
+    from fixtures_results import downgrade_to_format1
     db = tmp_path / "results.sqlite"
     st = Store.create(db, "r")
     st.add_transfer(TransferRow(run_id="r", step=0, path="w", backend="none", client="c",
@@ -165,17 +165,7 @@ def test_old_results_without_new_columns_still_load(tmp_path):
                                 ok=True, argv="[]", bytes=10, duration_s=1.0,
                                 throughput_bps=80.0, aggregate_bps=80.0))
     st.finish()
-    con = sqlite3.connect(db)
-    tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    for c in sorted(ADDED_AFTER_V1):         # what a format-1 folder does not have
-        if c in tables:
-            con.execute(f"DROP TABLE {c}")
-            continue
-        for t in tables - ADDED_AFTER_V1:
-            if c in {r[1] for r in con.execute(f"PRAGMA table_info({t})")}:
-                con.execute(f"ALTER TABLE {t} DROP COLUMN {c}")
-    con.commit()
-    con.close()
+    downgrade_to_format1(db)
     check.check(db)                     # no "missing column"
     row = Store.open(db).transfers()[0]
     assert row["tls"] is None and row["server_cpu_user_s"] is None
