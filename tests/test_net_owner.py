@@ -210,12 +210,17 @@ def test_clean_leaves_a_live_net_up_path_alone_and_force_removes_it():
         assert _mine(prefix) == NOTHING
         assert not _states_named(name)
     finally:
-        if sleeper and sleeper.poll() is None:
-            sleeper.kill()
-            sleeper.wait(timeout=10)
-        if _states_named(name):
-            rig("net", "down", "--name", name)
+        _give_back(sleeper, name)
     assert _mine(prefix) == NOTHING
+
+
+def _give_back(sleeper: subprocess.Popen | None, name: str) -> None:
+    """Whatever a test failed to remove: its sleeper, its path (by its own name)."""
+    if sleeper and sleeper.poll() is None:
+        sleeper.kill()
+        sleeper.wait(timeout=10)
+    if _states_named(name):
+        rig("net", "down", "--name", name)
 
 
 @pytest.mark.netns
@@ -247,11 +252,7 @@ def test_clean_removes_a_net_up_whose_owner_is_gone():
         assert _mine(prefix) == NOTHING
         assert not _states_named(name)
     finally:
-        if sleeper and sleeper.poll() is None:
-            sleeper.kill()
-            sleeper.wait(timeout=10)
-        if _states_named(name):
-            rig("net", "down", "--name", name)
+        _give_back(sleeper, name)
     assert _mine(prefix) == NOTHING
 
 
