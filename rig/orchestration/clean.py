@@ -2,7 +2,8 @@
 
 Only the rig's own resources: namespaces named `rig<4 hex>-<n><c|r|s>` (with the
 processes inside them), tmpfs mounts whose source is `rig<4 hex>-data`, processes whose
-pid and argv a run recorded in its state file, the run's address lease, and host
+pid and argv a run recorded in its state file, cgroups named `<prefix>-...` (CPU sets,
+with what still runs inside them), the run's address lease, and host
 sysctls the run recorded before changing them, and on every remote host the run recorded
 (before touching it) its run directory and the processes its pid files name there.
 
@@ -25,7 +26,7 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Callable, Collection
 
-from rig.realization import netns, tuning
+from rig.realization import cgroups, netns, tuning
 
 from rig.errors import RigError
 from rig.orchestration import hosts as remote_hosts
@@ -173,6 +174,16 @@ def clean(*, force: bool = False, say: Callable[[str], None] = print,
             if m and sw.mine(m.group(1)) and not sw.live(m.group(1)) \
                     and d.name not in netns.list_namespaces():
                 netns.forget_resolver(d.name)
+    for p, d in cgroups.rig_cgroups():      # CPU sets: only a dead run's own
+        if not sw.mine(p) or sw.live(p):
+            continue
+        killed = cgroups.kill_inside(d)
+        if cgroups.remove(d):
+            say(f"removed cgroup {d}" + (f" (killed {len(killed)} process(es) inside)"
+                                         if killed else ""))
+            out.removed += 1
+        else:
+            say(f"left cgroup {d}: still busy")
     for src, mnt in data.rig_mounts():
         if not sw.mine(src[:7]) or sw.live(src[:7]):
             continue

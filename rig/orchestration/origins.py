@@ -29,8 +29,9 @@ def server_plans(sc: Scenario, path: RealizedPath, workdir: Path, datadir: Path,
     for pl in placements(sc):
         node = path.node(pl.node) if pl.node and path.links else path.server
         assert node.addr is not None, "a server node has an address"
-        plan = servers.ServerPlan(pl.spec, node.ns, node.addr,
-                                  ports(pl.spec.kind, pl.index, node.ns, node.addr),
+        plan = servers.ServerPlan(pl.spec, node.ns, node.addr, servers.get(pl.spec.kind)
+                                  .plan_ports(pl.spec, ports(pl.spec.kind, pl.index, node.ns,
+                                                             node.addr)),
                                   workdir / f"{path.name}-{pl.name}", datadir,
                                   name=pl.name, cpus=pl.cpus,
                                   tls_dir=workdir / f"{path.name}-tls" if pl.spec.tpc else None)

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 from rig.orchestration import hostinfo, hosts, origins, tcpsample, transfer
 
-from rig.realization import certs, netns, tls, tuning
+from rig.realization import certs, cgroups, netns, tls, tuning
 
 from rig.process import cputree, owner, proc
 
@@ -113,6 +113,9 @@ class Run:
         self.hosts: dict[str, Host] = {}
         self.remote_data: dict[str, str] = {}      # host -> its data directory
         self.origins_env: dict[str, dict] = {}
+        self.pinning: cgroups.Hierarchy | None = None   # where `cpus:` become cgroups
+        self.client_cgroups: dict[str, Path] = {}
+        self.pin_env: dict[str, Any] = {"method": "taskset", "cgroups": {}}
 
     @property
     def store(self) -> Store:
@@ -207,7 +210,8 @@ class Run:
         effective = {}
         for plans in live.servers.values():
             for plan in plans:
-                rs = start_server(plan, self.workdir / plan.workdir.name)
+                cg = self._cgroup(stack, f"{plan.workdir.name}", plan.cpus) if h is None else None
+                rs = start_server(plan, self.workdir / plan.workdir.name, cgroup=cg)
                 stack.callback(rs.stop)
                 self.state.record_pid(rs.service)
                 if rs.service.pid and h is None:
@@ -218,7 +222,9 @@ class Run:
                          + ", ".join(f"{k}={v}" for k, v in plan.ports.items()) + pin)
         self.origins_env[live.spec.name] = {
             p.origin: {"server": p.spec.name, "ns": p.ns, "addr": p.addr, "cpus": p.cpus,
-                       "cpus_effective": effective[p.origin], "ports": p.ports}
+                       "cpus_effective": effective[p.origin], "ports": p.ports,
+                       "pinned_by": (self.pin_env["method"] if h is None else "taskset")
+                       if p.cpus else None}
             for ps in live.servers.values() for p in ps}
         self.store.set_env("origins", self.origins_env)   # where each instance ran, pinned
         iperf_port = self._ports(live, "iperf3", 0, live.server_ns, live.server_addr)["iperf3"]
@@ -280,6 +286,38 @@ class Run:
         owners = {servers.get(s.kind).run_as for s in self.sc.servers if s.tpc}
         return {"incoming_bytes": need, "incoming_owner": next(iter(owners - {None}), None)}
 
+    def _cgroup(self, stack: contextlib.ExitStack, what: str, cpus: str | None) -> Path | None:
+        """A cgroup pinned to `cpus` (None: no CPU set, or no cpuset hierarchy here, then
+        taskset pins). In the state file before it exists, so `rig clean` finds it; removed
+        after the processes inside were stopped (registered before them: LIFO)."""
+        if cpus is None or self.pinning is None:
+            return None
+        d = self.pinning.path(cgroups.cgroup_name(self.prefix, what))
+        self.state.data.setdefault("cgroups", []).append(str(d))
+        self.state.save()
+        cgroups.make(self.pinning, d.name, cpus)
+        stack.callback(cgroups.drop, d)
+        self.pin_env["cgroups"][what] = str(d)
+        self.store.set_env("cpu_pinning", self.pin_env)
+        return d
+
+    def _pinning(self, stack: contextlib.ExitStack) -> None:
+        """cgroup v2 or v1 cpusets where this host has them, else taskset; the clients'
+        cgroups (local ones) are made here, the servers' as they start."""
+        if not any(s.cpus for s in self.sc.servers) and not any(c.cpus for c in self.sc.clients):
+            return
+        self.pinning = cgroups.detect()
+        if self.pinning is not None:
+            self.pin_env["method"] = self.pinning.method
+        self.store.set_env("cpu_pinning", self.pin_env)
+        self.say(f"cpus: pinned by {self.pin_env['method']}"
+                 + (f" ({self.pinning.root})" if self.pinning else ""))
+        local = {p.client_host for p in self.sc.paths} == {LOCAL}
+        for c in self.sc.clients:
+            cg = self._cgroup(stack, f"client-{c.name}", c.cpus) if local else None
+            if cg is not None:
+                self.client_cgroups[c.name] = cg
+
     def _tls_identity(self, live: Live) -> None:
         """The throw-away certificate a TPC server needs (rig.realization.certs)."""
         plans = [p for ps in live.servers.values() for p in ps if p.tls_dir and p.tls is None]
@@ -328,6 +366,7 @@ class Run:
             if uses_tls(self.sc):   # in the workdir: removed with it, and by `rig clean`
                 self.ca = tls.make_ca(self.workdir / "tls")
                 self.say(f"tls: a CA for this run only, {self.ca.cert}")
+            self._pinning(stack)
             for i, p in enumerate(self.sc.paths):
                 live = self._build_path(stack, i, p)
                 self._start_servers(stack, live, datadir)
@@ -472,7 +511,9 @@ class Run:
                                 interval_s=self.sc.sampling.tcp_info_s) as smp:
             outcomes, alive_after = transfer.run_group(
                 jobs, live.client_ns, watchdog=lambda: self._check(live),
-                on_start=smp.track if smp else None, **self._where(live.client_host))
+                on_start=smp.track if smp else None, **self._where(live.client_host),
+                cgroup=self.client_cgroups.get(g.client.name) if live.client_host is None
+                else None)
         cpu1 = _tree_cpu(spids)
         server_cpu = None
         if cpu0 is not None and cpu1 is not None:

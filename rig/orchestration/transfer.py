@@ -55,16 +55,19 @@ def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, list[ServerPlan]]
             job = tool.with_origins(job, origins, i)
         if sources and file is not None:       # third-party copy: the destination pulls
             src = sources[i % len(sources)]
-            job = dataclasses.replace(job, source_url=src.url(c.protocol, file.name))
+            job = dataclasses.replace(job, source_url=src.url(c.protocol, file.name,
+                                                              tls=g.tls != "off"))
         jobs.append(job)
     return jobs
 
 
 def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list, i: int,
              pids: list[int], on_start: Callable[[int, int], None] | None = None,
-             where: dict | None = None) -> None:
+             where: dict | None = None, cgroup: Path | None = None) -> None:
     a = tools.get(job.client.tool)
-    argv, env = proc.pinned_argv(job.client.cpus, a.argv(job)), a.env(job)
+    # pinned by its cgroup when it has one, else by taskset
+    argv = proc.pinned_argv(None if cgroup else job.client.cpus, a.argv(job))
+    env = a.env(job)
     io_target = job.file_bytes if a.caps.timed_by_written_bytes else None
     for path, text in job.files:           # e.g. an extreme copy's metalink, in the run dir
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -80,7 +83,7 @@ def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list,
             if on_start is not None:
                 on_start(i, pid)
         res = proc.run(argv, netns=netns, env=env, timeout=job.timeout_s, io_target=io_target,
-                       on_start=started, **(where or {}))
+                       on_start=started, cgroup=cgroup, **(where or {}))
         out[i] = Outcome(job, argv, env, res, started_at, t0)
     except Exception as e:  # noqa: BLE001 - recorded as a failed transfer, not fatal
         out[i] = Outcome(job, argv, env, None, started_at, t0, error=str(e)[:300])
@@ -92,7 +95,8 @@ WATCH_INTERVAL_S = 0.5
 def run_group(jobs: list[Job], netns: str | None,
               watchdog: Callable[[], None] | None = None,
               on_start: Callable[[int, int], None] | None = None, *, host=None,
-              rundir: str | None = None) -> tuple[list[Outcome], Exception | None]:
+              rundir: str | None = None,
+              cgroup: Path | None = None) -> tuple[list[Outcome], Exception | None]:
     """Start every job at once (threads released by a barrier), wait for all.
 
     `host`: the remote host the clients run on (rundir: the run's directory there).
@@ -100,13 +104,15 @@ def run_group(jobs: list[Job], netns: str | None,
     emulation died), every process of the group is killed at once and the exception is
     returned with the outcomes, so nothing is measured on a path that is not emulated.
     `on_start(instance, pid)` is told each process as it starts (the tcp_info sampler).
+    `cgroup`: the client's CPU set as a cgroup (rig.realization.cgroups), local only.
     """
     out: list = [None] * len(jobs)
     pids: list[int] = []
     barrier = threading.Barrier(len(jobs))
     where = {"host": host, "rundir": rundir} if host is not None else {}
     threads = [threading.Thread(target=_run_one,
-                                args=(j, netns, barrier, out, i, pids, on_start, where),
+                                args=(j, netns, barrier, out, i, pids, on_start, where,
+                                      cgroup),
                                 daemon=True) for i, j in enumerate(jobs)]
     for t in threads:
         t.start()

@@ -137,11 +137,15 @@ def _exists(pid: int) -> bool:
 
 
 def _spawn(argv: list[str], env: dict | None, stdout, stderr,
-           shown: list[str] | None = None) -> subprocess.Popen:
+           shown: list[str] | None = None, cgroup: Path | None = None) -> subprocess.Popen:
     """`shown`: what the command log records instead of argv (a remote command as
-    `@HOST argv...`, not the ssh line with the agent's source)."""
+    `@HOST argv...`, not the ssh line with the agent's source). `cgroup`: a cgroup
+    directory the child is moved into right after it starts (before `ip netns exec`
+    has exec'd the program; cgroup.procs moves every thread it may have by then)."""
     if _echo:
         _echo(shown or argv, None if shown else env)
+        if cgroup is not None:
+            _echo(["# in cgroup", str(cgroup)], None)
     full_env = None
     if env:
         full_env = dict(os.environ)
@@ -152,6 +156,13 @@ def _spawn(argv: list[str], env: dict | None, stdout, stderr,
     except FileNotFoundError as e:
         raise RigError(f"{argv[0]}: command not found (is it installed? see `rig doctor`)") from e
     _register(p.pid, argv)
+    if cgroup is not None:
+        try:
+            (cgroup / "cgroup.procs").write_text(str(p.pid))
+        except OSError as e:
+            _terminate(p)
+            _unregister(p.pid)
+            raise RigError(f"{argv[0]}: cannot move into cgroup {cgroup}: {e.strerror}") from e
     return p
 
 
@@ -248,7 +259,7 @@ def run(argv: Sequence[str], *, timeout: float, netns: str | None = None,
         env: dict | None = None, check: bool = False,
         stdout_path: Path | None = None, io_target: int | None = None,
         on_start: Callable[[int], None] | None = None, host: Host | None = None,
-        rundir: str | None = None) -> Result:
+        rundir: str | None = None, cgroup: Path | None = None) -> Result:
     """Run to completion with a deadline; capture output; account CPU of the tree.
 
     stdout_path: stream stdout to a file instead of memory (large outputs).
@@ -257,6 +268,7 @@ def run(argv: Sequence[str], *, timeout: float, netns: str | None = None,
     on_start: called with the child's pid (its process group) once it runs.
     host: run it there (rundir: the run's directory on that host, where the remote
     child's pid file lives while it runs, so `rig clean` can find it).
+    cgroup: a local cgroup directory (a CPU set) the child runs in.
     """
     if host is not None:
         return _run_remote(list(ns_argv(netns, argv)), timeout=timeout, env=env, check=check,
@@ -267,7 +279,7 @@ def run(argv: Sequence[str], *, timeout: float, netns: str | None = None,
     with tempfile.TemporaryFile() as err, \
             (open(stdout_path, "wb") if stdout_path else tempfile.TemporaryFile()) as out:
         t0 = time.monotonic()
-        p = _spawn(full, env, out, err)
+        p = _spawn(full, env, out, err, cgroup=cgroup)
         if on_start:
             on_start(p.pid)
         io = IoWatch(io_target) if io_target is not None else None
@@ -400,6 +412,7 @@ class Service:
     host: Host | None = None
     rundir: str | None = None
     ident: str | None = None
+    cgroup: Path | None = None       # a local cgroup (CPU set) it runs in
     _p: subprocess.Popen | None = field(default=None, repr=False)
 
     @property
@@ -424,7 +437,8 @@ class Service:
         try:
             self._p = _spawn(self._local_argv(), None if self.host else self.env,
                              out if out is not None else subprocess.DEVNULL,
-                             subprocess.STDOUT, shown=shown)
+                             subprocess.STDOUT, shown=shown,
+                             cgroup=None if self.host else self.cgroup)
         finally:
             if out is not None:
                 out.close()

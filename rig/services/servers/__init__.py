@@ -84,6 +84,10 @@ class ServerKind:
         if "logs" not in cls.__dict__ and "kind" in cls.__dict__:
             cls.logs = (f"{cls.kind}-error.log",)      # what nginx and apache write
 
+    def plan_ports(self, spec: "ServerSpec", ports: dict[str, int]) -> dict[str, int]:
+        """The ports an instance of `spec` really listens on, given the defaults (pure)."""
+        return ports
+
     def files(self, p: ServerPlan) -> dict[str, str]:
         """Config files (name -> text) the server needs in its workdir (pure)."""
         return {}
@@ -100,8 +104,8 @@ class ServerKind:
         port = p.ports[protocol]
         if protocol == "root":       # roots://: TLS on the same port
             return f"root{'s' if tls else ''}://{p.addr}:{port}//{relpath}"
-        if protocol == "http" and tls:
-            return f"https://{p.addr}:{p.ports['https']}/{relpath}"
+        if protocol == "http" and tls:    # its own port, or the http one when it speaks both
+            return f"https://{p.addr}:{p.ports.get('https', port)}/{relpath}"
         return f"{protocol}://{p.addr}:{port}/{relpath}"
 
 

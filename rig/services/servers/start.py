@@ -39,11 +39,12 @@ def _chown_tree(path: Path, user: str) -> None:
             os.chown(n, pw.pw_uid, pw.pw_gid)
 
 
-def start_server(p: ServerPlan, local_dir: Path | None = None) -> RunningServer:
+def start_server(p: ServerPlan, local_dir: Path | None = None,
+                 cgroup: Path | None = None) -> RunningServer:
     """Write configs, start, wait until every port accepts. Raises RigError (with the
     server's log tail) when it does not come up; nothing is left running then.
     On a remote host (p.host) the configs go to p.workdir there; its stdout comes back
-    to local_dir/stdout.log."""
+    to local_dir/stdout.log. `cgroup`: its CPU set as a cgroup (instead of taskset)."""
     if p.host is not None:
         return _start_remote(p, local_dir or Path("/dev/null"))
     kind = p.kind
@@ -57,8 +58,9 @@ def start_server(p: ServerPlan, local_dir: Path | None = None) -> RunningServer:
         f.write_text(text)
     if kind.run_as:
         _chown_tree(p.workdir, kind.run_as)
-    svc = proc.Service(proc.pinned_argv(p.cpus, kind.argv(p)), netns=p.ns,
-                       log_path=p.workdir / "stdout.log", name=f"{p.spec.kind}:{p.origin}")
+    svc = proc.Service(proc.pinned_argv(None if cgroup else p.cpus, kind.argv(p)), netns=p.ns,
+                       log_path=p.workdir / "stdout.log", name=f"{p.spec.kind}:{p.origin}",
+                       cgroup=cgroup)
     svc.start()
     try:
         for proto, port in p.ports.items():

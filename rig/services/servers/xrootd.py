@@ -3,10 +3,19 @@
 With TLS (a plan with `tls`): `xrd.tls` gives it the run's certificate, so a client that
 asks for roots:// gets TLS on the root port (every stream, or the control stream only
 when the client says --tlsnodata; plain root:// still works), and a second XrdHttp
-listener named `XrdHttps` serves HTTPS on its own port (checked with xrootd 5.5.3)."""
+listener named `XrdHttps` serves HTTPS on its own port (checked with xrootd 5.5.3).
+A third-party-copy server has no second listener: XrdHttp 5.5 loads an external handler
+(XrdHttpTPC) once per process and refuses the second listener's ("Instance name already
+present for an http external handler plugin"), so it serves HTTPS on its HTTP port,
+which speaks both once it has a TLS identity."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from rig.services.servers import TLS_CERT, TLS_KEY, ServerKind, ServerPlan, register
+
+if TYPE_CHECKING:
+    from rig.description.scenario import ServerSpec
 
 
 @register
@@ -19,10 +28,16 @@ class Xrootd(ServerKind):
     logs = ("xrootd.log",)
     tpc = True
 
+    def plan_ports(self, spec: ServerSpec, ports: dict[str, int]) -> dict[str, int]:
+        if spec.tpc:            # HTTPS on the HTTP port (see the module's docstring)
+            return {k: v for k, v in ports.items() if k != "https"}
+        return ports
+
     def files(self, p: ServerPlan) -> dict[str, str]:
         tls = [f"xrd.tls {p.workdir / TLS_CERT} {p.workdir / TLS_KEY}",
-               f"xrd.tlsca certdir {p.tls.ca_dir}",
-               f"xrd.protocol XrdHttps:{p.ports['https']} libXrdHttp.so"] if p.tls else []
+               f"xrd.tlsca certdir {p.tls.ca_dir}"] if p.tls else []
+        if p.tls and "https" in p.ports:
+            tls.append(f"xrd.protocol XrdHttps:{p.ports['https']} libXrdHttp.so")
         return {**self.tls_files(p), "xrootd.cfg": "\n".join([
             f"oss.localroot {p.datadir}",
             "all.export / nolock",

@@ -5,8 +5,11 @@ the source server; the destination (XrdHttpTPC) pulls it with its own libcurl an
 streams performance markers back, ending with `success: Created` or `failure: ...`.
 No data passes through the client, so the transfer is timed by the process (the
 request ends when the destination has the file) and its bytes are the file's once the
-destination says success. Sent with curl, whose COPY request XrdHttpTPC 5.5 answers;
-`protocol: http` today, `https` once servers speak TLS to clients (issue #10 part 1).
+destination says success. Sent with curl, whose COPY request XrdHttpTPC 5.5 answers.
+With TLS (`tls: all`, or `sweep.tls`) both legs are HTTPS: the COPY goes to the
+destination's HTTPS port trusting only the run's CA (`--cacert`), and the `Source:` URL
+is the source's HTTPS endpoint, which the destination verifies against the same CA
+(its `xrd.tlsca`); nothing disables verification.
 """
 from __future__ import annotations
 
@@ -22,18 +25,24 @@ INCOMING = "incoming"        # the destination writes below this folder of its d
 class HttpTpc(ClientTool):
     name = "http-tpc"
     caps = Capabilities(servers=frozenset({"xrootd"}), protocols=("http",),
-                        third_party=True)
+                        third_party=True, tls=frozenset({"all"}))
     version_argv = ["curl", "--version"]
 
     def job(self, c: Any, streams: int, instance: int, *, server: Any, file: Any,
             iperf: tuple[str, int], timeout_s: float, tls: str = "off") -> Job:
         assert server is not None and file is not None
         dest = f"{INCOMING}/{c.name}-{instance}"     # overwritten by the next group
-        return Job(c, streams, url=server.url(c.protocol, dest), relpath=file.name,
-                   file_bytes=file.size, timeout_s=timeout_s)
+        if tls == "off":
+            return Job(c, streams, url=server.url(c.protocol, dest), relpath=file.name,
+                       file_bytes=file.size, timeout_s=timeout_s)
+        assert server.tls is not None, "TLS asked of a server started without certificates"
+        return Job(c, streams, url=server.url(c.protocol, dest, tls=True), relpath=file.name,
+                   file_bytes=file.size, timeout_s=timeout_s, tls=tls,
+                   ca_file=server.tls.ca_file, ca_dir=server.tls.ca_dir)
 
     def argv(self, job: Job) -> list[str]:
-        return [job.client.binary or "curl", "--silent", "--show-error", "--fail",
+        ca = ["--cacert", job.ca_file] if job.tls != "off" else []
+        return [job.client.binary or "curl", "--silent", "--show-error", "--fail", *ca,
                 "--connect-timeout", "5", "--max-time", str(int(job.timeout_s)),
                 "--request", "COPY", "--header", f"Source: {job.source_url}",
                 "--header", "Overwrite: T", job.url]
