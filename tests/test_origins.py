@@ -3,6 +3,7 @@ and 4): placement, round-robin jobs, argv, parsers on captured output, bad input
 result folders without the new columns. Pure: no root."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import sqlite3
 import subprocess
@@ -155,6 +156,36 @@ def test_tpc_places_the_destination_on_the_near_side():
     argv = tools.get("http-tpc").argv(job)
     assert argv[-1] == f"http://{dst.addr}:8010/incoming/tpc-pull-1"
     assert f"Source: http://{src.addr}:8000/f16M" in argv and "COPY" in argv
+
+
+def test_tpc_over_https_verifies_both_legs_against_the_run_ca_only():
+    """With TLS the COPY goes to the destination's HTTPS endpoint (its HTTP port: no
+    second XrdHttp listener, XrdHttp 5.5 loads XrdHttpTPC once per process) with
+    --cacert, and the Source: URL is the source's HTTPS port, which the destination
+    verifies against the run's CA (xrd.tlsca); nothing disables verification."""
+    from rig.services import servers
+    sc = scenario.load(DATA / "scenarios/tpc-tls-small.yaml")
+    assert scenario.tls_modes(sc, sc.clients[0]) == ["off", "all"] and scenario.uses_tls(sc)
+    plans = server_plans(sc, _paths(sc), Path("/w"), Path("/d"),
+                         lambda kind, k, ns, addr: servers.default_ports(kind, k, tls=True))
+    tlsf = servers.TlsFiles("CERT", "KEY", "/w/tls/ca.pem", "/w/tls/certs")
+    plans = {n: [dataclasses.replace(p, tls=tlsf) for p in ps] for n, ps in plans.items()}
+    src, dst = plans["source"][0], plans["dest"][0]
+    assert "https" in src.ports and "https" not in dst.ports
+    cfg = dst.kind.files(dst)["xrootd.cfg"]
+    assert "xrd.tlsca certdir /w/tls/certs" in cfg and "XrdHttps" not in cfg
+    assert cfg.count("http.exthandler xrdtpc libXrdHttpTPC.so") == 1
+    assert f"xrd.protocol XrdHttps:{src.ports['https']}" in src.kind.files(src)["xrootd.cfg"]
+    job = transfer.build_jobs(sc, steps.Group(sc.clients[0], 1, 2, 0, tls="all"),
+                              plans, "x", 0)[1]
+    argv = tools.get("http-tpc").argv(job)
+    assert argv[-1] == f"https://{dst.addr}:{dst.ports['http']}/incoming/tpc-pull-1"
+    assert argv[argv.index("--cacert") + 1] == "/w/tls/ca.pem"
+    assert f"Source: https://{src.addr}:{src.ports['https']}/f16M" in argv
+    assert not {"-k", "--insecure"} & set(argv)
+    off = transfer.build_jobs(sc, steps.Group(sc.clients[0], 1, 1, 0), plans, "x", 0)[0]
+    assert "--cacert" not in tools.get("http-tpc").argv(off)
+    assert off.source_url.startswith("http://")
 
 
 def test_http_tpc_parser_on_captured_output():

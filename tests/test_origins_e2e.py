@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from rig.realization import netns
+from rig.realization import cgroups, netns
 from rig.results.store import Store
 
 pytestmark = pytest.mark.e2e
@@ -30,6 +30,7 @@ def _run(tmp_path_factory, name: str) -> Path:
     prefix = Store.open(out).environment()["prefix"]
     assert not [n for n in netns.list_namespaces() if n.startswith(prefix)]
     assert not (netns.STATE_DIR / prefix).exists()       # certificates went with it
+    assert not [d for p, d in cgroups.rig_cgroups() if p == prefix]   # CPU sets too
     return out
 
 
@@ -52,7 +53,7 @@ def test_origins_each_run_pinned_in_its_own_namespace(origins_run):
     assert set(env) == {"one", "two-1", "two-2"}
     assert len({o["ns"] for o in env.values()}) == 3          # s1, s2, s3
     assert len({o["addr"] for o in env.values()}) == 3
-    # what the kernel reports for the running server, not what was asked
+    # what the kernel reports for every thread of the running server, not what was asked
     assert {k: o["cpus_effective"] for k, o in env.items()} == \
         {"one": "0-1", "two-1": "0", "two-2": "1"}
 
@@ -70,14 +71,23 @@ def test_a_group_is_spread_round_robin_over_the_origins(origins_run):
     assert len(set(urls.values())) == 3                       # three addresses/ports
 
 
-def test_a_pinned_client_runs_under_taskset(origins_run):
-    rows = Store.open(origins_run).transfers()
+def test_a_pinned_client_runs_in_a_cgroup_or_under_taskset(origins_run):
+    st = Store.open(origins_run)
+    rows, pin = st.transfers(), st.environment()["cpu_pinning"]
+    # a cpuset hierarchy where the host has one (cgroup v2, else v1), else taskset
+    assert pin["method"] == (cgroups.detect().method if cgroups.detect() else "taskset")
+    by_cgroup = pin["method"] != "taskset"
+    if by_cgroup:
+        assert sorted(pin["cgroups"]) == ["client-1x2core", "wan-one", "wan-two-1", "wan-two-2"]
     for r in rows:
         argv = json.loads(r["argv"])
         if r["client"] == "1x2core":
-            assert r["client_cpus"] == "1" and argv[4:7] == ["taskset", "-c", "1"]
+            assert r["client_cpus"] == "1"
+            assert (argv[4:7] == ["taskset", "-c", "1"]) != by_cgroup
         else:
             assert r["client_cpus"] is None and "taskset" not in argv
+    env = st.environment()["origins"]["wan"]
+    assert {o["pinned_by"] for o in env.values()} == {pin["method"]}
 
 
 def test_origins_report_answers_the_question(origins_run):
@@ -103,6 +113,35 @@ def test_tpc_moves_the_file_between_the_servers(tpc_run):
         assert r["throughput_bps"] > 1e6
         # nothing came through the client: curl's own output is a few lines
         assert r["cpu_user_s"] + r["cpu_sys_s"] < 1.0
+
+
+@pytest.fixture(scope="module")
+def tpc_tls_run(tmp_path_factory):
+    _need("xrootd", "curl", "iperf3", "openssl")
+    return _run(tmp_path_factory, "tpc-tls-small")
+
+
+def test_tpc_over_https_both_legs_verified(tpc_tls_run):
+    """The client's COPY over https with --cacert (the run's CA only), and the
+    destination pulling from the source's HTTPS port: the transfer only succeeds if the
+    destination verified the source's certificate against the run's CA."""
+    st = Store.open(tpc_tls_run)
+    rows = st.transfers()
+    assert len(rows) == 2 * (1 + 4) and all(r["ok"] for r in rows), \
+        [r["error"] for r in rows if not r["ok"]]
+    src = st.environment()["origins"]["wan"]["source"]
+    assert {r["tls"] for r in rows} == {"off", "all"}
+    for r in rows:
+        extra, argv = json.loads(r["extra"]), json.loads(r["argv"])
+        assert r["bytes"] == FILE_BYTES and extra["perf_markers"] >= 1
+        assert "-k" not in argv and "--insecure" not in argv
+        if r["tls"] == "all":
+            assert r["url"].startswith("https://") and "--cacert" in argv
+            assert extra["remote"] == [f"tcp:{src['addr']}:{src['ports']['https']}"]
+        else:
+            assert r["url"].startswith("http://") and "--cacert" not in argv
+            assert extra["remote"] == [f"tcp:{src['addr']}:{src['ports']['http']}"]
+        assert r["cpu_user_s"] + r["cpu_sys_s"] < 1.0      # no data through the client
 
 
 @pytest.fixture(scope="module")

@@ -560,15 +560,22 @@ class Run:
 
 
 def _cpus_allowed(pid: int | None) -> str | None:
-    """The CPU list the kernel lets `pid` run on (what taskset really did)."""
+    """The CPU list the kernel lets `pid` run on (what the cgroup or taskset really did),
+    read for every thread: one list when all agree, else each distinct one, `|`-joined."""
+    seen = []
     try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("Cpus_allowed_list:"):
-                    return line.split(":", 1)[1].strip()
+        tids = sorted(os.listdir(f"/proc/{pid}/task"), key=int)
     except OSError:
-        pass
-    return None
+        return None
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/status") as f:
+                for line in f:
+                    if line.startswith("Cpus_allowed_list:"):
+                        seen.append(line.split(":", 1)[1].strip())
+        except OSError:
+            continue        # a thread that ended meanwhile
+    return "|".join(dict.fromkeys(seen)) or None
 
 
 def _tree_cpu(pids: list[int]) -> tuple[float, float] | None:
