@@ -68,10 +68,26 @@ def test_a_group_is_spread_round_robin(n):
 
 
 @TWO_CPUS
-def test_plan_shows_pinned_servers_and_clients():
+@pytest.mark.parametrize("hier", [None, "cgroup1", "cgroup2"])
+def test_plan_shows_pinned_servers_and_clients(monkeypatch, hier):
+    """As the run pins: a cgroup where the host has a cpuset hierarchy, else taskset."""
+    from rig.realization import cgroups
+    root = Path("/sys/fs/cgroup/cpuset" if hier == "cgroup1" else "/sys/fs/cgroup")
+    monkeypatch.setattr(cgroups, "detect",
+                        lambda: cgroups.Hierarchy(hier, root) if hier else None)
     lines = plan.plan_lines(scenario.load(DATA / "scenarios/origins-small.yaml"))
-    assert any(ln.startswith("ip netns exec rig0000-0s3 taskset -c 1 xrootd") for ln in lines)
-    assert any("ip netns exec rig0000-0c taskset -c 1 xrdcp" in ln for ln in lines)
+    if hier is None:
+        assert any(ln.startswith("ip netns exec rig0000-0s3 taskset -c 1 xrootd")
+                   for ln in lines)
+        assert any("ip netns exec rig0000-0c taskset -c 1 xrdcp" in ln for ln in lines)
+    else:
+        assert not any("taskset" in ln for ln in lines)
+        i = next(i for i, ln in enumerate(lines)
+                 if ln.startswith("ip netns exec rig0000-0s3 xrootd"))
+        assert lines[i - 1] == (f"# mkdir {root}/rig0000-wan-two-2; cpuset.cpus=1; the "
+                                f"process below moved in as it starts ({hier})")
+        assert any(ln.startswith(f"# mkdir {root}/rig0000-client-1x2core; cpuset.cpus=1")
+                   for ln in lines)
     assert any("round-robin over 2 origins" in ln for ln in lines)
 
 

@@ -11,7 +11,7 @@ import shlex
 from typing import Any
 from pathlib import Path
 
-from rig.realization import netns, tls, tuning
+from rig.realization import cgroups, netns, tls, tuning
 
 from rig.description import steps as S
 from rig.process.proc import ns_argv, pinned_argv
@@ -104,8 +104,10 @@ def plan_lines(sc: Scenario) -> list[str]:
                 for path, text in job.files:       # an extreme copy's metalink
                     out.append(f"# write {path}:")
                     out += [f"#   {ln}" for ln in text.strip().splitlines()]
-                line = at + _fmt(ns_argv(client_ns, pinned_argv(g.client.cpus, a.argv(job))),
-                            a.env(job))
+                pre, argv = _pinned(wd.name, f"client-{g.client.name}", g.client.cpus,
+                                    a.argv(job), local=not at)
+                out += pre
+                line = at + _fmt(ns_argv(client_ns, argv), a.env(job))
                 note = f"   # x{g.concurrency} at once" if g.concurrency > 1 else ""
                 if len(shown) > 1:
                     note += f", round-robin over {len(shown)} origins"
@@ -116,6 +118,18 @@ def plan_lines(sc: Scenario) -> list[str]:
         out.append(f"@{name} # teardown: copy configs and logs back, kill what the pid files "
                    f"in {_host_wd(sc, name, wd)}/pids name, remove that directory")
     return out
+
+
+def _pinned(prefix: str, what: str, cpus: str | None, argv: list[str],
+            local: bool) -> tuple[list[str], list[str]]:
+    """A CPU set as the run applies it: a cgroup where this host has a cpuset hierarchy
+    (rig.realization.cgroups), else taskset."""
+    h = cgroups.detect() if cpus and local else None
+    if h is None:
+        return [], pinned_argv(cpus, argv)
+    d = h.path(cgroups.cgroup_name(prefix, what))
+    return [f"# mkdir {d}; cpuset.cpus={cpus}; the process below moved in as it starts "
+            f"({h.method})"], list(argv)
 
 
 def _tls(sc: Scenario, wd: Path, path: str, addr: str) -> list[str]:
@@ -170,8 +184,10 @@ def _servers(sc: Scenario, out: list[str], n: netns.RealizedPath, wd: Path,
             for name, text in servers.server_files(plan).items():
                 out.append(f"{at}# {plan.workdir / name}:")
                 out += [f"#   {ln}" for ln in text.strip().splitlines()]
-            out.append(at + _fmt(ns_argv(plan.ns, pinned_argv(plan.cpus,
-                                                              servers.server_argv(plan)))))
+            pre, argv = _pinned(wd.name, plan.workdir.name, plan.cpus,
+                                servers.server_argv(plan), local=not at)
+            out += pre
+            out.append(at + _fmt(ns_argv(plan.ns, argv)))
     out.append(at + _fmt(ns_argv(n.server_ns, servers.iperf3_server_argv(
         n.server_addr, servers.IPERF3_PORT))))
 
