@@ -142,6 +142,8 @@ def test_tpc_over_https_both_legs_verified(tpc_tls_run):
             assert r["url"].startswith("http://") and "--cacert" not in argv
             assert extra["remote"] == [f"tcp:{src['addr']}:{src['ports']['http']}"]
         assert r["cpu_user_s"] + r["cpu_sys_s"] < 1.0      # no data through the client
+    md = (tpc_tls_run / "concurrency_table.md").read_text()
+    assert "| tpc-pull tls=all | 1 origin: dest | 4 |" in md and "| tpc-pull | 1 origin: dest | 4 |" in md
 
 
 @pytest.fixture(scope="module")

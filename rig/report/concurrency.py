@@ -45,7 +45,8 @@ def rows(run: Run) -> list[list[str]]:
     out = []
     for p in run.points:
         k = p.key
-        out.append([k.path, f"{p.x_rtt_ms:g}", k.client, orig.get(k.client, ""),
+        # origins are the client's whatever its TLS mode (k.client: "name tls=all")
+        out.append([k.path, f"{p.x_rtt_ms:g}", k.client, orig.get(p.base_client or k.client, ""),
                     str(k.concurrency), str(p.n),
                     _gb(p.mean_bps) if p.n else "failed", _gb(p.min_bps) if p.n else "",
                     _gb(p.max_bps) if p.n else "",
