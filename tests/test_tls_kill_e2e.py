@@ -1,6 +1,7 @@
-"""SIGKILL of a TLS run while xrdcp roots:// transfers run, then `rig clean`: nothing of
-that run is left (namespaces, xrootd, nginx and client processes, the CA and keys, its
+"""SIGKILL of a TLS run while xrdcp roots:// transfers run, then `rig clean` (or SIGTERM,
+and the run tears itself down): nothing of that run is left (namespaces, xrootd, nginx and client processes, the CA and keys, its
 cgroups, its state file and address lease), and nothing of anyone else's is touched."""
+import contextlib
 import os
 import signal
 import subprocess
@@ -34,7 +35,8 @@ def _others() -> dict[str, int | None]:
     return out
 
 
-def test_sigkill_mid_tls_transfers_then_rig_clean_leaves_nothing(tmp_path, require_tools):
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
+def test_killed_mid_tls_transfers_leaves_nothing(tmp_path, require_tools, sig):
     require_tools("xrootd", "xrdcp", "nginx", "curl", "openssl")
     before = _others()
     p = subprocess.Popen([sys.executable, "-m", "rig", "run", str(SCEN), "--out",
@@ -69,13 +71,24 @@ def test_sigkill_mid_tls_transfers_then_rig_clean_leaves_nothing(tmp_path, requi
         if cgroups.detect() is not None:
             assert len(mine) == 2, mine          # the xrootd's and the xrdcp client's
     finally:
-        os.killpg(p.pid, signal.SIGKILL)
-        p.communicate(timeout=30)
-    starts = {q: owner.start_time(q) for q in procs}
-    r = subprocess.run([sys.executable, "-m", "rig", "clean"], capture_output=True,
-                       text=True, timeout=180)
-    assert r.returncode == 0, r.stderr
-    assert f"removing {prefix} (run, pid {p.pid} gone)" in r.stdout + r.stderr
+        starts = {q: owner.start_time(q) for q in procs}
+        if sig == signal.SIGTERM:     # the rig alone: it must stop and remove everything
+            p.send_signal(signal.SIGTERM)
+            try:
+                p.communicate(timeout=90)
+            finally:
+                with contextlib.suppress(ProcessLookupError):   # gone: as it should be
+                    os.killpg(p.pid, signal.SIGKILL)
+        else:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.communicate(timeout=30)
+    if sig == signal.SIGKILL:
+        r = subprocess.run([sys.executable, "-m", "rig", "clean"], capture_output=True,
+                           text=True, timeout=180)
+        assert r.returncode == 0, r.stderr
+        assert f"removing {prefix} (run, pid {p.pid} gone)" in r.stdout + r.stderr
+    else:
+        assert p.returncode != 0
     assert not [n for n in netns.list_namespaces() if n.startswith(prefix + "-")]
     alive = {q: c for q, c in procs.items() if owner.alive(q, starts[q])}
     assert not alive, alive                  # xrootd, nginx, xrdcp, curl: all gone
