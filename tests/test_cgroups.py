@@ -85,3 +85,30 @@ def test_rig_clean_removes_a_dead_runs_cgroup_and_its_processes_only():
         cgroups.drop(keep)
         cgroups.drop(d)
     assert not keep.exists()
+
+
+def test_a_cgroup2_cpuset_is_enabled_in_the_parent_and_written(tmp_path, monkeypatch):
+    """cgroup v2 (not on this host, whose cpuset is v1): `+cpuset` in the root's
+    subtree_control when missing, then cpuset.cpus and the root's effective mems."""
+    (tmp_path / "cgroup.subtree_control").write_text("memory pids\n")
+    (tmp_path / "cpuset.mems.effective").write_text("0\n")
+    d = cgroups.make(cgroups.Hierarchy("cgroup2", tmp_path), "rig1a2b-srv", "1")
+    assert (tmp_path / "cgroup.subtree_control").read_text() == "+cpuset"
+    assert (d / "cpuset.cpus").read_text() == "1" and (d / "cpuset.mems").read_text() == "0"
+    assert d == tmp_path / "rig1a2b-srv"
+
+
+def test_detect_prefers_a_cgroup2_cpuset_then_v1_then_none(tmp_path, monkeypatch):
+    v2, v1 = tmp_path / "v2", tmp_path / "v1"
+    v2.mkdir()
+    v1.mkdir()
+    (v1 / "cpuset.cpus").write_text("0-1")
+    mounts = [(str(v2), "cgroup2", "rw"), (str(v1), "cgroup", "rw,cpuset")]
+    monkeypatch.setattr(cgroups, "_mounts", lambda: mounts)
+    (v2 / "cgroup.controllers").write_text("hugetlb")
+    assert cgroups.detect() == cgroups.Hierarchy("cgroup1", v1)
+    (v2 / "cgroup.controllers").write_text("cpuset cpu io memory")
+    assert cgroups.detect() == cgroups.Hierarchy("cgroup2", v2)
+    monkeypatch.setattr(cgroups, "_mounts", lambda: [(str(v2), "cgroup2", "rw")])
+    (v2 / "cgroup.controllers").write_text("memory")
+    assert cgroups.detect() is None
