@@ -482,6 +482,12 @@ class Scenario:
     def file(self, name: str) -> FileSpec:
         return next(f for f in self.files if f.name == name)
 
+    def tunes_local(self) -> bool:
+        """Does the tuning concern this host (an emulated path, or a real path's end here)?
+        A scenario whose paths all run between remote hosts leaves it untouched."""
+        return any(p.kind != "real" or LOCAL in (p.client_host, p.server_host)
+                   for p in self.paths)
+
     def remote_hosts(self) -> dict[str, HostSpec]:
         """The declared hosts some path uses, in path order."""
         used = [h for p in self.paths for h in (p.server_host, p.client_host) if h != LOCAL]

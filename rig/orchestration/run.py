@@ -135,6 +135,8 @@ class Run:
         stack.callback(lambda: st.set_env("sysctls_after", hostinfo.sysctls()))
 
     def _global_tuning(self, stack: contextlib.ExitStack) -> None:
+        if not self.sc.tunes_local():    # every path between remote hosts: tuned there
+            return
         tuning.check_cc_available(self.sc.tuning)
         wrote = tuning.global_wanted(self.sc.tuning, tuning.host_allowed_cc())
         before = tuning.read(wrote)
