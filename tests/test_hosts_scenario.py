@@ -160,3 +160,19 @@ def test_tuning_a_real_path_with_an_end_here_is_refused():
     with pytest.raises(InputError, match=r"tuning\.congestion_control: not applied on real "
                                          r"path 'loop' \(an end on this host"):
         _parse(d)
+
+
+def test_each_host_is_asked_for_the_programs_its_role_needs():
+    from rig.orchestration import hosts
+    d = copy.deepcopy(TWO_REMOTE)
+    d["servers"] = [{"name": "x", "kind": "xrootd"}, {"name": "ng", "kind": "nginx"}]
+    d["clients"] = [{"name": "c", "tool": "curl", "file": "f", "server": "ng"},
+                    {"name": "x", "tool": "xrdcp", "file": "f", "server": "x",
+                     "binary": "/opt/xrootd-5.8/bin/xrdcp"}]
+    sc = _parse(d)
+    server, client = hosts.required_tools(sc, "dtn1"), hosts.required_tools(sc, "dtn2")
+    assert {"xrootd", "nginx", "iperf3", "ip", "tar"} <= set(server)
+    assert not {"curl", "ping"} & set(server)
+    assert client["/opt/xrootd-5.8/bin/xrdcp"] == "clients[1].binary"
+    assert client["curl"] == "clients[0].tool" and "ping" in client and "ip" in client
+    assert "xrootd" not in client

@@ -174,3 +174,23 @@ def test_sigkill_then_rig_clean_restores_tuning_on_both_hosts(two, tmp_path):
         time.sleep(0.1)
     assert not _leftovers(prefix), _leftovers(prefix)
     assert not (netns.STATE_DIR / f"{prefix}.json").exists()
+
+
+def test_a_program_missing_on_the_client_host_is_one_line_and_leaves_nothing(two, tmp_path):
+    a, b, link = two
+    before = (_state(a.ns, link.a_dev), _state(b.ns, link.b_dev))
+    f = _copy_of_example(tmp_path, a, b, link)
+    d = yaml.safe_load(f.read_text())
+    d["clients"][0]["binary"] = "/nonexistent/xrdcp"
+    f.write_text(yaml.safe_dump(d, sort_keys=False))
+    r = subprocess.run([*RIG, "run", str(f), "--out", str(tmp_path / "out")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stderr[-2000:]
+    last = r.stderr.strip().splitlines()[-1]
+    assert last == (f"rig: host dtn2 (root@{b.addr}): /nonexistent/xrdcp not found there "
+                    "(needed by clients[0].binary)"), r.stderr[-2000:]
+    prefix = next(ln.rsplit("/", 1)[1].strip() for ln in r.stderr.splitlines()
+                  if "run directory /dev/shm/" in ln)
+    assert not _leftovers(prefix), _leftovers(prefix)
+    assert not (netns.STATE_DIR / f"{prefix}.json").exists()
+    assert (_state(a.ns, link.a_dev), _state(b.ns, link.b_dev)) == before

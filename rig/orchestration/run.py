@@ -262,6 +262,7 @@ class Run:
                        if k in ("kernel", "machine", "hostname", "cpus", "python")}
             self.say(f"host {n}: connected ({h.ssh}, {info[n]['hostname']}, kernel "
                      f"{info[n]['kernel']}), run directory {rd}")
+            hosts.check_tools(h, self.sc)
             if n in servers_on:
                 self.remote_data[n] = hosts.write_data(h, rd, self.sc.files)
                 self.say(f"data: {len(self.sc.files)} file(s) in {self.remote_data[n]} on {n}")
@@ -484,19 +485,21 @@ class Run:
         if live.client_host is not None:   # read on the hosts themselves
             c = remote_tuning.effective(live.client_host)
             w = (remote_tuning.effective(live.server_host)["net.ipv4.tcp_wmem"]
-                 if live.server_host is not None else None)
-            rmem = int(c["net.ipv4.tcp_rmem"].split()[2]) if c["net.ipv4.tcp_rmem"] else None
+                 if live.server_host is not None else tuning.read(["net.ipv4.tcp_wmem"],
+                                                                  live.server_ns)["net.ipv4.tcp_wmem"])
+            rmem = _max_of(c["net.ipv4.tcp_rmem"])
             scale = c["net.ipv4.tcp_adv_win_scale"]
             return {**self._step_fields(step, live), "jitter_ms_configured": None,
                     "congestion_control": c["net.ipv4.tcp_congestion_control"],
-                    "tcp_rmem_max": rmem, "tcp_wmem_max": int(w.split()[2]) if w else None,
+                    "tcp_rmem_max": rmem, "tcp_wmem_max": _max_of(w),
                     "window_bytes": tuning.window_bytes(rmem, int(scale) if scale else None)}
         return {**self._step_fields(step, live),
                 "jitter_ms_configured": live.spec.jitter_s * 1e3 if step.profile else None,
                 "congestion_control": tuning.effective_cc(live.client_ns),
                 "tcp_rmem_max": tuning.effective_rmem_max(t, live.client_ns),
                 "tcp_wmem_max": (tuning.effective_wmem_max(t, live.server_ns)
-                                 if live.server_host is None else None),
+                                 if live.server_host is None else _max_of(remote_tuning.effective(
+                                     live.server_host)["net.ipv4.tcp_wmem"])),
                 "window_bytes": tuning.effective_window(t, live.client_ns)}
 
     def _group(self, step: S.Step, live: Live, g: S.Group, common: dict, pos: str) -> None:
@@ -577,6 +580,11 @@ class Run:
         if any(got.get(i) is None for i in ids):
             return None
         return sum(got[i][0] for i in ids), sum(got[i][1] for i in ids)
+
+
+def _max_of(tcp_mem: str | None) -> int | None:
+    """The maximum of a tcp_rmem/tcp_wmem triple ("min default max")."""
+    return int(tcp_mem.split()[2]) if tcp_mem else None
 
 
 def _cpus_allowed(pid: int | None) -> str | None:
