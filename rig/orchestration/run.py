@@ -514,11 +514,12 @@ class Run:
         cpu0 = _tree_cpu(spids) if not sids else self._remote_cpu(live.server_host, sids)
         sender = tools.get(g.client.tool).caps.sender
         t0 = time.monotonic()
-        # tcp_info is sampled here only: sockets of a remote host are not seen from here
-        remote = live.client_host is not None or live.server_host is not None
+        # tcp_info is sampled on this host only: the sender's sockets and the client's
+        # pids must be here (a remote host's are not seen from here)
+        here = live.client_host is None and (sender == "client" or live.server_host is None)
         with tcpsample.sampling(live.server_ns if sender == "server" else live.client_ns,
                                 live.client_ns, sender=sender,
-                                interval_s=None if remote else self.sc.sampling.tcp_info_s
+                                interval_s=self.sc.sampling.tcp_info_s if here else None
                                 ) as smp:
             outcomes, alive_after = transfer.run_group(
                 jobs, live.client_ns, watchdog=lambda: self._check(live),
@@ -566,7 +567,6 @@ class Run:
                      f"rep={g.repeat + 1}: FAILED: {rows[0].error}")
         if alive_after is not None:
             raise alive_after
-
 
     def _remote_cpu(self, h: Host | None, ids: list[str]) -> tuple[float, float] | None:
         """A remote server's CPU (every origin's tree), read by the agent from /proc there."""
