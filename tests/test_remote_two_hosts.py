@@ -31,6 +31,7 @@ RIG = [sys.executable, "-m", "rig"]
 ROOT = Path(__file__).resolve().parent.parent
 SIZE = 32 << 20
 RMEM = 48 << 20
+SHM = "/dev/shm/rig-test-hosts"
 KEYS = ("net.ipv4.tcp_congestion_control", "net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem")
 
 
@@ -40,9 +41,12 @@ def two(tmp_path_factory):
     missing = [t for t in ("ssh", "nginx", "xrootd", "xrdcp", "curl", "davix-get", "iperf3")
                if not shutil.which(t)]
     assert not missing, f"missing tools (make install): {missing}"
-    with ssh_host(tmp_path_factory.mktemp("dtn1")) as a, \
-            ssh_host(tmp_path_factory.mktemp("dtn2")) as b, link_hosts(a, b) as link:
-        yield a, b, link
+    try:
+        with ssh_host(tmp_path_factory.mktemp("dtn1")) as a, \
+                ssh_host(tmp_path_factory.mktemp("dtn2")) as b, link_hosts(a, b) as link:
+            yield a, b, link
+    finally:
+        shutil.rmtree(SHM, ignore_errors=True)      # the bases; the runs removed their own
 
 
 def _copy_of_example(tmp: Path, a, b, link, *, iperf_s: int = 1) -> Path:
@@ -50,8 +54,10 @@ def _copy_of_example(tmp: Path, a, b, link, *, iperf_s: int = 1) -> Path:
     address) and made small (32 MiB, one repeat, 1-2 transfers, short validation)."""
     d = yaml.safe_load((ROOT / "scenarios/two-hosts.example.yaml").read_text())
     for name, h in (("dtn1", a), ("dtn2", b)):
+        # the two "hosts" share this machine's files: a run directory base of each
+        # their own, as two machines have (else the second would clean the first's)
         d["hosts"][name].update(ssh=f"root@{h.addr}", identity=str(h.identity),
-                                known_hosts=str(h.known_hosts))
+                                known_hosts=str(h.known_hosts), rundir=f"{SHM}/{name}")
     d["paths"][0]["server_addr"] = link.a_addr
     d["files"] = [{"name": "f1G", "size": "32MiB"}]
     d["sweep"] = {"repeats": 1, "concurrency": [1, 2]}
@@ -77,8 +83,9 @@ def _state(ns: str, dev: str) -> dict:
 
 
 def _leftovers(prefix: str) -> list:
-    return [*pids_with(f"/dev/shm/{prefix}"), *pids_with(f"/run/rig/{prefix}/ssh-"),
-            *([f"/dev/shm/{prefix}"] if Path(f"/dev/shm/{prefix}").exists() else [])]
+    dirs = [f"{SHM}/{h}/{prefix}" for h in ("dtn1", "dtn2")]
+    return [*pids_with(f"/{prefix}/"), *pids_with(f"/run/rig/{prefix}/ssh-"),
+            *[d for d in dirs if Path(d).exists()]]
 
 
 def test_clients_on_one_remote_host_servers_on_another(two, tmp_path):
@@ -139,6 +146,10 @@ def test_clients_on_one_remote_host_servers_on_another(two, tmp_path):
         assert th[name]["mtu_wrote"] == {dev: 9000}
         assert f"{dev} mtu 1500" in th[name]["restored"]
     assert "host dtn2: tuned" in r.stderr and "mtu 9000" in r.stderr
+    # each host's server configs and logs came back under its own name
+    assert f"{SHM}/dtn1/{prefix}/data" in (out / "logs/dtn1/loop-nginx/nginx.conf").read_text()
+    assert (out / "logs/dtn1/loop-xrootd/xrootd.cfg").exists()
+    assert not (out / "logs/dtn2").exists()
     assert (_state(a.ns, link.a_dev), _state(b.ns, link.b_dev)) == before
     assert not _leftovers(prefix), _leftovers(prefix)
     assert not (netns.STATE_DIR / f"{prefix}.json").exists()
@@ -154,7 +165,7 @@ def test_sigkill_then_rig_clean_restores_tuning_on_both_hosts(two, tmp_path):
     try:
         assert p.stderr is not None
         for line in p.stderr:
-            if "run directory /dev/shm/" in line:
+            if "run directory " in line:
                 prefix = line.rsplit("/", 1)[1].strip()
             if "validate" in line or "server xrootd" in line:
                 break
@@ -167,7 +178,8 @@ def test_sigkill_then_rig_clean_restores_tuning_on_both_hosts(two, tmp_path):
     said: list[str] = []
     clean.clean(say=said.append, prefixes=[prefix])
     assert f"restored {link.b_dev} mtu 1500 on host dtn2" in said, said
-    assert f"removed /dev/shm/{prefix} on host dtn1" in said, said
+    assert f"removed {SHM}/dtn1/{prefix} on host dtn1" in said, said
+    assert f"removed {SHM}/dtn2/{prefix} on host dtn2" in said, said
     assert (_state(a.ns, link.a_dev), _state(b.ns, link.b_dev)) == before
     deadline = time.monotonic() + 5
     while _leftovers(prefix) and time.monotonic() < deadline:
@@ -190,7 +202,7 @@ def test_a_program_missing_on_the_client_host_is_one_line_and_leaves_nothing(two
     assert last == (f"rig: host dtn2 (root@{b.addr}): /nonexistent/xrdcp not found there "
                     "(needed by clients[0].binary)"), r.stderr[-2000:]
     prefix = next(ln.rsplit("/", 1)[1].strip() for ln in r.stderr.splitlines()
-                  if "run directory /dev/shm/" in ln)
+                  if "run directory " in ln)
     assert not _leftovers(prefix), _leftovers(prefix)
     assert not (netns.STATE_DIR / f"{prefix}.json").exists()
     assert (_state(a.ns, link.a_dev), _state(b.ns, link.b_dev)) == before
