@@ -98,6 +98,40 @@ def ssh_host(tmp: Path) -> Iterator[SshHost]:
         netns.drop_state(prefix)
 
 
+@dataclass(frozen=True)
+class HostLink:
+    """A veth pair between two test hosts' namespaces: the path under test."""
+    a_addr: str          # host a's address on the link (e.g. the server host)
+    b_addr: str          # host b's address on the link (e.g. the client host)
+    a_dev: str
+    b_dev: str
+
+
+@contextlib.contextmanager
+def link_hosts(a: SshHost, b: SshHost) -> Iterator[HostLink]:
+    """A veth pair between a's and b's namespaces with a /30 of a range leased here;
+    removed (with its lease and state file) on exit."""
+    prefix = netns.new_prefix()
+    da, db = f"{prefix}-9la", f"{prefix}-9lb"
+    netns.write_state(prefix, {"prefix": prefix, "kind": "net", "name": f"test-{prefix}",
+                               "owner_pid": os.getpid(),
+                               "owner_start": owner.start_time(os.getpid())})
+    subnet = ipaddress.ip_network(netns.lease_subnet(prefix))
+    aa, ba = str(subnet.network_address + 1), str(subnet.network_address + 2)
+    try:
+        _run(["ip", "link", "add", da, "type", "veth", "peer", "name", db])
+        _run(["ip", "link", "set", da, "netns", a.ns])
+        _run(["ip", "link", "set", db, "netns", b.ns])
+        for ns, dev, addr in ((a.ns, da, aa), (b.ns, db, ba)):
+            _run(["ip", "-n", ns, "addr", "add", f"{addr}/30", "dev", dev])
+            _run(["ip", "-n", ns, "link", "set", dev, "up"])
+        yield HostLink(aa, ba, da, db)
+    finally:
+        proc.run(["ip", "-n", a.ns, "link", "del", da], timeout=20)
+        netns.release_subnet(prefix)
+        netns.drop_state(prefix)
+
+
 def _accepts(ns: str, addr: str) -> bool:
     from rig.process.nsprobe import tcp_open
     return tcp_open(None, addr, 22) if ns is None else tcp_open(ns, addr, 22)

@@ -136,3 +136,43 @@ def test_results_without_the_host_columns_still_load(tmp_path):
     db.close()
     with pytest.raises(InputError, match=r"transfers\.tool: missing column"):
         check.check(run / "results.sqlite")
+
+
+TWO_REMOTE = dict(BASE, hosts={**BASE["hosts"], "dtn2": {"ssh": "root@dtn2.example"}},
+                  paths=[dict(BASE["paths"][0], client_host="dtn2")],
+                  tuning={"congestion_control": "reno", "tcp_rmem_max": "64MiB", "mtu": 9000})
+
+
+def test_tuning_a_real_path_between_remote_hosts_is_planned_on_each_host():
+    sc = _parse(TWO_REMOTE)
+    assert not sc.tunes_local() and list(sc.remote_hosts()) == ["dtn1", "dtn2"]
+    lines = plan.plan_lines(sc)
+    for h in ("dtn1", "dtn2"):
+        assert any(ln.startswith(f"@{h} # tuning") and "net.ipv4.tcp_congestion_control=reno"
+                   in ln and "mtu 9000" in ln for ln in lines), h
+    assert not any(ln.startswith("sysctl") for ln in lines)     # nothing tuned here
+    assert any(ln.startswith("@dtn2 curl ") for ln in lines)
+
+
+def test_tuning_a_real_path_with_an_end_here_is_refused():
+    d = copy.deepcopy(TWO_REMOTE)
+    d["paths"][0]["client_host"] = "local"
+    with pytest.raises(InputError, match=r"tuning\.congestion_control: not applied on real "
+                                         r"path 'loop' \(an end on this host"):
+        _parse(d)
+
+
+def test_each_host_is_asked_for_the_programs_its_role_needs():
+    from rig.orchestration import hosts
+    d = copy.deepcopy(TWO_REMOTE)
+    d["servers"] = [{"name": "x", "kind": "xrootd"}, {"name": "ng", "kind": "nginx"}]
+    d["clients"] = [{"name": "c", "tool": "curl", "file": "f", "server": "ng"},
+                    {"name": "x", "tool": "xrdcp", "file": "f", "server": "x",
+                     "binary": "/opt/xrootd-5.8/bin/xrdcp"}]
+    sc = _parse(d)
+    server, client = hosts.required_tools(sc, "dtn1"), hosts.required_tools(sc, "dtn2")
+    assert {"xrootd", "nginx", "iperf3", "ip", "tar"} <= set(server)
+    assert not {"curl", "ping"} & set(server)
+    assert client["/opt/xrootd-5.8/bin/xrdcp"] == "clients[1].binary"
+    assert client["curl"] == "clients[0].tool" and "ping" in client and "ip" in client
+    assert "xrootd" not in client

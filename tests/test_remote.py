@@ -218,3 +218,67 @@ def test_doctor_reports_a_remote_host(dtn1):
                        capture_output=True, text=True, timeout=60)
     assert r.returncode == 1 and r.stderr.count("\n") == 1
     assert r.stderr.startswith(f"rig: host {h.addr} (root@{h.addr}): ")
+
+
+def test_cpu_op_reads_a_running_service_tree_on_the_remote(dtn1, tmp_path):
+    """A remote server's CPU (rig run's server_cpu_*): the agent sums the tree its pid
+    file names, children included, from /proc on that host; None once it is gone."""
+    _, host = dtn1
+    rundir = f"/dev/shm/rig{(os.getpid() + 3) % 0xffff:04x}"
+    burn = "import time\nt=time.process_time()\nwhile time.process_time()-t<0.5: pass"
+    svc = proc.Service(["sh", "-c", f'python3 -c "{burn}"; sleep 30'], host=host,
+                       rundir=rundir, ident="srv", log_path=tmp_path / "s.log").start()
+    try:
+        end = time.monotonic() + 10
+        while not Path(rundir, "pids", "srv.json").exists():
+            assert time.monotonic() < end and svc.alive()
+            time.sleep(0.05)
+        c0 = proc.remote_op(host, {"op": "cpu", "rundir": rundir, "ids": ["srv"]},
+                            timeout=20)["cpu"]["srv"]
+        time.sleep(1.5)      # the burner ends (reaped by sh: its cutime) and sh sleeps
+        c1 = proc.remote_op(host, {"op": "cpu", "rundir": rundir, "ids": ["srv", "none"]},
+                            timeout=20)["cpu"]
+        assert c1["none"] is None
+        assert 0.4 <= sum(c1["srv"]) <= 1.0, (c0, c1)       # the 0.5 s burn, reaped
+        assert sum(c1["srv"]) >= sum(c0)
+    finally:
+        svc.stop()
+        proc.remote_op(host, {"op": "clean", "rundir": rundir}, timeout=20)
+
+
+def test_remote_tuning_is_planned_applied_and_restored_in_the_hosts_netns(dtn1):
+    """rig.realization.remote_tuning on the "host" (sshd's namespace): the old values
+    are read before anything is written, and only values still holding what the run
+    wrote are put back."""
+    from rig.description.scenario import Tuning
+    from rig.realization import remote_tuning
+    h, host = dtn1
+    def now(k: str) -> str:
+        return " ".join(proc.run(["ip", "netns", "exec", h.ns, "sysctl", "-n", k],
+                                 timeout=10, check=True).stdout.split())
+    cc0, rmem0 = now("net.ipv4.tcp_congestion_control"), now("net.ipv4.tcp_rmem")
+    t = Tuning(congestion_control="reno" if cc0 != "reno" else "bbr",
+               tcp_rmem_max=24 << 20, mtu=4000)
+    rec = remote_tuning.plan(host, t, [(h.addr, True)])
+    dev = f"{h.prefix}-9hp"
+    assert rec["sysctls_before"] == {"net.ipv4.tcp_rmem": rmem0,
+                                     "net.ipv4.tcp_congestion_control": cc0}
+    assert rec["mtu_before"] == {dev: 1500} and rec["mtu_wrote"] == {dev: 4000}
+    assert now("net.ipv4.tcp_congestion_control") == cc0       # planning writes nothing
+    remote_tuning.apply(host, rec)
+    try:
+        assert now("net.ipv4.tcp_rmem") == f"4096 131072 {24 << 20}"
+        assert now("net.ipv4.tcp_congestion_control") == t.congestion_control
+        # another run changed rmem since: restore leaves that one alone
+        proc.run(["ip", "netns", "exec", h.ns, "sysctl", "-q", "-w",
+                  "net.ipv4.tcp_rmem=4096 131072 7000000"], timeout=10, check=True)
+        done = remote_tuning.restore(host, rec)
+        assert now("net.ipv4.tcp_congestion_control") == cc0
+        assert now("net.ipv4.tcp_rmem") == "4096 131072 7000000"
+        assert f"{dev} mtu 1500" in done and not any("tcp_rmem" in d for d in done)
+    finally:
+        proc.run(["ip", "netns", "exec", h.ns, "sysctl", "-q", "-w",
+                  f"net.ipv4.tcp_rmem={rmem0}"], timeout=10)
+        proc.run(["ip", "-n", h.ns, "link", "set", "dev", dev, "mtu", "1500"], timeout=10)
+    with pytest.raises(RigError, match=r"host dtn1: no interface holds the path's address"):
+        remote_tuning.plan(host, t, [("192.0.2.99", True)])

@@ -462,15 +462,18 @@ class Scenario:
         if not tp.is_file():
             raise ctx.child("topology").error(
                 f"no such topology (have: {', '.join(list_topologies())})", d["topology"])
-        real = [p.name for p in d["paths"] if p.kind == "real"]
+        # a real path between remote hosts is tuned on those hosts (rig.realization.
+        # remote_tuning); one with an end here would need this host's own network tuned
+        here = [p.name for p in d["paths"] if p.kind == "real"
+                and LOCAL in (p.client_host, p.server_host)]
         t = d["tuning"]
         for attr, v in (("congestion_control", t.congestion_control),
                         ("tcp_rmem_max", t.tcp_rmem_max), ("tcp_wmem_max", t.tcp_wmem_max),
                         ("mtu", None if t.mtu == 1500 else t.mtu)):
-            if real and v is not None:   # the rig tunes only namespaces it made
+            if here and v is not None:   # the rig tunes only namespaces it made
                 raise ctx.child("tuning").child(attr).error(
-                    f"not applied on real path {real[0]!r} (its namespaces are not the "
-                    f"rig's): tune them yourself and remove this key", v)
+                    f"not applied on real path {here[0]!r} (an end on this host, whose "
+                    f"network is not the rig's): tune it yourself and remove this key", v)
         return dict(d, topology=parse_topology(tp))
 
     def server(self, name: str) -> ServerSpec:
@@ -478,6 +481,12 @@ class Scenario:
 
     def file(self, name: str) -> FileSpec:
         return next(f for f in self.files if f.name == name)
+
+    def tunes_local(self) -> bool:
+        """Does the tuning concern this host (an emulated path, or a real path's end here)?
+        A scenario whose paths all run between remote hosts leaves it untouched."""
+        return any(p.kind != "real" or LOCAL in (p.client_host, p.server_host)
+                   for p in self.paths)
 
     def remote_hosts(self) -> dict[str, HostSpec]:
         """The declared hosts some path uses, in path order."""

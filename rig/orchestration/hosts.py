@@ -40,6 +40,42 @@ def hosts_of(sc: Scenario, workdir: Path) -> dict[str, Host]:
     return {n: make_host(n, h, str(workdir / f"ssh-{n}")) for n, h in sc.remote_hosts().items()}
 
 
+def required_tools(sc: Scenario, name: str) -> dict[str, str]:
+    """Programs host `name` must have for the scenario -> the scenario key needing it."""
+    from rig.services import servers, tools
+    need: dict[str, str] = {"tar": "hosts (logs back)", "find": "hosts (logs back)"}
+    for i, p in enumerate(sc.paths):
+        if p.server_host == name:
+            need.setdefault("iperf3", f"paths[{i}] (validation server)")
+            for j, s in enumerate(sc.servers):
+                argv = servers.get(s.kind).version_argv
+                if argv:
+                    need.setdefault(argv[0], f"servers[{j}].kind")
+        if p.client_host == name:
+            need.setdefault("ping", f"paths[{i}] (validation)")
+            need.setdefault("iperf3", f"paths[{i}] (validation)")
+            for j, c in enumerate(sc.clients):
+                argv = tools.get(c.tool).version_argv
+                if c.binary:
+                    need.setdefault(c.binary, f"clients[{j}].binary")
+                elif argv:
+                    need.setdefault(argv[0], f"clients[{j}].tool")
+        if name in (p.server_host, p.client_host) and sc.tuning.mtu != 1500:
+            need.setdefault("ip", "tuning.mtu")
+    return need
+
+
+def check_tools(h: Host, sc: Scenario) -> None:
+    """One line naming host and key when a program the scenario needs is not there."""
+    need = required_tools(sc, h.name)
+    got = proc.remote_op(h, {"op": "info", "tools": sorted(need)}, timeout=30)["tools"]
+    missing = [t for t in need if not got.get(t)]
+    if missing:
+        raise RigError(f"host {h.name} ({h.ssh}): {missing[0]} not found there (needed by "
+                       f"{need[missing[0]]})" + (f"; also missing: {', '.join(missing[1:])}"
+                                                 if missing[1:] else ""))
+
+
 def write_data(h: Host, rundir: str, files: list) -> str:
     """The scenario's files on h, same content as locally (same seeds, same generator
     as rig.realization.data.write_random); returns the data directory there."""

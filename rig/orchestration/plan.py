@@ -45,7 +45,15 @@ def plan_lines(sc: Scenario) -> list[str]:
     out: list[str] = [_comment(f"scenario {sc.name} ({sc.source}); prefix {PREFIX} stands for "
                                "the run's")]
     wd = netns.STATE_DIR / PREFIX
-    out += [_fmt(a) for a in tuning.global_argv(sc.tuning, "<host's list>")]
+    if sc.tunes_local():
+        out += [_fmt(a) for a in tuning.global_argv(sc.tuning, "<host's list>")]
+    for name in sc.remote_hosts():     # rig.realization.remote_tuning: only what differs
+        want = {**tuning.global_wanted(sc.tuning), **tuning.ns_wanted(sc.tuning)}
+        mtu = [f"mtu {sc.tuning.mtu} on the path's interface"] if sc.tuning.mtu != 1500 else []
+        if want or mtu:
+            out.append(f"@{name} " + _comment(
+                "tuning, old values recorded first, restored at the end: "
+                + ", ".join([f"{k}={v}" for k, v in want.items()] + mtu)))
     if any(p.server_host == LOCAL for p in sc.paths):
         out.append(_fmt(data.mount_argv(PREFIX, wd / "data",
                                         sum(f.size for f in sc.files) + (16 << 20))))

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 from rig.orchestration import hostinfo, hosts, origins, tcpsample, transfer
 
-from rig.realization import certs, cgroups, netns, tls, tuning
+from rig.realization import certs, cgroups, netns, remote_tuning, tls, tuning
 
 from rig.process import cputree, owner, proc
 
@@ -49,6 +49,7 @@ class Live:
     backend: Backend
     servers: dict[str, list[servers.ServerPlan]] = field(default_factory=dict)
     server_pids: dict[str, int] = field(default_factory=dict)   # origin -> pid, for CPU
+    server_ids: dict[str, str] = field(default_factory=dict)    # origin -> pid file (remote)
     iperf_port: int = 0
     applied: bool = False
     client_host: Host | None = None     # remote hosts of a real path (None: this one)
@@ -112,6 +113,7 @@ class Run:
         self.ca: tls.Ca | None = None
         self.hosts: dict[str, Host] = {}
         self.remote_data: dict[str, str] = {}      # host -> its data directory
+        self.tuning_hosts: dict[str, dict] = {}    # host -> what tuning changed there
         self.origins_env: dict[str, dict] = {}
         self.pinning: cgroups.Hierarchy | None = None   # where `cpus:` become cgroups
         self.client_cgroups: dict[str, Path] = {}
@@ -136,6 +138,8 @@ class Run:
         stack.callback(lambda: st.set_env("sysctls_after", hostinfo.sysctls()))
 
     def _global_tuning(self, stack: contextlib.ExitStack) -> None:
+        if not self.sc.tunes_local():    # every path between remote hosts: tuned there
+            return
         tuning.check_cc_available(self.sc.tuning)
         wrote = tuning.global_wanted(self.sc.tuning, tuning.host_allowed_cc())
         before = tuning.read(wrote)
@@ -216,6 +220,8 @@ class Run:
                 self.state.record_pid(rs.service)
                 if rs.service.pid and h is None:
                     live.server_pids[plan.origin] = rs.service.pid
+                elif h is not None and rs.service.ident:
+                    live.server_ids[plan.origin] = rs.service.ident
                 effective[plan.origin] = _cpus_allowed(rs.service.pid) if h is None else None
                 pin = f", cpus {effective[plan.origin]}" if plan.cpus else ""
                 self.say(f"server {plan.origin} ({plan.spec.kind}) ready on {plan.addr} ports "
@@ -262,10 +268,41 @@ class Run:
                        if k in ("kernel", "machine", "hostname", "cpus", "python")}
             self.say(f"host {n}: connected ({h.ssh}, {info[n]['hostname']}, kernel "
                      f"{info[n]['kernel']}), run directory {rd}")
+            hosts.check_tools(h, self.sc)
             if n in servers_on:
                 self.remote_data[n] = hosts.write_data(h, rd, self.sc.files)
                 self.say(f"data: {len(self.sc.files)} file(s) in {self.remote_data[n]} on {n}")
+            self._tune_host(stack, n, h)
         self.store.set_env("hosts", info)
+        self.store.set_env("tuning_hosts", self.tuning_hosts)
+
+    def _tune_host(self, stack: contextlib.ExitStack, n: str, h: Host) -> None:
+        """The scenario's tuning on host n: recorded in the state file before it is
+        written (`rig clean` restores it after a SIGKILL), restored at the end."""
+        ends = [(p.server_addr or "", p.server_host == n) for p in self.sc.paths
+                if n in (p.server_host, p.client_host)]
+        rec = remote_tuning.plan(h, self.sc.tuning, ends)
+        self.tuning_hosts[n] = rec
+        if not rec["sysctls_wrote"] and not rec["mtu_wrote"]:
+            return
+        self.state.data["hosts"][n]["tuning"] = rec
+        self.state.save()
+        stack.callback(self._untune_host, n, h, rec)
+        remote_tuning.apply(h, rec)
+        self.say(f"host {n}: tuned " + ", ".join(
+            [f"{k}={v}" for k, v in rec["sysctls_wrote"].items()]
+            + [f"{d} mtu {m}" for d, m in rec["mtu_wrote"].items()]))
+
+    def _untune_host(self, n: str, h: Host, rec: dict) -> None:
+        try:
+            done = remote_tuning.restore(h, rec)
+        except RigError as e:
+            self.say(f"host {n}: tuning not restored ({e}); `rig clean` retries")
+            return
+        self.tuning_hosts[n]["restored"] = done
+        self.store.set_env("tuning_hosts", self.tuning_hosts)
+        self.state.data["hosts"].get(n, {}).pop("tuning", None)
+        self.state.save()
 
     def _leave_host(self, h: Host, rundir: str) -> None:
         """Its configs and logs into the output folder, then nothing of the run left."""
@@ -484,16 +521,24 @@ class Run:
 
     def _tuned(self, step: S.Step, live: Live) -> dict:
         t = self.sc.tuning
-        if live.client_host is not None:   # tuning on remote hosts: not yet, nothing read
-            return {**self._step_fields(step, live),
-                    "jitter_ms_configured": None, "congestion_control": None,
-                    "tcp_rmem_max": None, "tcp_wmem_max": None, "window_bytes": None}
+        if live.client_host is not None:   # read on the hosts themselves
+            c = remote_tuning.effective(live.client_host)
+            w = (remote_tuning.effective(live.server_host)["net.ipv4.tcp_wmem"]
+                 if live.server_host is not None else tuning.read(["net.ipv4.tcp_wmem"],
+                                                                  live.server_ns)["net.ipv4.tcp_wmem"])
+            rmem = _max_of(c["net.ipv4.tcp_rmem"])
+            scale = c["net.ipv4.tcp_adv_win_scale"]
+            return {**self._step_fields(step, live), "jitter_ms_configured": None,
+                    "congestion_control": c["net.ipv4.tcp_congestion_control"],
+                    "tcp_rmem_max": rmem, "tcp_wmem_max": _max_of(w),
+                    "window_bytes": tuning.window_bytes(rmem, int(scale) if scale else None)}
         return {**self._step_fields(step, live),
                 "jitter_ms_configured": live.spec.jitter_s * 1e3 if step.profile else None,
                 "congestion_control": tuning.effective_cc(live.client_ns),
                 "tcp_rmem_max": tuning.effective_rmem_max(t, live.client_ns),
                 "tcp_wmem_max": (tuning.effective_wmem_max(t, live.server_ns)
-                                 if live.server_host is None else None),
+                                 if live.server_host is None else _max_of(remote_tuning.effective(
+                                     live.server_host)["net.ipv4.tcp_wmem"])),
                 "window_bytes": tuning.effective_window(t, live.client_ns)}
 
     def _group(self, step: S.Step, live: Live, g: S.Group, common: dict, pos: str) -> None:
@@ -503,18 +548,24 @@ class Run:
         # the server's CPU from /proc (every origin of it): where it runs on this host
         spids = [live.server_pids[p.origin] for p in live.servers.get(g.client.server or "", [])
                  if p.origin in live.server_pids]
-        cpu0 = _tree_cpu(spids)
+        sids = [live.server_ids[p.origin] for p in live.servers.get(g.client.server or "", [])
+                if p.origin in live.server_ids]
+        cpu0 = _tree_cpu(spids) if not sids else self._remote_cpu(live.server_host, sids)
         sender = tools.get(g.client.tool).caps.sender
         t0 = time.monotonic()
+        # tcp_info is sampled on this host only: the sender's sockets and the client's
+        # pids must be here (a remote host's are not seen from here)
+        here = live.client_host is None and (sender == "client" or live.server_host is None)
         with tcpsample.sampling(live.server_ns if sender == "server" else live.client_ns,
                                 live.client_ns, sender=sender,
-                                interval_s=self.sc.sampling.tcp_info_s) as smp:
+                                interval_s=self.sc.sampling.tcp_info_s if here else None
+                                ) as smp:
             outcomes, alive_after = transfer.run_group(
                 jobs, live.client_ns, watchdog=lambda: self._check(live),
                 on_start=smp.track if smp else None, **self._where(live.client_host),
                 cgroup=self.client_cgroups.get(g.client.name) if live.client_host is None
                 else None)
-        cpu1 = _tree_cpu(spids)
+        cpu1 = _tree_cpu(spids) if not sids else self._remote_cpu(live.server_host, sids)
         server_cpu = None
         if cpu0 is not None and cpu1 is not None:
             server_cpu = (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1])
@@ -557,6 +608,24 @@ class Run:
                      f"rep={g.repeat + 1}: FAILED: {rows[0].error}")
         if alive_after is not None:
             raise alive_after
+
+    def _remote_cpu(self, h: Host | None, ids: list[str]) -> tuple[float, float] | None:
+        """A remote server's CPU (every origin's tree), read by the agent from /proc there."""
+        if h is None:
+            return None
+        try:
+            got = proc.remote_op(h, {"op": "cpu", "rundir": h.rundir(self.prefix),
+                                     "ids": ids}, timeout=30)["cpu"]
+        except RigError:
+            return None
+        if any(got.get(i) is None for i in ids):
+            return None
+        return sum(got[i][0] for i in ids), sum(got[i][1] for i in ids)
+
+
+def _max_of(tcp_mem: str | None) -> int | None:
+    """The maximum of a tcp_rmem/tcp_wmem triple ("min default max")."""
+    return int(tcp_mem.split()[2]) if tcp_mem else None
 
 
 def _cpus_allowed(pid: int | None) -> str | None:

@@ -289,7 +289,51 @@ def op_info():
     report({"rc": 0, "kernel": u.release, "machine": u.machine, "hostname": u.nodename,
             "cpus": os.cpu_count(), "python": sys.version.split()[0], "sysctls": sc,
             "tools": tools, "kernel_netem": netem, "time": time.time()})
+def op_sysctl():
+    """Read S["read"] keys, then write S["write"] (key -> value); values as one line."""
+    vals = {}
+    for k in S.get("read", []):
+        try:
+            vals[k] = " ".join(open("/proc/sys/" + k.replace(".", "/")).read().split())
+        except OSError:
+            vals[k] = None
+    for k, v in S.get("write", {}).items():
+        try:
+            with open("/proc/sys/" + k.replace(".", "/"), "w") as f:
+                f.write(v)
+        except OSError as e:
+            sys.stderr.write("sysctl %s=%s: %s\n" % (k, v, e)); report({"rc": 1}); return
+    report({"rc": 0, "values": vals})
+def tree_cpu(root):
+    """user, sys seconds of root and its descendants (reaped children included)."""
+    tick = os.sysconf("SC_CLK_TCK"); st = {}
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                f = open("/proc/%s/stat" % d).read().rsplit(")", 1)[1].split()
+                st[int(d)] = (int(f[1]), int(f[11]) + int(f[13]), int(f[12]) + int(f[14]))
+            except (OSError, IndexError, ValueError):
+                pass
+    if root not in st:
+        return None
+    kids = {}
+    for p, v in st.items():
+        kids.setdefault(v[0], []).append(p)
+    u = s = 0; todo = [root]
+    while todo:
+        p = todo.pop(); u += st[p][1]; s += st[p][2]; todo.extend(kids.get(p, ()))
+    return [u / tick, s / tick]
+def op_cpu():
+    """CPU of the process trees the run's pid files name (S["ids"]); None if gone."""
+    out = {}
+    for i in S["ids"]:
+        try:
+            rec = json.load(open(os.path.join(S["rundir"], "pids", i + ".json")))
+        except (OSError, ValueError):
+            out[i] = None; continue
+        out[i] = tree_cpu(rec["pgid"]) if start_of(rec["pgid"]) == rec["start"] else None
+    report({"rc": 0, "cpu": out})
 {"run": op_run, "kill": op_kill, "clean": op_clean, "put": op_put, "gen": op_gen, "ports": op_ports,
- "probe": op_probe,
+ "probe": op_probe, "sysctl": op_sysctl, "cpu": op_cpu,
  "info": op_info}[S["op"]]()
 '''

@@ -20,16 +20,21 @@ def _sysctl_w(ns: str | None, key: str, value: str) -> list[str]:
     return proc.ns_argv(ns, ["sysctl", "-q", "-w", f"{key}={value}"])
 
 
+def ns_wanted(t: Tuning) -> dict[str, str]:
+    """The per-namespace sysctls of a tuning (a namespace here, or a remote host's own)."""
+    out = {}
+    if t.tcp_rmem_max:
+        out["net.ipv4.tcp_rmem"] = f"4096 131072 {t.tcp_rmem_max}"
+    if t.tcp_wmem_max:
+        out["net.ipv4.tcp_wmem"] = f"4096 16384 {t.tcp_wmem_max}"
+    if t.congestion_control:
+        out["net.ipv4.tcp_congestion_control"] = t.congestion_control
+    return out
+
+
 def ns_argv(t: Tuning, ns: str) -> list[list[str]]:
     """Commands tuning one of the rig's namespaces (client or server side)."""
-    out = []
-    if t.tcp_rmem_max:
-        out.append(_sysctl_w(ns, "net.ipv4.tcp_rmem", f"4096 131072 {t.tcp_rmem_max}"))
-    if t.tcp_wmem_max:
-        out.append(_sysctl_w(ns, "net.ipv4.tcp_wmem", f"4096 16384 {t.tcp_wmem_max}"))
-    if t.congestion_control:
-        out.append(_sysctl_w(ns, "net.ipv4.tcp_congestion_control", t.congestion_control))
-    return out
+    return [_sysctl_w(ns, k, v) for k, v in ns_wanted(t).items()]
 
 
 ALLOWED_CC = "net.ipv4.tcp_allowed_congestion_control"
