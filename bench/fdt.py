@@ -94,7 +94,7 @@ def xrootd_config(datadir: Path, workdir: Path, port: int) -> str:
 
 
 def start_servers(ns: str | None, addr: str, datadir: Path, workdir: Path,
-                  bufsize: int, java_jar: str | None = None) -> list[proc.Service]:
+                  bufsize: int | None, java_jar: str | None = None) -> list[proc.Service]:
     xw = workdir / "xrootd"
     xw.mkdir(parents=True)
     (xw / "xrootd.cfg").write_text(xrootd_config(datadir, xw, XRD_PORT))
@@ -136,7 +136,7 @@ def run_fdt_mem(ns, addr, n, a, rtt_ms) -> dict:
     """Timed memory to memory (FDT -nettest, iperf3 -t): steady rate after --omit."""
     omit = omit_s(a, rtt_ms)
     argv = [*adapter.tool_argv(), "get", "--streams", str(n), "--port", str(FDT_PORT),
-            "--bufsize", str(a.bufsize), "--timeout", f"{a.time + 60:g}", "--time",
+            *_opt("--bufsize", a.bufsize), "--timeout", f"{a.time + 60:g}", "--time",
             f"{a.time:g}", "--omit", f"{omit:g}", addr]
     r = proc.run(argv, netns=ns, timeout=a.time + 90)
     res = adapter.parse(r.stdout, r.stderr)
@@ -171,7 +171,7 @@ def run_iperf3(ns, addr, n, a, rtt_ms) -> dict:
     """iperf3 -R -t T -O OMIT: the same timed memory-to-memory run, server -> client."""
     return _iperf3(["iperf3", "-c", addr, "-p", str(IPERF_PORT), "-P", str(n), "-R",
                     "-t", f"{a.time:g}", "-O", f"{omit_s(a, rtt_ms):g}",
-                    "-w", str(a.bufsize), "-J"], ns, a.time + 60)
+                    *_opt("-w", a.bufsize), "-J"], ns, a.time + 60)
 
 
 def run_iperf3_file(ns, addr, n, a, rtt_ms) -> dict:
@@ -181,7 +181,7 @@ def run_iperf3_file(ns, addr, n, a, rtt_ms) -> dict:
     sent the file's size in total, so with N > 1 they all read the first 1/N of it.
     """
     return _iperf3(["iperf3", "-c", addr, "-p", str(IPERF_PORT), "-P", str(n), "-F",
-                    str(a.datafile), "-w", str(a.bufsize), "-J"], ns, a.timeout)
+                    str(a.datafile), *_opt("-w", a.bufsize), "-J"], ns, a.timeout)
 
 
 def run_xrdcp(ns, addr, n, a, rtt_ms) -> dict:
@@ -285,7 +285,7 @@ def run_java(ns, addr, n, a, rtt_ms) -> dict:
     """
     server = a.java_server
     argv = java_argv(a.java_fdt, ["-c", addr, "-p", str(JAVA_PORT), "-P", str(n),
-                                  "-nettest", "-pull", "-ss", str(a.bufsize)])
+                                  "-nettest", "-pull", *_opt("-ss", a.bufsize)])
     meter = WireMeter(ns)
     srv0 = proc_cpu_s(server.pid)
     t_start = time.monotonic()
@@ -305,6 +305,15 @@ def run_java(ns, addr, n, a, rtt_ms) -> dict:
 TOOLS = {"fdt": run_fdt, "fdt-mem": run_fdt_mem, "iperf3": run_iperf3,
          "iperf3-file": run_iperf3_file, "xrdcp": run_xrdcp, "java": run_java}
 DEFAULT_TOOLS = ("fdt", "fdt-mem", "iperf3", "iperf3-file", "xrdcp")
+
+
+def _opt(flag: str, bufsize: int | None) -> list[str]:
+    """A tool's buffer flag, or nothing for autotuning (--bufsize auto)."""
+    return [] if bufsize is None else [flag, str(bufsize)]
+
+
+def _buf(bufsize: int | None) -> str:
+    return "autotuned" if bufsize is None else f"{bufsize / 2**20:g} MiB"
 
 
 def omit_s(a, rtt_ms: float) -> float:
@@ -469,7 +478,7 @@ def window_check(rows: list[dict], a) -> list[str]:
             continue
         window = one * 1e9 / 8 * rtt / 1e3
         lines.append(f"{rtt:g} ms: window {window / 2**20:.2f} MiB (iperf3 N=1 x RTT;"
-                     f" socket buffers {a.bufsize / 2**20:g} MiB)")
+                     f" socket buffers {_buf(a.bufsize)})")
         for n in a.streams:
             ideal = n * window * 8 / (rtt / 1e3) / 1e9
             ref = st.get((rtt, n, "iperf3"), {}).get("median")
@@ -492,7 +501,7 @@ def main() -> int:
     ap.add_argument("--tools", default=None,
                     help=f"default {','.join(DEFAULT_TOOLS)} (and java with --java-fdt)")
     ap.add_argument("--size", default="1GiB", help="the file (fdt, iperf3-file, xrdcp)")
-    ap.add_argument("--bufsize", default="4MiB")
+    ap.add_argument("--bufsize", default="4MiB", help="socket buffers, or auto (autotuning)")
     ap.add_argument("--time", type=float, default=10.0,
                     help="seconds of each timed run (fdt-mem, iperf3)")
     ap.add_argument("--omit", type=float, default=None,
@@ -517,7 +526,8 @@ def main() -> int:
         ap.error(f"--java-fdt: no such file {a.java_fdt}")
     if a.java_fdt:
         a.java_fdt = str(Path(a.java_fdt).resolve())
-    a.size, a.bufsize = units.parse_size(a.size), units.parse_size(a.bufsize)
+    a.size = units.parse_size(a.size)
+    a.bufsize = None if a.bufsize == "auto" else units.parse_size(a.bufsize)
     if a.loopback:
         a.rtts = [0.0]
         global FDT_PORT, IPERF_PORT, XRD_PORT, JAVA_PORT
@@ -538,7 +548,7 @@ def main() -> int:
         return 130
     finally:
         shutil.rmtree(datadir, ignore_errors=True)
-    print(f"file {a.size / 2**30:g} GiB, bufsize {a.bufsize / 2**20:g} MiB, timed runs"
+    print(f"file {a.size / 2**30:g} GiB, bufsize {_buf(a.bufsize)}, timed runs"
           f" {a.time:g} s, {a.repeats} repeats, "
           f"{'loopback' if a.loopback else 'rig path, backend ' + a.backend}, "
           f"{time.monotonic() - t0:.0f} s")
