@@ -142,9 +142,9 @@ def test_memory_pattern_block_checksum_matches_the_bytes_sent(length: int) -> No
 
 
 @pytest.mark.parametrize("length", [1, (128 << 10) + 5, 3 * (128 << 10) + 17, 4 << 20])
-def test_memory_mode_gather_sends_put_the_pattern_block_on_the_wire(length: int) -> None:
-    """The sendmsg gather path, with partial sends and EAGAIN (small socket buffers),
-    sends exactly the block block_adler describes."""
+def test_memory_mode_sends_put_the_pattern_block_on_the_wire(length: int) -> None:
+    """MemSource.send, with partial sends and EAGAIN (small socket buffers), sends
+    exactly the block block_adler describes."""
     from rig.fdt.streams import WakeBudget
     a, b = socket.socketpair()
     a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 << 10)

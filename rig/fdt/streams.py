@@ -227,33 +227,20 @@ class MemSource:
 
     async def send(self, sock: socket.socket, offset: int, length: int,
                    progress: Progress, stream: int, budget: WakeBudget) -> None:
-        """The block as few sendmsg calls as possible: one gather list of the pattern
-        repeated up to the wake's budget per call (one syscall per wake, where a send
-        per pattern took budget / 128 KiB of them)."""
-        done = 0
-        while done < length:
-            allowed = await budget.take()
-            try:
-                n = sock.sendmsg(self.iov(done, min(length - done, allowed)))
-            except (BlockingIOError, InterruptedError):
-                budget.full()
-                continue
-            budget.spent(n)
-            done += n
-            progress.add(stream, n)
-
-    def iov(self, pos: int, want: int) -> list[memoryview]:
-        """want bytes of the block from its byte pos on, as views of the pattern."""
         plen = len(self.buf)
-        start = pos % plen
-        out = [self.buf[start:start + want]]
-        left = want - len(out[0])
-        while left >= plen:
-            out.append(self.buf)
-            left -= plen
-        if left:
-            out.append(self.buf[:left])
-        return out
+        while length:
+            view = self.buf[:min(plen, length)]
+            length -= len(view)
+            while view:
+                allowed = await budget.take()
+                try:
+                    n = sock.send(view[:allowed])
+                except (BlockingIOError, InterruptedError):
+                    budget.full()
+                    continue
+                budget.spent(n)
+                view = view[n:]
+                progress.add(stream, n)
 
 
 Source = FileSource | MemSource
