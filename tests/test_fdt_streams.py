@@ -141,6 +141,30 @@ def test_memory_pattern_block_checksum_matches_the_bytes_sent(length: int) -> No
     assert src.block_adler(length) == zlib.adler32(sent)
 
 
+@pytest.mark.parametrize("length", [1, (128 << 10) + 5, 3 * (128 << 10) + 17, 4 << 20])
+def test_memory_mode_sends_put_the_pattern_block_on_the_wire(length: int) -> None:
+    """MemSource.send, with partial sends and EAGAIN (small socket buffers), sends
+    exactly the block block_adler describes."""
+    from rig.fdt.streams import WakeBudget
+    a, b = socket.socketpair()
+    a.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 16 << 10)
+    a.setblocking(False)
+    got = bytearray()
+
+    def drain() -> None:
+        while len(got) < length:
+            got.extend(b.recv(1 << 20))
+    t = threading.Thread(target=drain)
+    t.start()
+    src, progress = MemSource(4 << 20), Progress(1)
+    asyncio.run(src.send(a, 0, length, progress, 0, WakeBudget(a)))
+    t.join(10)
+    a.close()
+    b.close()
+    assert len(got) == length and progress.total == length
+    assert zlib.adler32(got) == src.block_adler(length)
+
+
 def test_steady_rate_leaves_out_the_omitted_start() -> None:
     from rig.fdt.transport import steady_rate
     samples = [(0.0, 0), (1.0, 10), (2.0, 110), (3.0, 210), (3.5, 260)]
