@@ -5,8 +5,10 @@ must match the engine's own loss drops in that direction over the capture window
 nothing of the capture may be left running."""
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -103,3 +105,47 @@ def test_captures_stored_bounded_and_drawn(run_dir):
     assert 'href="tseq_step1.svg"' in html and "Time-sequence graph" in html
     assert (run_dir / "tseq_step1.png").stat().st_size > 5000
     assert "<h2>Header captures</h2>" in html
+
+
+def _start_capturing(tmp_path):
+    """A run of the capture scenario, returned once its tcpdumps are running."""
+    out = tmp_path / "out"
+    p = subprocess.Popen([sys.executable, "-m", "rig", "run", str(SCEN), "--out", str(out)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and p.poll() is None:
+        pids = _tcpdumps_writing_to(out)
+        if len(pids) == 2:
+            return p, out, pids
+        time.sleep(0.05)
+    p.kill()
+    pytest.fail(f"no capture seen running (rc {p.poll()}): {p.stderr.read()[-2000:]}")
+
+
+def _gone(pids):
+    return [pid for pid in pids if os.path.exists(f"/proc/{pid}")
+            and b"tcpdump" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
+
+def test_sigterm_stops_the_capture(tmp_path):
+    p, out, pids = _start_capturing(tmp_path)
+    p.send_signal(signal.SIGTERM)
+    p.communicate(timeout=90)
+    assert p.returncode != 0
+    assert not _gone(pids) and not _tcpdumps_writing_to(out)
+    prefix = Store.open(out).environment()["prefix"]
+    assert not [n for n in netns.list_namespaces() if n.startswith(prefix)]
+
+
+def test_sigkill_then_rig_clean_ends_the_capture(tmp_path):
+    p, out, pids = _start_capturing(tmp_path)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.communicate(timeout=30)
+    assert _gone(pids), "the kill left no tcpdump: nothing to test"
+    prefix = Store.open(out).environment()["prefix"]
+    r = subprocess.run([sys.executable, "-m", "rig", "clean"], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert not _gone(pids) and not _tcpdumps_writing_to(out)
+    assert not [n for n in netns.list_namespaces() if n.startswith(prefix)]

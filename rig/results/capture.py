@@ -178,7 +178,8 @@ class Flow:
         t0 = self.ts_sent.get(ecr)
         if t0 is None:
             return
-        self.rtt_s.append(t - t0)
+        if t >= t0:        # taps on two directions can disagree by microseconds
+            self.rtt_s.append(t - t0)
         while self.ts_order:          # each TSval gives one sample, older ones none
             v = self.ts_order.popleft()
             self.ts_sent.pop(v, None)
