@@ -150,3 +150,10 @@ def test_shipped_capture_scenario_asks_for_it():
     sc = scenario.load(Path(__file__).resolve().parent.parent / "scenarios/capture-loss.yaml")
     p = sc.paths[0]
     assert (p.capture, p.loss, p.rtts_s) == ("headers", 0.01, [0.05])
+
+
+def test_unreadable_file_is_said_not_raised(tmp_path):
+    bad = tmp_path / "bad.pcap"
+    bad.write_bytes(b"not a capture at all")
+    res = an.analyse(bad)
+    assert res.packets_analysed == 0 and res.truncated.startswith("unreadable after 0")

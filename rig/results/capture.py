@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
+import struct
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field
@@ -243,6 +244,12 @@ def analyse(pcap: Path, *, max_packets: int = MAX_PACKETS,
                 _packet(flows, pkt, IP, IPv6, TCP)
     except EOFError:
         truncated = "file ends mid-packet"
+    except (OSError, ValueError, struct.error) as e:      # scapy's Scapy_Exception too
+        truncated = f"unreadable after {n} packets: {e}"[:200]
+    except Exception as e:       # noqa: BLE001 (scapy raises its own, untyped)
+        if type(e).__name__ != "Scapy_Exception":
+            raise
+        truncated = f"unreadable after {n} packets: {e}"[:200]
     finally:
         conf.layers.unfilter()
     return FileResult(flows, n, truncated, time.monotonic() - t_start)
