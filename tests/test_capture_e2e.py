@@ -67,7 +67,9 @@ def test_retransmissions_match_the_engines_drops(run_dir):
     assert abs(re - drops) <= TOLERANCE * drops, (
         f"capture found {re} retransmitted segments ({sent['retrans_packets']} packets) "
         f"before the engine, which dropped {drops} of {seen} packets in the data "
-        f"direction: off by {re - drops:+d}, tolerance {TOLERANCE:.0%}")
+        f"direction: off by {re - drops:+d}, tolerance {TOLERANCE:.0%} (sender side saw "
+        f"{sent['data_bytes']} bytes in {sent['packets_analysed']} packets, "
+        f"{sent['ooo_packets']} gaps filled; {sent['truncated'] or 'read whole'})")
     assert sent["truncated"] is None and sent["ooo_packets"] == 0
 
 

@@ -161,6 +161,10 @@ def flow_rows(cap: Capture, common: dict, out: Path) -> tuple[list[CaptureFlowRo
             said.append(f"{iface}: no capture file")
             continue
         res = analysis.analyse(pcap)
+        lost = cap.kernel_drops.get(iface, "0")
+        if lost != "0":          # the capture itself is incomplete: say so on its rows
+            res.truncated = "; ".join(filter(None, (
+                res.truncated, f"tcpdump: {lost} packets dropped by the kernel")))
         flows = analysis.data_flows(res)
         slowest = None
         if side == "sender":
@@ -179,8 +183,6 @@ def flow_rows(cap: Capture, common: dict, out: Path) -> tuple[list[CaptureFlowRo
         said.append(f"{side} side {iface}: {res.packets_analysed} packets, {len(flows)} data "
                     f"flows, {re_segs} segments retransmitted, "
                     f"{sum(f.ooo_pkts for _, f in flows)} out of order"
-                    + (f", kernel dropped {cap.kernel_drops[iface]}"
-                       if cap.kernel_drops.get(iface, "0") != "0" else "")
                     + (f" ({res.truncated})" if res.truncated else "")
                     + f" [{res.seconds:.1f} s]")
     eng = (f"; engine dropped {cap.engine[1]} of {cap.engine[0]} packets ({cap.data_direction})"

@@ -198,7 +198,7 @@ class CaptureFlowRow:
     rtt_ms_median: float | None = column("REAL")
     rtt_ms_p90: float | None = column("REAL")
     packets_analysed: int | None = column("INTEGER")  # of the whole file
-    truncated: str | None = column("TEXT")  # why the analysis stopped early, NULL: it did not
+    truncated: str | None = column("TEXT")  # why capture or analysis is incomplete, NULL: not
     engine_seen: int | None = column("INTEGER")  # the engine, data direction, capture window
     engine_dropped: int | None = column("INTEGER")  # its loss drops there (dropped_loss)
     tseq: str | None = column("TEXT")  # JSON time-sequence graph (slowest data flow only)
