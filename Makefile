@@ -4,7 +4,7 @@ PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 APT_PKGS := xrootd-server xrootd-client davix curl iperf3 iptables iputils-ping nginx openssh-server \
-            procps iproute2 python3-venv python3-pip chromium apache2 openssl
+            procps iproute2 python3-venv python3-pip chromium apache2 openssl tcpdump
 SCENARIO ?= scenarios/quick.yaml
 
 .PHONY: install deps venv run test test-fast lint test-netem netem-deps bench clean-leftovers

@@ -241,3 +241,37 @@ def test_every_candidate_repeat_failed_rule(tmp_path: Path) -> None:
     assert [(p.key.client, p.status) for p in r.regressions] == [("curl", "failed")]
     d = decide([Draft([1e9], [], 2, 3), Draft([1e9, 1e9], [], 1, 1)], 0.1)
     assert [x.status for x in d] == ["undecided", "failed"]
+
+
+def _with_samples(d: Path, cwnd_segs: int) -> Path:
+    """tcp_samples for every transfer of a synthetic run: 2 s at 100 ms, cwnd fixed."""
+    import sqlite3
+    from rig.results.store import TcpSampleRow
+    st = Store(sqlite3.connect(str(d / "results.sqlite"), isolation_level=None),
+               d / "results.sqlite")
+    for (tid,) in st.conn.execute("SELECT rowid FROM transfers").fetchall():
+        st.add_tcp_samples([TcpSampleRow(
+            transfer_id=tid, conn=0, t_s=i / 10, cwnd_segs=cwnd_segs, mss_bytes=1448,
+            srtt_us=20000, bytes_acked=i * cwnd_segs * 14480, busy_us=i * 100000)
+            for i in range(1, 21)])
+    st.conn.close()
+    return d
+
+
+def test_regressed_points_get_timeline_overlays(tmp_path: Path) -> None:
+    base = _with_samples(make_run(tmp_path / "a", seed=1), 400)
+    cand = _with_samples(make_run(tmp_path / "b", seed=2,
+                                  factor=_drop("curl", {60.0, 120.0}, 0.7)), 200)
+    r = compare(base, cand, tmp_path / "out")
+    shots = sorted(f.name for f in r.files if f.name.startswith("compare_timeline_")
+                   and f.suffix == ".png")
+    assert shots == ["compare_timeline_1.png", "compare_timeline_2.png"]
+    html = (tmp_path / "out" / "compare.html").read_text()
+    assert 'href="compare_timeline_1.svg"' in html and 'href="compare_timeline_2.svg"' in html
+    assert html.count("<figcaption>Timelines of a regressed point") == 2
+    assert "<h2>Timelines of the regressed points</h2>" in html
+    # without samples in one run: no chart, a note naming the points
+    plain = make_run(tmp_path / "c", seed=3, factor=_drop("curl", {60.0}, 0.7))
+    r2 = compare(base, plain, tmp_path / "out2")
+    assert not [f for f in r2.files if f.name.startswith("compare_timeline_")]
+    assert any("no timeline overlay" in n and "curl" in n for n in r2.notes)

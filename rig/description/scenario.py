@@ -67,6 +67,7 @@ def _tls_mode(v: Any) -> str:
 
 _buffer = S.size_in(L.MIN_BUFFER, L.MAX_BUFFER)
 _REAL_ONLY = ("client_ns", "server_ns", "server_addr")
+CAPTURE_MODES = ("headers",)     # header capture in the router (rig.orchestration.capture)
 LOCAL = "local"          # the host running rig: implied, never declared
 
 
@@ -146,10 +147,15 @@ class PathSpec:
     # real paths: which host (of `hosts:`) runs the clients and the servers
     client_host: str = S.spec(S.name, LOCAL)
     server_host: str = S.spec(S.name, LOCAL)
+    # tcpdump of the router's interfaces (headers only) during every group; costly, off
+    capture: str | None = S.spec(S.optional(S.choice(*CAPTURE_MODES)), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
         if d["kind"] == "real":
+            if d["capture"] is not None:
+                raise ctx.child("capture").error("captures are taken in the router of an "
+                                                 "emulated path", d["capture"])
             for attr, key in (("rtts_s", "rtt"), ("gemodel", "gemodel"), ("rate_bps", "rate"),
                               ("queue_pkts", "queue")):
                 if d[attr] is not None:
@@ -343,6 +349,8 @@ class ClientSpec:
     # `multiplex: true` (one user: the client multiplexes every source over one channel)
     sources: int | None = S.spec(S.optional(S.integer(1, L.MAX_SOURCES)), None)
     multiplex: bool | None = S.spec(S.optional(S.boolean), None)
+    # tcpdump of the router's interfaces (headers only) while this client runs
+    capture: str | None = S.spec(S.optional(S.choice(*CAPTURE_MODES)), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ from rig.description.scenario import LOCAL, Scenario, server_count, uses_tls
 from rig.realization import data
 from rig.services import servers
 from rig.services import tools
+from rig.orchestration import capture
 from rig.orchestration.transfer import build_jobs
 from rig.orchestration.origins import server_plans
 from rig.orchestration.pathcheck import capacity_timing, iperf3_argv, ping_argv
@@ -105,6 +106,15 @@ def plan_lines(sc: Scenario) -> list[str]:
         for g in S.groups(sc):
             jobs = build_jobs(sc, g, plans, addr, servers.IPERF3_PORT)
             a = tools.get(g.client.tool)
+            if site is not None and capture.wanted(step.path.capture, g.client.capture):
+                name = capture.group_name(g.client.name, g.streams, g.concurrency,
+                                          g.repeat, g.tls)
+                folder = Path("OUT/captures") / f"step{step.index + 1}"
+                out += [_fmt(ns_argv(site.router_ns, capture.tcpdump_argv(
+                    iface, folder / f"{name}-{iface}.pcap",
+                    max_s=capture.wait_s(sc.transfer_timeout_s))))
+                    + "   # header capture during the group, then read with scapy"
+                    for iface in (site.to_server_if, site.to_client_if)]
             shown: dict[str, Any] = {}
             for job in jobs:        # one line per origin the group is spread over
                 shown.setdefault(job.origin, job)

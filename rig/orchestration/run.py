@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
-from rig.orchestration import hostinfo, hosts, origins, tcpsample, transfer
+from rig.orchestration import capture, hostinfo, hosts, origins, tcpsample, transfer
 
 from rig.realization import certs, cgroups, netns, remote_tuning, tls, tuning
 
@@ -409,6 +409,8 @@ class Run:
                 self._start_servers(stack, live, datadir)
                 self.lives.append(live)
             self.store.set_env("backends", {l.spec.name: l.backend.name for l in self.lives})
+            if any(p.capture for p in self.sc.paths) or any(c.capture for c in self.sc.clients):
+                self.say(f"WARNING: {capture.warning()}")
             all_steps = S.expand(self.sc)
             self.reporter.start(len(all_steps) * len(S.groups(self.sc)))
             for step in all_steps:
@@ -556,15 +558,18 @@ class Run:
         # tcp_info is sampled on this host only: the sender's sockets and the client's
         # pids must be here (a remote host's are not seen from here)
         here = live.client_host is None and (sender == "client" or live.server_host is None)
-        with tcpsample.sampling(live.server_ns if sender == "server" else live.client_ns,
-                                live.client_ns, sender=sender,
-                                interval_s=self.sc.sampling.tcp_info_s if here else None
-                                ) as smp:
+        with self._capture(step, live, g, sender) as cap, \
+                tcpsample.sampling(live.server_ns if sender == "server" else live.client_ns,
+                                   live.client_ns, sender=sender,
+                                   interval_s=self.sc.sampling.tcp_info_s if here else None
+                                   ) as smp:
             outcomes, alive_after = transfer.run_group(
                 jobs, live.client_ns, watchdog=lambda: self._check(live),
                 on_start=smp.track if smp else None, **self._where(live.client_host),
                 cgroup=self.client_cgroups.get(g.client.name) if live.client_host is None
                 else None)
+        if cap is not None:
+            self._capture_rows(step, live, g, cap)
         cpu1 = _tree_cpu(spids) if not sids else self._remote_cpu(live.server_host, sids)
         server_cpu = None
         if cpu0 is not None and cpu1 is not None:
@@ -608,6 +613,30 @@ class Run:
                      f"rep={g.repeat + 1}: FAILED: {rows[0].error}")
         if alive_after is not None:
             raise alive_after
+
+    def _capture(self, step: S.Step, live: Live, g: S.Group,
+                 sender: str) -> contextlib.AbstractContextManager[capture.Capture | None]:
+        """The group's header capture (rig.orchestration.capture), when asked for."""
+        if live.site is None or not capture.wanted(live.spec.capture, g.client.capture):
+            return contextlib.nullcontext()
+        name = capture.group_name(g.client.name, g.streams, g.concurrency, g.repeat, g.tls)
+        return capture.capturing(live.site, live.backend,
+                                 self.out / "captures" / f"step{step.index + 1}", name,
+                                 sender=sender, logdir=self.workdir / "captures",
+                                 max_s=capture.wait_s(self.sc.transfer_timeout_s),
+                                 record=self.state.record_pid)
+
+    def _capture_rows(self, step: S.Step, live: Live, g: S.Group,
+                      cap: capture.Capture) -> None:
+        f = self._step_fields(step, live)
+        common = {k: f[k] for k in ("run_id", "step", "path", "rtt_ms_configured",
+                                    "loss_configured")}
+        rows, summary = capture.flow_rows(cap, dict(
+            common, client=g.client.name, streams=g.streams, concurrency=g.concurrency,
+            repeat=g.repeat), self.out)
+        for r in rows:
+            self.store.add_capture_flow(r)
+        self.say(f"  capture: {summary}")
 
     def _remote_cpu(self, h: Host | None, ids: list[str]) -> tuple[float, float] | None:
         """A remote server's CPU (every origin's tree), read by the agent from /proc there."""

@@ -392,6 +392,9 @@ def draw_all(run: Run, out_dir: Path, verdicts: dict) -> tuple[list[Path], list[
     else:
         notes.append("no TCP timelines: the run has no tcp_samples (sampling off, or "
                      "written before issue #15)")
+    if run.captures:
+        from rig.report import tcptrace
+        files += tcptrace.draw(run, out_dir)
     return files, notes
 
 

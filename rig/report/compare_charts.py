@@ -176,4 +176,6 @@ def _overlay_legend(fig: Figure) -> None:
 def draw_all(result: "CompareResult", base: Run, cand: Run) -> list[Path]:
     files = change_chart(result, base, result.out_dir)
     files += overlay_chart(result, base, cand, result.out_dir)
+    from rig.report import compare_timeline
+    files += compare_timeline.draw(result, base, cand)
     return files

@@ -26,6 +26,12 @@ CSV_COLUMNS = ["path", "rtt_ms", "client", "streams", "concurrency", "status", "
                "interval_low_pct", "interval_high_pct", "base_mean_gbps", "cand_mean_gbps",
                "base_n", "cand_n", "base_failed", "cand_failed", "base_verdict",
                "cand_verdict", "settings_changed", "p_value", "p_holm"]
+# drawn by compare_timeline (matplotlib): one overlay per regressed point
+TIMELINE_PREFIX = "compare_timeline_"
+TIMELINE_CAPTION = ("Timelines of a regressed point: the sending side's tcp_info of one "
+                    "transfer per run (first successful repeat, first instance), baseline "
+                    "dashed, candidate solid: throughput, congestion window (all "
+                    "connections) and srtt.")
 
 
 def _pct(v: float | None) -> str:
@@ -124,8 +130,14 @@ def html_text(result: "CompareResult", base: Run, cand: Run, images: list[Path])
     if result.regressions:
         body += ["<h2>Regressions</h2>", H.table(PAIR_HEADER, [pair_row(p) for p in
                                                                 result.regressions])]
+    timelines = [p for p in images if p.suffix == ".png"
+                 and p.stem.startswith(TIMELINE_PREFIX)]
+    if timelines:
+        body.append("<h2>Timelines of the regressed points</h2>")
+        body += [H.image(p, TIMELINE_CAPTION) for p in timelines]
     body.append("<h2>Charts</h2>")
-    body += [H.image(p, p.stem.replace("_", " ")) for p in images if p.suffix == ".png"]
+    body += [H.image(p, p.stem.replace("_", " ")) for p in images if p.suffix == ".png"
+             and p not in timelines]
     body += [f'<p class="note">{H.esc(n)}</p>' for n in result.notes]
     body += ["<h2>Environment differences</h2>", "<ul>" + "".join(
         f"<li>{H.esc(d)}</li>" for d in result.env_diffs) + "</ul>"

@@ -121,9 +121,30 @@ def _charts(images: list[Path], notes: list[str]) -> list[str]:
     for p in images:
         if p.suffix == ".png":
             out.append(image(p, CAPTIONS.get(p.stem, TIMELINE_CAPTION
-                                             if p.stem.startswith("timeline_") else p.stem)))
+                                             if p.stem.startswith("timeline_") else
+                                             _tseq_caption() if p.stem.startswith("tseq_")
+                                             else p.stem)))
     out += [f'<p class="note">{esc(n)}</p>' for n in notes]
     return out
+
+
+def _tseq_caption() -> str:
+    from rig.report import tcptrace
+    return tcptrace.CAPTION
+
+
+def _captures(run: Run) -> list[str]:
+    if not run.captures:
+        return []
+    from rig.report import tcptrace
+    return ["<h2>Header captures</h2>",
+            "<p>tcpdump in the router (headers only), read with scapy. Sender side: where "
+            "the data entered the router, before the emulation's loss; a retransmission "
+            "there is a segment the sender sent again (counted in MSS-sized segments), set "
+            "against the engine's loss drops in the data direction over the same window. "
+            "Receiver side: what left towards the receiver; out of order = a gap (a "
+            "dropped segment) filled later.</p>",
+            table(tcptrace.COLUMNS, tcptrace.rows(run))]
 
 
 def _measurements(run: Run, verdicts: dict) -> list[str]:
@@ -208,5 +229,5 @@ def _environment(env: dict) -> list[str]:
 
 def report_html(run: Run, verdicts: dict, images: list[Path], notes: list[str]) -> str:
     body = (_header(run, verdicts) + _charts(images, notes) + _measurements(run, verdicts)
-            + _validations(run) + _environment(run.env))
+            + _captures(run) + _validations(run) + _environment(run.env))
     return page(f"rig report {run.run_id}", body)

@@ -139,6 +139,7 @@ class Run:
     engine: list[dict]
     points: list[Point]
     tcp: list[dict] = field(default_factory=list)   # tcp_samples joined with their transfer
+    captures: list[dict] = field(default_factory=list)   # capture_flows (header captures)
 
     @property
     def run_id(self) -> str:
@@ -276,6 +277,7 @@ def load_run(run_dir: Path) -> Run:
         validations = [{**dict.fromkeys(ADDED_AFTER_V1 & set(VALIDATION_COLUMNS)), **r}
                        for r in validations]
         tcp = store.tcp_samples()
+        captures = store.capture_flows()
         meta, env = store.meta(), store.environment()
     except (sqlite3.DatabaseError, ValueError) as e:
         raise InputError(f"unreadable results database ({e})", file=str(store.path)) from e
@@ -285,7 +287,7 @@ def load_run(run_dir: Path) -> Run:
         for c in ADDED_AFTER_V1 & TRANSFER_COLUMNS.keys():
             r.setdefault(c, None)
     return Run(store.path.parent, meta, env, transfers, validations, engine,
-               build_points(transfers, validations), tcp)
+               build_points(transfers, validations), tcp, captures)
 
 
 SeriesId = tuple[str, str, int, int]        # path, client, streams, concurrency

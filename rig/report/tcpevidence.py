@@ -121,12 +121,15 @@ def _conn_summaries(samples: list[dict]) -> dict[int, list[dict]]:
         ss.sort(key=lambda s: s["t_s"])
         first, last = ss[0], ss[-1]
         steps = [b["t_s"] - a["t_s"] for a, b in zip(ss, ss[1:])]
-        tick = statistics.median(steps) if steps else 0.0
-        # the connection began at most one tick before its first sample
-        whole = last["t_s"] - first["t_s"] + tick
+        # the connection began at most one tick before its first sample, and never
+        # before its client (t_s counts from the client's start): a transfer shorter
+        # than two ticks has one sample, whose counters cover the whole connection
+        tick = min(statistics.median(steps), first["t_s"]) if steps else first["t_s"]
+        whole = last["t_s"] - first["t_s"] + max(0.0, tick)
         st = _steady(ss)
         base = {"busy_us": 0, "rwnd_limited_us": 0, "sndbuf_limited_us": 0}
-        if st is not None and last["t_s"] - st["t_s"] >= STEADY_MIN * whole:
+        if st is not None and last["t_s"] > st["t_s"] and \
+                last["t_s"] - st["t_s"] >= STEADY_MIN * whole:
             base = st                    # chrono shares of the steady state only
             life = last["t_s"] - st["t_s"]
             slow = st["t_s"] - first["t_s"] + tick

@@ -45,7 +45,7 @@ FLAG = {"ok", "flagged", "page_checksum", "app_limited"}
 POSITIVE_WHEN_OK = {"duration_s", "throughput_bps", "aggregate_bps"}
 JSON_COLUMNS = {("transfers", "argv"): list, ("transfers", "env"): dict,
                 ("transfers", "extra"): dict, ("validations", "raw"): dict,
-                ("engine_stats", "stats"): dict}
+                ("engine_stats", "stats"): dict, ("capture_flows", "tseq"): dict}
 
 
 def _err(path: Path, key: str, message: str, value: Any = None,

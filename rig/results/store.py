@@ -7,6 +7,7 @@ Format (FORMAT_VERSION 2; 1 still read), documented in docs/results-format.md:
   transfers(...)                         one row per client process (concurrency N -> N rows)
   engine_stats(...)                      emulator counters per step
   tcp_samples(...)                       sending side's tcp_info per connection over time
+  capture_flows(...)                     flows of header captures (`capture: headers`)
 Each insert is committed at once (WAL journal) so a crash loses nothing already measured.
 
 Must not import realization, services or reports.
@@ -160,6 +161,49 @@ class TcpSampleRow:
     sndbuf_limited_us: int | None = column("INTEGER")  # ... limited by the send buffer
 
 
+@dataclass
+class CaptureFlowRow:
+    """One flow (a direction of a TCP connection that carried data) of one group's
+    header capture at one router interface (rig.results.capture has the definitions)."""
+    run_id: str = column("TEXT NOT NULL")
+    step: int = column("INTEGER NOT NULL")
+    path: str = column("TEXT NOT NULL")
+    rtt_ms_configured: float | None = column("REAL")
+    loss_configured: float | None = column("REAL")
+    client: str = column("TEXT NOT NULL")
+    streams: int = column("INTEGER NOT NULL")
+    concurrency: int = column("INTEGER NOT NULL")
+    repeat: int = column("INTEGER NOT NULL")
+    file: str = column("TEXT NOT NULL")  # the pcap, relative to the run folder
+    iface: str = column("TEXT NOT NULL")  # router interface captured
+    side: str = column("TEXT NOT NULL")  # sender | receiver: where the data entered / left
+    src: str = column("TEXT NOT NULL")
+    sport: int = column("INTEGER NOT NULL")
+    dst: str = column("TEXT NOT NULL")
+    dport: int = column("INTEGER NOT NULL")
+    t_first: float | None = column("REAL")  # unix time of its first / last packet
+    t_last: float | None = column("REAL")
+    packets: int | None = column("INTEGER")
+    data_packets: int | None = column("INTEGER")
+    data_bytes: int | None = column("INTEGER")  # sequence space covered
+    mss_bytes: int | None = column("INTEGER")
+    goodput_bps: float | None = column("REAL")  # data_bytes over first to last new data
+    retrans_packets: int | None = column("INTEGER")
+    retrans_segs: int | None = column("INTEGER")  # in MSS-sized segments
+    retrans_bytes: int | None = column("INTEGER")
+    ooo_packets: int | None = column("INTEGER")
+    zero_window: int | None = column("INTEGER")  # zero-window episodes the peer advertised
+    rtt_samples: int | None = column("INTEGER")  # from TCP timestamps (TSval -> TSecr)
+    rtt_ms_min: float | None = column("REAL")
+    rtt_ms_median: float | None = column("REAL")
+    rtt_ms_p90: float | None = column("REAL")
+    packets_analysed: int | None = column("INTEGER")  # of the whole file
+    truncated: str | None = column("TEXT")  # why capture or analysis is incomplete, NULL: not
+    engine_seen: int | None = column("INTEGER")  # the engine, data direction, capture window
+    engine_dropped: int | None = column("INTEGER")  # its loss drops there (dropped_loss)
+    tseq: str | None = column("TEXT")  # JSON time-sequence graph (slowest data flow only)
+
+
 # Tables and columns that came after format 1: a results.sqlite without them still
 # loads (a missing column reads as NULL, a missing table as empty).
 ADDED_AFTER_V1: set[str] = set()
@@ -174,9 +218,12 @@ ADDED_AFTER_V1 |= {"origin", "origin_cpus", "client_cpus"}
 ADDED_AFTER_V1 |= {"emulation_late", "emulation_late_reason", "capacity_bps", "capacity_note"}
 
 ROW_TYPES: dict[str, type] = {"transfers": TransferRow, "validations": ValidationRow,
-                              "engine_stats": EngineStatsRow, "tcp_samples": TcpSampleRow}
+                              "engine_stats": EngineStatsRow, "tcp_samples": TcpSampleRow,
+                              "capture_flows": CaptureFlowRow}
 
 ADDED_AFTER_V1 |= {"client_host", "server_host"}
+
+ADDED_AFTER_V1 |= {"capture_flows"}
 
 
 def columns(row_type: type) -> dict[str, str]:
@@ -305,6 +352,13 @@ class Store:
                 f"INSERT INTO tcp_samples ({', '.join(names)}) "
                 f"VALUES ({', '.join('?' * len(names))})",
                 [[_encode(getattr(r, n)) for n in names] for r in rows])
+
+    def add_capture_flow(self, row: CaptureFlowRow) -> None:
+        self._insert("capture_flows", row)
+
+    def capture_flows(self) -> list[dict]:
+        """Flows of the run's header captures; [] when it took none (or predates them)."""
+        return self.rows("capture_flows") if self.has_table("capture_flows") else []
 
     def add_validation(self, row: "ValidationRow | dict[str, Any]") -> None:
         self._insert("validations", row)
