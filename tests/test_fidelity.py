@@ -232,7 +232,7 @@ def _batching_engine(batch_us: float):
     eng = server.Engine.__new__(server.Engine)
     eng.timing = server.Timing(comp=False, batch_s=batch_us * 1e-6)
     eng.comp = WakeCompensator()
-    eng.timer, eng.target, eng.armed = _FakeTimer(), None, None
+    eng.timer, eng.target, eng.armed, eng.release_at = _FakeTimer(), None, None, None
     eng.timer_wakeups, eng.spins = 0, 0
     sent: list[bytes] = []
     eng.lanes = []
@@ -250,28 +250,34 @@ def _batching_engine(batch_us: float):
 def test_release_batching_leaves_within_half_its_window(monkeypatch, batch_us) -> None:
     """20 packets 50 us apart, 10 ms delay: each timer wake-up (fired exactly when armed)
     releases what is due within the batching window, so 400 us batches need a quarter of
-    the verdict sends, and every packet leaves within +-200 us of its deadline."""
+    the verdict sends, and every packet leaves within +-200 us of its deadline; a lone
+    packet (a ping) leaves on time."""
     from rig.realization.emul.engine import server
     eng, sent = _batching_engine(batch_us)
     core = eng.lanes[0].core
     for i in range(20):
         core.arrive(i, 1.0 + i * 50e-6)
+    core.arrive(20, 1.0 + 5e-3)          # alone: 4 ms after the others
     clock = [1.001]
     monkeypatch.setattr(server.time, "monotonic", lambda: clock[0])
     eng._rearm(clock[0])
     wakes = 0
     while eng.target is not None and wakes < 100:
-        assert eng.timer.armed_at == pytest.approx(eng.target + batch_us * 0.5e-6)
+        assert eng.target <= eng.timer.armed_at <= eng.target + batch_us * 0.5e-6 + 1e-12
         clock[0] = eng.timer.armed_at
+        lone = eng.target == pytest.approx(1.015)
         eng._on_timer()
         wakes += 1
+        if lone:
+            assert core.stats.late_max_s == pytest.approx(200e-6 if batch_us else 0.0)
+            assert core.stats.late_sum_s == pytest.approx(0.0, abs=1e-9)   # on time
     st = core.stats
-    assert st.released == 20 and core.held == 0
+    assert st.released == 21 and core.held == 0
     assert len(sent) == wakes
     if batch_us:
-        assert wakes == 3          # deadlines 0..950 us: [0, 400], [450, 850], [900, 950]
+        assert wakes == 4          # deadlines 0..950 us: [0, 400], [450, 850], [900, 950]
         assert st.late_max_s <= 200e-6 + 1e-9
         assert abs(st.late_sum_s / st.released) <= 50e-6      # centred: mean near zero
     else:
-        assert wakes == 20         # one wake-up per packet (50 us apart > 20 us window)
+        assert wakes == 21         # one wake-up per packet (50 us apart > 20 us window)
         assert st.late_max_s <= 1e-9

@@ -63,8 +63,9 @@ class Timing:
              so the iperf3 endpoints on the same 2 cores get less (-P8 at 120 ms: 6.2
              against 10.0 Gbit/s, medians of 2).
     batch_s  release batching: a timer wake-up releases every packet due within this
-             window, armed at the window's middle (release error within +-batch_s/2,
-             centred on zero; fewer wake-ups and verdict sends per packet)
+             window after the head, armed midway between the head and the last packet
+             due in it (release error within +-batch_s/2, centred on zero; a lone
+             packet leaves on time; fewer wake-ups and verdict sends per packet)
     hold_s   read cadence while traffic flows: after a read, sleep this long (never past
              the next release) and read again, instead of waking per arriving packet;
              arrivals read after such a sleep are stamped at its middle
@@ -134,6 +135,8 @@ class Engine:
     timing = Timing()          # class defaults: stats() of a test-built engine reads them
     rt_note = "off"
     spins = 0
+    holds = 0
+    release_at: float | None = None
 
     def __init__(self, queues: tuple[int, int], profile: LinkProfile, control: Path,
                  *, seed: int | None = None) -> None:
@@ -146,6 +149,7 @@ class Engine:
         self.timer_wakeups = 0
         self.timer: Any = None                # a DeadlineTimer once run() starts
         self.target: float | None = None      # head deadline the timer was armed for
+        self.release_at: float | None = None  # when that wake-up releases (batching)
         self.armed: float | None = None       # when it was armed to fire
         self.raw: socket.socket | None = None
         self.started = time.monotonic()
@@ -254,12 +258,12 @@ class Engine:
             if self.timing.spin_s and now < self.target:
                 # finish the wait precisely; bounded by the spin window plus the
                 # compensation, so a timer armed long ago cannot spin for long
-                end = min(self.target + self.timing.batch_s / 2,
+                end = min(self.release_at or self.target,
                           now + self.timing.spin_s + self.comp.cap_s)
                 self.spins += 1
                 while now < end:
                     now = time.monotonic()
-            upto = max(now, self.target + self.timing.batch_s / 2)
+            upto = max(now, self.release_at or self.target)
             self.target = None
         for lane in self.lanes:
             self._release_lane(lane, upto, b"", now)
@@ -306,9 +310,14 @@ class Engine:
         head = a
         if self.target is not None and self.target <= head:
             return                       # already armed early enough
-        self.target = head
-        self.armed = head + self.timing.batch_s / 2 \
-            - (self.comp.value_s if self.timing.comp else 0.0) - self.timing.spin_s
+        self.target = self.release_at = head
+        if self.timing.batch_s:
+            # midway between the head and the last packet due within the window
+            lasts = [x for lane in self.lanes
+                     if (x := lane.core.last_due(head + self.timing.batch_s)) is not None]
+            self.release_at = (head + max(lasts, default=head)) / 2
+        self.armed = self.release_at - (self.comp.value_s if self.timing.comp else 0.0) \
+            - self.timing.spin_s
         self.timer.arm(self.armed)
 
     # -- control channel -----------------------------------------------------------
