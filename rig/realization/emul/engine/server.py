@@ -219,7 +219,9 @@ class Engine:
                 else:
                     drops.append(verdict(q, pid, False))
         lane.payloads.clear()
-        self._release_lane(lane, now, b"".join(drops))
+        # only what is due: the batching window is the timer's (early here would bias
+        # the release error negative, as reads are frequent under load)
+        self._release_lane(lane, now, b"".join(drops), early_s=RELEASE_WINDOW_S)
         self._rearm(now)
         return got
 
@@ -270,8 +272,8 @@ class Engine:
         self._rearm(now)
 
     def _release_lane(self, lane: Lane, upto: float, prefix: bytes,
-                      now: float | None = None) -> None:
-        ids, dups = lane.core.release(upto, self.timing.early_s,
+                      now: float | None = None, early_s: float | None = None) -> None:
+        ids, dups = lane.core.release(upto, self.timing.early_s if early_s is None else early_s,
                                       now=upto if now is None else now)
         q = lane.nfq.queue
         if ids:
