@@ -205,6 +205,11 @@ def test_engine_timing_knobs_parse_and_default_to_a_realtime_engine() -> None:
     assert (t.batch_s, t.hold_s, t.cpu) == (pytest.approx(400e-6), pytest.approx(200e-6), 1)
     assert t.early_s == pytest.approx(200e-6)
     assert Timing().early_s == pytest.approx(20e-6)      # no batching: the 20 us window
+    assert t.factor(0.120) == 1.0                          # windows as given...
+    scaled = Timing.from_env("batch_us=400,scale=1")
+    assert scaled.factor(0.010) == 1.0                     # ...or grown with the tolerance
+    assert scaled.factor(0.060) == pytest.approx(2.0)      # max(0.3 ms, 1 %): 0.6 ms
+    assert scaled.factor(0.120) == pytest.approx(4.0)
 
 
 class _FakeTimer:
@@ -231,6 +236,7 @@ def _batching_engine(batch_us: float):
     from rig.realization.emul.engine.core import WakeCompensator
     eng = server.Engine.__new__(server.Engine)
     eng.timing = server.Timing(comp=False, batch_s=batch_us * 1e-6)
+    eng.batch_s = batch_us * 1e-6
     eng.comp = WakeCompensator()
     eng.timer, eng.target, eng.armed, eng.release_at = _FakeTimer(), None, None, None
     eng.timer_wakeups, eng.spins = 0, 0

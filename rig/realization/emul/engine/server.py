@@ -70,6 +70,8 @@ class Timing:
              the next release) and read again, instead of waking per arriving packet;
              arrivals read after such a sleep are stamped at its middle
     cpu      pin the engine to this CPU (-1: wherever the scheduler puts it)
+    scale    batch_s and hold_s are meant for the tightest RTT tolerance (0.3 ms) and grow
+             with the step's tolerance, max(0.3 ms, 1 % of the RTT): at 120 ms four times
     """
     spin_s: float = 0.0
     comp: bool = True
@@ -78,6 +80,7 @@ class Timing:
     batch_s: float = 0.0
     hold_s: float = 0.0
     cpu: int = -1
+    scale: bool = False
 
     @classmethod
     def from_env(cls, text: str | None = None) -> "Timing":
@@ -90,7 +93,12 @@ class Timing:
                    rt_all=kv.get("rt_all", "1" if d.rt_all else "0") == "1",
                    batch_s=float(kv.get("batch_us", d.batch_s * 1e6)) / 1e6,
                    hold_s=float(kv.get("hold_us", d.hold_s * 1e6)) / 1e6,
-                   cpu=int(kv.get("cpu", d.cpu)))
+                   cpu=int(kv.get("cpu", d.cpu)),
+                   scale=kv.get("scale", "1" if d.scale else "0") == "1")
+
+    def factor(self, rtt_s: float) -> float:
+        """How much batch_s and hold_s grow at this RTT (1 without `scale`)."""
+        return rtt_tolerance_s(rtt_s) / rtt_tolerance_s(0.0) if self.scale else 1.0
 
     @property
     def early_s(self) -> float:
@@ -137,6 +145,7 @@ class Engine:
     spins = 0
     holds = 0
     release_at: float | None = None
+    batch_s = hold_s = 0.0     # Timing's, scaled to the profile's RTT (set_windows)
 
     def __init__(self, queues: tuple[int, int], profile: LinkProfile, control: Path,
                  *, seed: int | None = None) -> None:
@@ -159,12 +168,17 @@ class Engine:
         self.rt_note = "off"
         self.spins = 0
         self.holds = 0
+        self.set_windows()
+
+    def set_windows(self) -> None:
+        f = self.timing.factor(self.profile.rtt_s)
+        self.batch_s, self.hold_s = self.timing.batch_s * f, self.timing.hold_s * f
 
     # -- packet path ---------------------------------------------------------------
     def on_readable(self, lane: Lane) -> None:
         with self.lock:
             got = self._on_readable(lane)
-            if got and self.timing.hold_s > 0:
+            if got and self.hold_s > 0:
                 self._hold_loop()
 
     def _hold_loop(self) -> None:
@@ -172,7 +186,7 @@ class Engine:
         repeat; back to the event loop when a read finds nothing or a release is due."""
         while self.stopping is None or not self.stopping.is_set():
             t0 = time.monotonic()
-            d = self.timing.hold_s
+            d = self.hold_s
             if self.target is not None and self.armed is not None:
                 d = min(d, self.armed - t0)
             if d < 20e-6:
@@ -273,7 +287,9 @@ class Engine:
 
     def _release_lane(self, lane: Lane, upto: float, prefix: bytes,
                       now: float | None = None, early_s: float | None = None) -> None:
-        ids, dups = lane.core.release(upto, self.timing.early_s if early_s is None else early_s,
+        if early_s is None:
+            early_s = max(RELEASE_WINDOW_S, self.batch_s / 2)
+        ids, dups = lane.core.release(upto, early_s,
                                       now=upto if now is None else now)
         q = lane.nfq.queue
         if ids:
@@ -313,10 +329,10 @@ class Engine:
         if self.target is not None and self.target <= head:
             return                       # already armed early enough
         self.target = self.release_at = head
-        if self.timing.batch_s:
+        if self.batch_s:
             # midway between the head and the last packet due within the window
             lasts = [x for lane in self.lanes
-                     if (x := lane.core.last_due(head + self.timing.batch_s)) is not None]
+                     if (x := lane.core.last_due(head + self.batch_s)) is not None]
             self.release_at = (head + max(lasts, default=head)) / 2
         self.armed = self.release_at - (self.comp.value_s if self.timing.comp else 0.0) \
             - self.timing.spin_s
@@ -348,8 +364,8 @@ class Engine:
                                 "timing": {"spin_us": self.timing.spin_s * 1e6,
                                            "comp": self.timing.comp, "rt": self.rt_note,
                                            "spins": self.spins,
-                                           "batch_us": self.timing.batch_s * 1e6,
-                                           "hold_us": self.timing.hold_s * 1e6,
+                                           "batch_us": self.batch_s * 1e6,
+                                           "hold_us": self.hold_s * 1e6,
                                            "holds": self.holds, "cpu": self.timing.cpu},
                                 "profile": self.profile.to_dict()})
 
@@ -366,6 +382,7 @@ class Engine:
                     lane.configure(d, profile)
                     self._on_readable(lane)      # packets read while waiting for the ack
                 self.profile = profile
+                self.set_windows()
                 self._rearm(time.monotonic())
             return {"ok": True}
         return {"ok": False, "error": f"unknown op {op!r}"}
