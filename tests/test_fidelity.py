@@ -174,12 +174,23 @@ def test_capacity_runs_past_slow_start_with_host_sized_buffers() -> None:
     assert argv[argv.index("-O") + 1] == "2" and argv[argv.index("-w") + 1] == "16777216"
     assert "-O" not in iperf3_argv("a", 1, 1, 3)
     # the host limit is used only when it beats autotuning in the namespace
-    assert capacity_window(8 * 2**20, 16 * 2**20, 16 * 2**20) == (32 * 2**20, 16 * 2**20)
+    assert capacity_window(8 * 2**20, 16 * 2**20, 16 * 2**20) == (int(1.3 * 16 * 2**20),
+                                                                   16 * 2**20)
     assert capacity_window(32 * 2**20, 16 * 2**20, 4 * 2**20) == (32 * 2**20, None)
     # 8 x 4 MiB / 120 ms = 2.24 Gbit/s: 2.0 Gbit/s (89 %) is that window, not a capacity
     assert window_limited(2.0e9, 8, 4 * 2**20, 120.0).startswith("not measured: iperf3 2 Gbit/s")
     assert window_limited(1.5e9, 8, 4 * 2**20, 120.0) is None
     assert window_limited(9e9, 8, 4 * 2**20, 0.05) is None    # no window bound at ~0 ms
+    # enough streams that the windows allow 20 Gbit/s: the quick scenario's 16 MiB host
+    # limit (1.3 x 16 MiB counted) carried -P4 5.9 Gbit/s at 120 ms, a falling "capacity"
+    from rig.orchestration.pathcheck import capacity_streams
+    w = int(1.3 * 16 * 2**20)
+    assert capacity_streams(4, w, 120.0) == 14             # 20e9 x 0.12 / (8 x 21.8 MB)
+    assert capacity_streams(4, w, 60.0) == 7
+    assert capacity_streams(4, w, 20.0) == 4               # the scenario's already do
+    assert capacity_streams(4, w, 0.05) == 4 and capacity_streams(4, None, 120.0) == 4
+    assert capacity_streams(2, w, 120.0, rate_bps=1e9) == 2   # 2 x 1 Gbit/s: 2 suffice
+    assert capacity_streams(4, 2**20, 1000.0) == 32           # capped
 
 
 def test_capacity_not_measured_is_not_drawn_as_a_capacity(tmp_path: Path) -> None:
