@@ -209,13 +209,15 @@ def test_capacity_not_measured_is_not_drawn_as_a_capacity(tmp_path: Path) -> Non
 
 def test_engine_timing_knobs_parse_and_default_to_a_realtime_engine() -> None:
     from rig.realization.emul.engine.server import Timing
-    assert Timing.from_env("") == Timing(spin_s=0.0, comp=True, rt=False, rt_all=True)
+    assert Timing.from_env("") == Timing(spin_s=0.0, comp=True, rt=False, rt_all=True,
+                                         batch_s=400e-6, hold_s=200e-6, cpu=-1, scale=True)
     t = Timing.from_env("spin_us=150,comp=0,rt=1,rt_all=0")
     assert (t.spin_s, t.comp, t.rt, t.rt_all) == (pytest.approx(150e-6), False, True, False)
     t = Timing.from_env("batch_us=400,hold_us=200,cpu=1")
     assert (t.batch_s, t.hold_s, t.cpu) == (pytest.approx(400e-6), pytest.approx(200e-6), 1)
     assert t.early_s == pytest.approx(200e-6)
-    assert Timing().early_s == pytest.approx(20e-6)      # no batching: the 20 us window
+    assert Timing.from_env("batch_us=0").early_s == pytest.approx(20e-6)   # the 20 us window
+    t = Timing.from_env("scale=0")
     assert t.factor(0.120) == 1.0                          # windows as given...
     scaled = Timing.from_env("batch_us=400,scale=1")
     assert scaled.factor(0.010) == 1.0                     # ...or grown with the tolerance

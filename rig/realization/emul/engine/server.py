@@ -77,10 +77,10 @@ class Timing:
     comp: bool = True
     rt: bool = False
     rt_all: bool = True
-    batch_s: float = 0.0
-    hold_s: float = 0.0
+    batch_s: float = 400e-6
+    hold_s: float = 200e-6
     cpu: int = -1
-    scale: bool = False
+    scale: bool = True
 
     @classmethod
     def from_env(cls, text: str | None = None) -> "Timing":
