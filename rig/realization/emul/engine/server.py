@@ -61,7 +61,7 @@ class Timing:
              thread alone (rt) does not help under load, as the packet path (and the GIL)
              still wait for a CPU. The price: the engine's CPU is no longer taken from it,
              so the iperf3 endpoints on the same 2 cores get less (-P8 at 120 ms: 6.2
-             against 10.0 Gbit/s, medians of 2).
+             against 10.0 Gbit/s, medians of 2). Hence the default also batches:
     batch_s  release batching: a timer wake-up releases every packet due within this
              window after the head, armed midway between the head and the last packet
              due in it (release error within +-batch_s/2, centred on zero; a lone
@@ -72,6 +72,12 @@ class Timing:
     cpu      pin the engine to this CPU (-1: wherever the scheduler puts it)
     scale    batch_s and hold_s are meant for the tightest RTT tolerance (0.3 ms) and grow
              with the step's tolerance, max(0.3 ms, 1 % of the RTT): at 120 ms four times
+    Default: rt_all + batch 0.4 ms + hold 0.2 ms, scaled (bench variant `scaled`): the
+    engine's CPU under 8 streams about halves against rtall alone and -P8 comes back
+    most of the way to the normal-priority engine's, whose figure is carried by releases
+    milliseconds late; see bench/README.md "Engine timing" for the numbers. Any knob can
+    be set back through RIG_ENGINE_TIMING (e.g. "batch_us=0,hold_us=0" for rtall alone,
+    "rt_all=0,batch_us=0,hold_us=0" for the engine before issue 11).
     """
     spin_s: float = 0.0
     comp: bool = True
