@@ -44,6 +44,13 @@ VARIANTS = {
     "spin+rt": "spin_us=150,comp=1,rt=1,rt_all=0",
     "rtall": "spin_us=0,comp=1,rt_all=1",   # the whole engine at SCHED_FIFO
     "spin+rtall": "spin_us=150,comp=1,rt_all=1",
+    # session 4: ideas beside rtall (which takes the endpoints' CPU on 2 cores)
+    "batch": "spin_us=0,comp=1,rt_all=1,batch_us=400",   # release all due within 0.4 ms
+    "hold": "spin_us=0,comp=1,rt_all=1,hold_us=200",     # read every 0.2 ms while busy
+    "batch+hold": "spin_us=0,comp=1,rt_all=1,batch_us=400,hold_us=200",
+    "pin": "spin_us=0,comp=1,rt_all=1,cpu=1",            # engine pinned to CPU 1
+    # batch+hold with both windows grown with the RTT tolerance (x4 at 120 ms)
+    "scaled": "spin_us=0,comp=1,rt_all=1,batch_us=400,hold_us=200,scale=1",
 }
 
 
@@ -63,7 +70,8 @@ def lateness(st: EmulStats, rtt_s: float) -> dict:
 
 
 def one(net, be, variant: str, rtt_ms: float, a) -> dict:
-    os.environ["RIG_ENGINE_TIMING"] = VARIANTS[variant]
+    # every knob explicit: a later change of Timing's defaults must not move a variant
+    os.environ["RIG_ENGINE_TIMING"] = "batch_us=0,hold_us=0,cpu=-1,scale=0," + VARIANTS[variant]
     be.apply(net.site, LinkProfile.symmetric(rtt_ms / 1e3))
     try:
         s0 = be.stats(net.site)

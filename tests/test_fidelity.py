@@ -174,12 +174,23 @@ def test_capacity_runs_past_slow_start_with_host_sized_buffers() -> None:
     assert argv[argv.index("-O") + 1] == "2" and argv[argv.index("-w") + 1] == "16777216"
     assert "-O" not in iperf3_argv("a", 1, 1, 3)
     # the host limit is used only when it beats autotuning in the namespace
-    assert capacity_window(8 * 2**20, 16 * 2**20, 16 * 2**20) == (32 * 2**20, 16 * 2**20)
+    assert capacity_window(8 * 2**20, 16 * 2**20, 16 * 2**20) == (int(1.3 * 16 * 2**20),
+                                                                   16 * 2**20)
     assert capacity_window(32 * 2**20, 16 * 2**20, 4 * 2**20) == (32 * 2**20, None)
     # 8 x 4 MiB / 120 ms = 2.24 Gbit/s: 2.0 Gbit/s (89 %) is that window, not a capacity
     assert window_limited(2.0e9, 8, 4 * 2**20, 120.0).startswith("not measured: iperf3 2 Gbit/s")
     assert window_limited(1.5e9, 8, 4 * 2**20, 120.0) is None
     assert window_limited(9e9, 8, 4 * 2**20, 0.05) is None    # no window bound at ~0 ms
+    # enough streams that the windows allow 20 Gbit/s: the quick scenario's 16 MiB host
+    # limit (1.3 x 16 MiB counted) carried -P4 5.9 Gbit/s at 120 ms, a falling "capacity"
+    from rig.orchestration.pathcheck import capacity_streams
+    w = int(1.3 * 16 * 2**20)
+    assert capacity_streams(4, w, 120.0) == 14             # 20e9 x 0.12 / (8 x 21.8 MB)
+    assert capacity_streams(4, w, 60.0) == 7
+    assert capacity_streams(4, w, 20.0) == 4               # the scenario's already do
+    assert capacity_streams(4, w, 0.05) == 4 and capacity_streams(4, None, 120.0) == 4
+    assert capacity_streams(2, w, 120.0, rate_bps=1e9) == 2   # 2 x 1 Gbit/s: 2 suffice
+    assert capacity_streams(4, 2**20, 1000.0) == 32           # capped
 
 
 def test_capacity_not_measured_is_not_drawn_as_a_capacity(tmp_path: Path) -> None:
@@ -198,6 +209,94 @@ def test_capacity_not_measured_is_not_drawn_as_a_capacity(tmp_path: Path) -> Non
 
 def test_engine_timing_knobs_parse_and_default_to_a_realtime_engine() -> None:
     from rig.realization.emul.engine.server import Timing
-    assert Timing.from_env("") == Timing(spin_s=0.0, comp=True, rt=False, rt_all=True)
+    assert Timing.from_env("") == Timing(spin_s=0.0, comp=True, rt=False, rt_all=True,
+                                         batch_s=400e-6, hold_s=200e-6, cpu=-1, scale=True)
     t = Timing.from_env("spin_us=150,comp=0,rt=1,rt_all=0")
     assert (t.spin_s, t.comp, t.rt, t.rt_all) == (pytest.approx(150e-6), False, True, False)
+    t = Timing.from_env("batch_us=400,hold_us=200,cpu=1")
+    assert (t.batch_s, t.hold_s, t.cpu) == (pytest.approx(400e-6), pytest.approx(200e-6), 1)
+    assert t.early_s == pytest.approx(200e-6)
+    assert Timing.from_env("batch_us=0").early_s == pytest.approx(20e-6)   # the 20 us window
+    t = Timing.from_env("scale=0")
+    assert t.factor(0.120) == 1.0                          # windows as given...
+    scaled = Timing.from_env("batch_us=400,scale=1")
+    assert scaled.factor(0.010) == 1.0                     # ...or grown with the tolerance
+    assert scaled.factor(0.060) == pytest.approx(2.0)      # max(0.3 ms, 1 %): 0.6 ms
+    assert scaled.factor(0.120) == pytest.approx(4.0)
+
+
+class _FakeTimer:
+    def __init__(self) -> None:
+        self.armed_at: float | None = None
+
+    def arm(self, when: float) -> None:
+        self.armed_at = when
+
+    def disarm(self) -> None:
+        self.armed_at = None
+
+    def consume(self) -> bool:
+        return True
+
+
+def _batching_engine(batch_us: float):
+    """A real Engine (timer path) around two real cores; the netlink sockets and the
+    timerfd are stand-ins that record what is sent and when the timer is armed."""
+    from types import SimpleNamespace
+
+    from rig.description.profile import Direction
+    from rig.realization.emul.engine import server
+    from rig.realization.emul.engine.core import WakeCompensator
+    eng = server.Engine.__new__(server.Engine)
+    eng.timing = server.Timing(comp=False, batch_s=batch_us * 1e-6)
+    eng.batch_s = batch_us * 1e-6
+    eng.comp = WakeCompensator()
+    eng.timer, eng.target, eng.armed, eng.release_at = _FakeTimer(), None, None, None
+    eng.timer_wakeups, eng.spins = 0, 0
+    sent: list[bytes] = []
+    eng.lanes = []
+    for q in (40, 41):
+        lane = server.Lane.__new__(server.Lane)
+        lane.name, lane.stash = f"q{q}", {}
+        lane.core = DirectionQueue(Direction(delay_s=0.010), limit=10_000,
+                                   rng=random.Random(q))
+        lane.nfq = SimpleNamespace(queue=q, send=sent.append)
+        eng.lanes.append(lane)
+    return eng, sent
+
+
+@pytest.mark.parametrize("batch_us", [0, 400])
+def test_release_batching_leaves_within_half_its_window(monkeypatch, batch_us) -> None:
+    """20 packets 50 us apart, 10 ms delay: each timer wake-up (fired exactly when armed)
+    releases what is due within the batching window, so 400 us batches need a quarter of
+    the verdict sends, and every packet leaves within +-200 us of its deadline; a lone
+    packet (a ping) leaves on time."""
+    from rig.realization.emul.engine import server
+    eng, sent = _batching_engine(batch_us)
+    core = eng.lanes[0].core
+    for i in range(20):
+        core.arrive(i, 1.0 + i * 50e-6)
+    core.arrive(20, 1.0 + 5e-3)          # alone: 4 ms after the others
+    clock = [1.001]
+    monkeypatch.setattr(server.time, "monotonic", lambda: clock[0])
+    eng._rearm(clock[0])
+    wakes = 0
+    while eng.target is not None and wakes < 100:
+        assert eng.target <= eng.timer.armed_at <= eng.target + batch_us * 0.5e-6 + 1e-12
+        clock[0] = eng.timer.armed_at
+        lone = eng.target == pytest.approx(1.015)
+        eng._on_timer()
+        wakes += 1
+        if lone:
+            assert core.stats.late_max_s == pytest.approx(200e-6 if batch_us else 0.0)
+            assert core.stats.late_sum_s == pytest.approx(0.0, abs=1e-9)   # on time
+    st = core.stats
+    assert st.released == 21 and core.held == 0
+    assert len(sent) == wakes
+    if batch_us:
+        assert wakes == 4          # deadlines 0..950 us: [0, 400], [450, 850], [900, 950]
+        assert st.late_max_s <= 200e-6 + 1e-9
+        assert abs(st.late_sum_s / st.released) <= 50e-6      # centred: mean near zero
+    else:
+        assert wakes == 21         # one wake-up per packet (50 us apart > 20 us window)
+        assert st.late_max_s <= 1e-9

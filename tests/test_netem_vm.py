@@ -179,7 +179,17 @@ def test_udp_rate_limited(vm):
 
 @pytest.mark.netemvm
 def test_tcp_rate(vm):
-    s = vm["profiles"]["rate"]["tcp_rate"]["end"]["sum_received"]
-    wire = checks.tcp_wire_bps(s["bits_per_second"])
-    print(f"TCP: {s['bits_per_second'] / 1e6:.2f} Mbit/s goodput, {wire / 1e6:.2f} on the wire")
+    """The rate limiter's rate, from TCP: the median one-second goodput (the guest under
+    TCG on a shared host stalls now and then for 50-100+ ms — ping max 104-124 ms at 50 ms
+    — and a stall longer than the TBF queue's 50 ms empties the bottleneck: the mean
+    over 6 s fell to 42-47 Mbit/s on the wire in two runs while UDP read 50.4-50.6)."""
+    r = vm["profiles"]["rate"]["tcp_rate"]
+    s = r["end"]["sum_received"]
+    ivs = sorted(r["intervals_bps"])
+    assert len(ivs) >= 4, r
+    med = ivs[len(ivs) // 2] if len(ivs) % 2 else (ivs[len(ivs) // 2 - 1] + ivs[len(ivs) // 2]) / 2
+    wire = checks.tcp_wire_bps(med)
+    print(f"TCP: {s['bits_per_second'] / 1e6:.2f} Mbit/s goodput over the run "
+          f"({checks.tcp_wire_bps(s['bits_per_second']) / 1e6:.2f} on the wire); per second "
+          f"{[round(x / 1e6, 1) for x in r['intervals_bps']]}, median {wire / 1e6:.2f} on the wire")
     assert wire == pytest.approx(RATE_BPS, rel=0.05)

@@ -58,6 +58,9 @@ def ping_argv(addr: str, count: int, interval_s: float) -> list[str]:
 OMIT_RTTS = 15          # slow start (BBR startup, cubic) is over within ~15 RTTs here
 LONG_RTTS = 40          # then measure for >= 40 RTTs
 WINDOW_NEAR = 0.85      # goodput at >= 85 % of streams x window / RTT: the window limited it
+W_ADVERTISED = 1.3      # a `-w W` run carries up to ~1.3 W per stream (measured, see below)
+CAPACITY_GOAL_BPS = 20e9    # streams enough that the windows allow this (or 2 x the rate)
+MAX_CAPACITY_STREAMS = 32
 
 
 def iperf3_argv(addr: str, port: int, streams: int, seconds: float, *, omit: int = 0,
@@ -78,14 +81,25 @@ def capacity_window(autotune_window: int | None, core_rmem: int | None,
                     core_wmem: int | None) -> tuple[int | None, int | None]:
     """(largest per-stream window the run can use, `-w` to pass or None): the host-wide
     socket buffer limit when it beats the namespace's autotuning maximum, else
-    autotuning. The kernel doubles a SO_RCVBUF request and 6.x kernels advertise most of
-    the buffer (measured here: -P4 -w 16MiB carried 5.8 Gbit/s at 120 ms, 1.3 x 4 x
-    16 MiB / RTT), so a `-w W` window is counted as up to 2 W: a goodput is called
-    window-limited only when it is near even that."""
+    autotuning. The kernel doubles a SO_RCVBUF request but advertises only part of it
+    (measured here: -P4 -w 16MiB carried 5.8 Gbit/s at 120 ms, 1.3 x 4 x 16 MiB / RTT,
+    twice: 5.88 and 5.67 in one quick run), so a `-w W` window counts as 1.3 W."""
     host = min(core_rmem, core_wmem) if core_rmem and core_wmem else None
-    if host and (autotune_window is None or 2 * host > autotune_window):
-        return 2 * host, host
+    if host and (autotune_window is None or W_ADVERTISED * host > autotune_window):
+        return int(W_ADVERTISED * host), host
     return autotune_window, None
+
+
+def capacity_streams(streams: int, window: int | None, rtt_ms: float | None,
+                     rate_bps: float | None = None) -> int:
+    """Streams for the capacity run: the scenario's, or more when its windows could not
+    carry CAPACITY_GOAL_BPS (2 x the rate on a rate-limited path) at this RTT, so that a
+    window-bound host still measures the path (at most MAX_CAPACITY_STREAMS)."""
+    if not window or not rtt_ms or rtt_ms < 1.0:
+        return streams
+    goal = min(CAPACITY_GOAL_BPS, 2 * rate_bps) if rate_bps else CAPACITY_GOAL_BPS
+    need = math.ceil(goal * rtt_ms / 1e3 / (window * 8))
+    return max(streams, min(need, MAX_CAPACITY_STREAMS))
 
 
 def window_limited(bps: float | None, streams: int, window: int | None,
@@ -146,7 +160,8 @@ def validate_path(*, client_ns: str | None, server_addr: str, iperf_port: int,
     secs, omit = capacity_timing(configured_rtt_ms, v.iperf_seconds)
     # the window the capacity run may use: this host's limits (a remote client: its own)
     window, w_arg = _window_here(client_ns) if host is None else (None, None)
-    ir = proc.run(iperf3_argv(server_addr, iperf_port, v.iperf_streams, secs, omit=omit,
+    streams = capacity_streams(v.iperf_streams, window, configured_rtt_ms, rate_bps)
+    ir = proc.run(iperf3_argv(server_addr, iperf_port, streams, secs, omit=omit,
                               window=w_arg), netns=client_ns, timeout=secs + omit + 30,
                   host=host, rundir=rundir)
     ip = parse_iperf3(ir.stdout, ir.returncode)
@@ -163,11 +178,11 @@ def validate_path(*, client_ns: str | None, server_addr: str, iperf_port: int,
         reasons.append(f"iperf3 {bps / 1e9:.3f} Gbit/s exceeds the configured rate")
     rtt_for_window = ping.mean_ms if ping.mean_ms is not None else configured_rtt_ms
     note = ("not measured: iperf3 failed" if not bps else
-            window_limited(bps, v.iperf_streams, window, rtt_for_window))
+            window_limited(bps, streams, window, rtt_for_window))
     return {
         "rtt_ms_measured": ping.mean_ms, "rtt_ms_min": ping.min_ms, "rtt_ms_max": ping.max_ms,
         "rtt_ms_stddev": ping.stddev_ms, "ping_count": ping.count, "ping_loss": ping.loss,
-        "iperf_bps": bps, "iperf_streams": v.iperf_streams,
+        "iperf_bps": bps, "iperf_streams": streams,
         "capacity_bps": None if note else bps, "capacity_note": note,
         "iperf_retransmits": ip.extra.get("retransmits"), "iperf_srtt_ms": ip.extra.get("srtt_ms"),
         "flagged": bool(reasons), "flag_reason": "; ".join(reasons) or None, "started_at": started,

@@ -77,7 +77,11 @@ def iperf3(ns: str, addr: str, extra: list[str], timeout: float) -> dict:
                            f"{r.stdout[-300:]}") from None
     if "error" in j:
         raise RuntimeError(f"{' '.join(argv)}: {j['error']}")
-    return {"argv": argv, "end": j.get("end", {}), "wall_s": r.wall_s}
+    # per-second receiver rates past the omitted start: a guest stall under TCG costs
+    # the mean, not the median second
+    ivs = [iv["sum"]["bits_per_second"] for iv in j.get("intervals", [])
+           if not iv.get("sum", {}).get("omitted")]
+    return {"argv": argv, "end": j.get("end", {}), "wall_s": r.wall_s, "intervals_bps": ivs}
 
 
 def udp_loss(c_ns: str, addr: str, count: int, reverse: bool) -> dict:

@@ -211,6 +211,18 @@ class DirectionQueue:
             return self._heap[0][0] if self._heap else None
         return self._fifo[0][0] if self._fifo else None
 
+    def last_due(self, limit: float) -> float | None:
+        """The latest deadline <= limit among the held packets (None: none is due by
+        then); with reordering, the head's (the heap keeps no order beyond it)."""
+        if self.reorder:
+            return self._heap[0][0] if self._heap and self._heap[0][0] <= limit else None
+        last = None
+        for deadline, _, _ in self._fifo:
+            if deadline > limit:
+                break
+            last = deadline
+        return last
+
     def release(self, upto: float, early_s: float = 0.0, *,
                 now: float | None = None) -> tuple[list[int], list[int]]:
         """Pop every packet due by upto + early_s; lateness is measured against `now`

@@ -61,12 +61,32 @@ class Timing:
              thread alone (rt) does not help under load, as the packet path (and the GIL)
              still wait for a CPU. The price: the engine's CPU is no longer taken from it,
              so the iperf3 endpoints on the same 2 cores get less (-P8 at 120 ms: 6.2
-             against 10.0 Gbit/s, medians of 2).
+             against 10.0 Gbit/s, medians of 2). Hence the default also batches:
+    batch_s  release batching: a timer wake-up releases every packet due within this
+             window after the head, armed midway between the head and the last packet
+             due in it (release error within +-batch_s/2, centred on zero; a lone
+             packet leaves on time; fewer wake-ups and verdict sends per packet)
+    hold_s   read cadence while traffic flows: after a read, sleep this long (never past
+             the next release) and read again, instead of waking per arriving packet;
+             arrivals read after such a sleep are stamped at its middle
+    cpu      pin the engine to this CPU (-1: wherever the scheduler puts it)
+    scale    batch_s and hold_s are meant for the tightest RTT tolerance (0.3 ms) and grow
+             with the step's tolerance, max(0.3 ms, 1 % of the RTT): at 120 ms four times
+    Default: rt_all + batch 0.4 ms + hold 0.2 ms, scaled (bench variant `scaled`): the
+    engine's CPU under 8 streams about halves against rtall alone and -P8 comes back
+    most of the way to the normal-priority engine's, whose figure is carried by releases
+    milliseconds late; see bench/README.md "Engine timing" for the numbers. Any knob can
+    be set back through RIG_ENGINE_TIMING (e.g. "batch_us=0,hold_us=0" for rtall alone,
+    "rt_all=0,batch_us=0,hold_us=0" for the engine before issue 11).
     """
     spin_s: float = 0.0
     comp: bool = True
     rt: bool = False
     rt_all: bool = True
+    batch_s: float = 400e-6
+    hold_s: float = 200e-6
+    cpu: int = -1
+    scale: bool = True
 
     @classmethod
     def from_env(cls, text: str | None = None) -> "Timing":
@@ -76,7 +96,20 @@ class Timing:
         return cls(spin_s=float(kv.get("spin_us", d.spin_s * 1e6)) / 1e6,
                    comp=kv.get("comp", "1" if d.comp else "0") == "1",
                    rt=kv.get("rt", "1" if d.rt else "0") == "1",
-                   rt_all=kv.get("rt_all", "1" if d.rt_all else "0") == "1")
+                   rt_all=kv.get("rt_all", "1" if d.rt_all else "0") == "1",
+                   batch_s=float(kv.get("batch_us", d.batch_s * 1e6)) / 1e6,
+                   hold_s=float(kv.get("hold_us", d.hold_s * 1e6)) / 1e6,
+                   cpu=int(kv.get("cpu", d.cpu)),
+                   scale=kv.get("scale", "1" if d.scale else "0") == "1")
+
+    def factor(self, rtt_s: float) -> float:
+        """How much batch_s and hold_s grow at this RTT (1 without `scale`)."""
+        return rtt_tolerance_s(rtt_s) / rtt_tolerance_s(0.0) if self.scale else 1.0
+
+    @property
+    def early_s(self) -> float:
+        """How early a packet may leave with a release (half the batching window)."""
+        return max(RELEASE_WINDOW_S, self.batch_s / 2)
 
 
 def queue_limit(d: Direction, profile: LinkProfile) -> int:
@@ -116,6 +149,9 @@ class Engine:
     timing = Timing()          # class defaults: stats() of a test-built engine reads them
     rt_note = "off"
     spins = 0
+    holds = 0
+    release_at: float | None = None
+    batch_s = hold_s = 0.0     # Timing's, scaled to the profile's RTT (set_windows)
 
     def __init__(self, queues: tuple[int, int], profile: LinkProfile, control: Path,
                  *, seed: int | None = None) -> None:
@@ -128,6 +164,7 @@ class Engine:
         self.timer_wakeups = 0
         self.timer: Any = None                # a DeadlineTimer once run() starts
         self.target: float | None = None      # head deadline the timer was armed for
+        self.release_at: float | None = None  # when that wake-up releases (batching)
         self.armed: float | None = None       # when it was armed to fire
         self.raw: socket.socket | None = None
         self.started = time.monotonic()
@@ -136,33 +173,65 @@ class Engine:
         self.lock = threading.Lock()          # the core, shared with the RT timer thread
         self.rt_note = "off"
         self.spins = 0
+        self.holds = 0
+        self.set_windows()
+
+    def set_windows(self) -> None:
+        f = self.timing.factor(self.profile.rtt_s)
+        self.batch_s, self.hold_s = self.timing.batch_s * f, self.timing.hold_s * f
 
     # -- packet path ---------------------------------------------------------------
     def on_readable(self, lane: Lane) -> None:
         with self.lock:
-            self._on_readable(lane)
+            got = self._on_readable(lane)
+            if got and self.hold_s > 0:
+                self._hold_loop()
 
-    def _on_readable(self, lane: Lane) -> None:
+    def _hold_loop(self) -> None:
+        """Read at a cadence while traffic flows (Timing.hold_s): sleep, read both lanes,
+        repeat; back to the event loop when a read finds nothing or a release is due."""
+        while self.stopping is None or not self.stopping.is_set():
+            t0 = time.monotonic()
+            d = self.hold_s
+            if self.target is not None and self.armed is not None:
+                d = min(d, self.armed - t0)
+            if d < 20e-6:
+                return
+            time.sleep(d)
+            self.holds += 1
+            now = time.monotonic()
+            got = 0
+            for lane in self.lanes:
+                got += self._on_readable(lane, arrival=now - (now - t0) / 2)
+            if not got:
+                return
+
+    def _on_readable(self, lane: Lane, arrival: float | None = None) -> int:
+        """Read what is queued, hold/drop it, release what is due; returns how many
+        packets were read. `arrival`: when they arrived, if not now (read cadence)."""
         lane.wakeups += 1
         now = time.monotonic()
+        seen = now if arrival is None else arrival
         try:
             if lane.nfq.copy_packet:
-                batches = self._read_full(lane, now)
+                batches = self._read_full(lane, seen)
             else:
-                batches, used = lane.nfq.read_batches(now, time.time() - now)
+                batches, used = lane.nfq.read_batches(seen, time.time() - now)
                 lane.tstamp_used += used
         except OSError as e:
             print(f"engine: {lane.name}: read failed: {e}", flush=True)
             if self.stopping is not None:
                 self.stopping.set()
-            return
+            return 0
         if not batches:
-            return
+            return 0
         q = lane.nfq.queue
         drops = []
         core = lane.core
+        got = 0
         for ids, times in batches:
-            for pid, code in core.arrive_batch(ids, now, times):
+            got += len(ids)
+            for pid, code in core.arrive_batch(ids, seen, times):
                 if code == HOLD_DUP:
                     payload = lane.payloads.pop(pid, None)
                     if payload is not None:
@@ -170,8 +239,11 @@ class Engine:
                 else:
                     drops.append(verdict(q, pid, False))
         lane.payloads.clear()
-        self._release_lane(lane, now, b"".join(drops))
+        # only what is due: the batching window is the timer's (early here would bias
+        # the release error negative, as reads are frequent under load)
+        self._release_lane(lane, now, b"".join(drops), early_s=RELEASE_WINDOW_S)
         self._rearm(now)
+        return got
 
     def _read_full(self, lane: Lane, now: float) -> list:
         """Copy-mode PACKET (duplication): keep payloads until the core has decided."""
@@ -208,19 +280,22 @@ class Engine:
             if self.timing.spin_s and now < self.target:
                 # finish the wait precisely; bounded by the spin window plus the
                 # compensation, so a timer armed long ago cannot spin for long
-                end = min(self.target, now + self.timing.spin_s + self.comp.cap_s)
+                end = min(self.release_at or self.target,
+                          now + self.timing.spin_s + self.comp.cap_s)
                 self.spins += 1
                 while now < end:
                     now = time.monotonic()
-            upto = max(now, self.target)
+            upto = max(now, self.release_at or self.target)
             self.target = None
         for lane in self.lanes:
             self._release_lane(lane, upto, b"", now)
         self._rearm(now)
 
     def _release_lane(self, lane: Lane, upto: float, prefix: bytes,
-                      now: float | None = None) -> None:
-        ids, dups = lane.core.release(upto, RELEASE_WINDOW_S,
+                      now: float | None = None, early_s: float | None = None) -> None:
+        if early_s is None:
+            early_s = max(RELEASE_WINDOW_S, self.batch_s / 2)
+        ids, dups = lane.core.release(upto, early_s,
                                       now=upto if now is None else now)
         q = lane.nfq.queue
         if ids:
@@ -259,8 +334,13 @@ class Engine:
         head = a
         if self.target is not None and self.target <= head:
             return                       # already armed early enough
-        self.target = head
-        self.armed = head - (self.comp.value_s if self.timing.comp else 0.0) \
+        self.target = self.release_at = head
+        if self.batch_s:
+            # midway between the head and the last packet due within the window
+            lasts = [x for lane in self.lanes
+                     if (x := lane.core.last_due(head + self.batch_s)) is not None]
+            self.release_at = (head + max(lasts, default=head)) / 2
+        self.armed = self.release_at - (self.comp.value_s if self.timing.comp else 0.0) \
             - self.timing.spin_s
         self.timer.arm(self.armed)
 
@@ -289,7 +369,10 @@ class Engine:
                                 "timer_wakeups": self.timer_wakeups,
                                 "timing": {"spin_us": self.timing.spin_s * 1e6,
                                            "comp": self.timing.comp, "rt": self.rt_note,
-                                           "spins": self.spins},
+                                           "spins": self.spins,
+                                           "batch_us": self.batch_s * 1e6,
+                                           "hold_us": self.hold_s * 1e6,
+                                           "holds": self.holds, "cpu": self.timing.cpu},
                                 "profile": self.profile.to_dict()})
 
     def handle(self, req: dict) -> dict:
@@ -305,6 +388,7 @@ class Engine:
                     lane.configure(d, profile)
                     self._on_readable(lane)      # packets read while waiting for the ack
                 self.profile = profile
+                self.set_windows()
                 self._rearm(time.monotonic())
             return {"ok": True}
         return {"ok": False, "error": f"unknown op {op!r}"}
@@ -343,6 +427,12 @@ class Engine:
             except (PermissionError, OSError) as e:
                 self.rt_note = f"not permitted ({e}); engine at normal priority"
             print(f"engine: {self.rt_note}", flush=True)
+        if self.timing.cpu >= 0:
+            try:
+                os.sched_setaffinity(0, {self.timing.cpu})
+                print(f"engine: pinned to CPU {self.timing.cpu}", flush=True)
+            except OSError as e:
+                print(f"engine: not pinned to CPU {self.timing.cpu}: {e}", flush=True)
         if self.timing.rt:
             thread, stop_w = self._start_timer_thread()
         else:
