@@ -5,9 +5,9 @@ The client process is `python -m rig.services.replay`: it reads the file's layou
 servers' tmpfs (the namespaces share the mount namespace), makes the plan, executes it
 against the server and prints one JSON line. Which library really makes the requests:
 `xrootd` = the XRootD Python bindings (XrdCl File::Read / VectorRead, as CMSSW's
-XrdAdaptor); `davix` and `curl` = the rig's own HTTP Range / multi-range requests
-(Python http.client) standing for libdavix and libcurl; the row's `extra.transport` says
-so. Pure: argv builder and parser only.
+XrdAdaptor); `davix` and `curl` = the native helper tools/rig-replay-http, whose requests
+libdavix (pread / preadVec multi-range, as CMSSW's DavixAdaptor) and libcurl (Range GETs)
+make; the row's `extra.transport` says so. Pure: argv builder and parser only.
 """
 from __future__ import annotations
 
@@ -27,8 +27,8 @@ LIBRARIES = {"xrootd": ("root", ("application", "storage", "lazy-download")),
              "davix": ("http", ("application", "storage", "lazy-download")),
              "curl": ("http", ("lazy-download",))}
 TRANSPORT = {"xrootd": "XRootD Python bindings (XrdCl)",
-             "davix": "rig http.client Range/multi-range (stands for libdavix)",
-             "curl": "rig http.client Range (stands for libcurl)"}
+             "davix": "libdavix DavPosix pread/preadVec (rig-replay-http)",
+             "curl": "libcurl Range GET (rig-replay-http)"}
 
 
 @register
