@@ -333,6 +333,11 @@ double cpu(const struct rusage &u, bool user) {
 }  // namespace
 
 int main(int argc, char **argv) {
+  if (argc == 2 && std::string(argv[1]) == "--version") {
+    std::printf("davix %s, libcurl %s\n", Davix::version().c_str(),
+                curl_version_info(CURLVERSION_NOW)->version);
+    return 0;
+  }
   std::map<std::string, std::string> a;
   for (int i = 1; i < argc; ++i) {
     std::string k = argv[i];

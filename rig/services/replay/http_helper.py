@@ -22,13 +22,13 @@ LIBRARIES = ("davix", "curl")
 
 
 def path() -> str | None:
-    """The helper to run: $RIG_REPLAY_HTTP, else the Makefile's build in the checkout,
-    else one on PATH; None when none is built."""
+    """The helper to run: $RIG_REPLAY_HTTP when set (only it), else the Makefile's build
+    in the checkout, else one on PATH; None when none is built."""
     env = os.environ.get("RIG_REPLAY_HTTP")
-    for cand in ([env] if env else []) + [str(REPO_BUILD)]:
-        if cand and os.path.isfile(cand) and os.access(cand, os.X_OK):
+    for cand in [env] if env else [str(REPO_BUILD)]:
+        if os.path.isfile(cand) and os.access(cand, os.X_OK):
             return cand
-    return shutil.which(NAME)
+    return None if env else shutil.which(NAME)
 
 
 MISSING = (f"needs the native helper {NAME} (libdavix/libcurl), which is not built: "

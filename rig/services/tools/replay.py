@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from rig.services.tools import Capabilities, ClientTool, Job, Parsed, last_line, register
 
 if TYPE_CHECKING:
-    from rig.description.scenario import ClientSpec, FileSpec
+    from rig.description.scenario import ClientSpec, FileSpec, Scenario
     from rig.services.servers import ServerPlan
 
 # library -> (protocol, modes it can replay). curl is lazy-download only, as in seed 003
@@ -34,6 +34,7 @@ TRANSPORT = {"xrootd": "XRootD Python bindings (XrdCl)",
 @register
 class Replay(ClientTool):
     name = "replay"
+    version_argv = None          # a module of this package: doctor lists rig-replay-http
     caps = Capabilities(servers=frozenset({"xrootd", "nginx", "apache"}),
                         protocols=("root", "http"),
                         options=frozenset({"mode", "library", "cache_size", "segment",
@@ -105,6 +106,17 @@ class Replay(ClientTool):
         c = job.client
         return {"cache_mode": c.mode, "read_library": c.library,
                 "branch_fraction": branch_fraction(c)}
+
+
+def require_helper(sc: "Scenario") -> None:
+    """A run whose replay clients read HTTP needs the native helper built (before
+    anything is made): one line naming the first such client, exit 2."""
+    from rig.errors import InputError
+    from rig.services.replay import http_helper
+    for i, c in enumerate(sc.clients):
+        if c.tool == "replay" and c.library in http_helper.LIBRARIES and http_helper.path() is None:
+            raise InputError(f"library {c.library} {http_helper.MISSING}", file=sc.source,
+                             key=f"clients[{i}].library", value=c.library)
 
 
 def branch_fraction(c: "ClientSpec") -> float:
