@@ -105,6 +105,16 @@ def test_branch_sweep_applies_to_replay_clients_only(tmp_path):
     assert scenario.measurements(sc) == 2 * 3
 
 
+def test_a_clients_own_branches_win_over_the_sweep(tmp_path):
+    sc = _load(tmp_path, sweep={"branches": ["1%", "100%"]},
+               clients=[BASE["clients"][0], _client(name="lz", mode="lazy-download",
+                                                    branches="100%")])
+    gs = steps.groups(sc)
+    assert [(g.client.name, g.client.branches) for g in gs] == [
+        ("st@1%", 0.01), ("st@100%", 1.0), ("lz@100%", 1.0)]
+    assert scenario.measurements(sc) == 2 * 3
+
+
 def test_replay_argv_and_row_fields(tmp_path):
     sc = _load(tmp_path, clients=[_client(mode="lazy-download", segment="8MiB",
                                           branches="30%")])

@@ -253,9 +253,12 @@ class CurlClient {
 // ---- libdavix ---------------------------------------------------------------------
 long long g_davix_requests = 0;
 
+bool g_debug = false;   // $RIG_REPLAY_HTTP_DEBUG: davix's header log on stderr
+
 void davix_log(void *, int, const char *msg) {
   // with DAVIX_LOG_HEADER each request line is logged as "> GET /path HTTP/1.1"
   if (msg && std::strstr(msg, "> GET ")) ++g_davix_requests;
+  if (g_debug && msg) std::fprintf(stderr, "davix: %s\n", msg);
 }
 
 class DavixClient {
@@ -352,6 +355,7 @@ int main(int argc, char **argv) {
   double timeout = std::atof(a["timeout"].c_str());
   if (!(timeout > 0)) die(2, "--timeout must be > 0 (got " + a["timeout"] + ")");
   std::vector<Round> plan = load_plan(a["plan"]);
+  g_debug = std::getenv("RIG_REPLAY_HTTP_DEBUG") != nullptr;
 
   signal(SIGALRM, on_alarm);
   alarm((unsigned)std::ceil(timeout) + 2);           // backstop: the libraries time out first
