@@ -143,6 +143,17 @@ def test_replay_parse_captured_output():
     assert t.parse("", "replay: cannot open x", 1, None).error == "replay: cannot open x"
 
 
+def test_replay_parse_captured_helper_output():
+    """Captured from `python -m rig.services.replay --library davix` (the requests made by
+    libdavix through tools/rig-replay-http) against nginx on loopback."""
+    t = tools.get("replay")
+    p = t.parse((DATA / "replay-helper-ok.json").read_text(), "", 0, None)
+    assert p.error is None and p.bytes == 10350335 and p.seconds == pytest.approx(0.033855)
+    assert p.columns["round_trips"] == 9 and p.columns["bytes_wire"] == 15638059
+    assert p.extra["transport"].startswith("libdavix") and p.extra["http_requests"] == 9
+    assert len(p.extra["round_s"]) == 9 and p.extra["checksum"] == '02834122'
+
+
 def test_old_results_without_new_columns_still_report(tmp_path):
     from fixtures_results import downgrade_to_format1, make_run
     from rig import report
