@@ -4,12 +4,17 @@ PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
 APT_PKGS := xrootd-server xrootd-client davix curl iperf3 iptables iputils-ping nginx openssh-server \
-            procps iproute2 python3-venv python3-pip chromium apache2 openssl tcpdump
+            procps iproute2 python3-venv python3-pip chromium apache2 openssl tcpdump \
+            g++ make pkg-config davix-dev libcurl4-openssl-dev zlib1g-dev
 SCENARIO ?= scenarios/quick.yaml
 
-.PHONY: install deps venv run test test-fast lint test-netem netem-deps bench clean-leftovers
+.PHONY: install deps venv helpers run test test-fast lint test-netem netem-deps bench clean-leftovers
 
-install: deps venv
+install: deps venv helpers
+
+# the caching-mode replay's HTTP client (libdavix, libcurl): tools/rig-replay-http
+helpers: deps
+	$(MAKE) -C tools/rig-replay-http
 
 deps:
 	@missing=$$(for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \

@@ -88,6 +88,8 @@ def cmd_run(a) -> int:
     from rig.orchestration import run as orchestrate
     from rig.description import scenario
     sc = scenario.load(a.scenario)   # invalid input fails here, before anything is made
+    from rig.services.tools.replay import require_helper
+    require_helper(sc)               # davix/curl replays need tools/rig-replay-http built
     _need_root("rig run")
     out = orchestrate.run(sc, Path(a.out).resolve() if a.out else None)
     _draw(out)

@@ -4,6 +4,7 @@ replay tool's argv and parser (captured output), the new transfers columns (an o
 results.sqlite without them still reports), the latency-bound verdict and the tables."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -104,6 +105,16 @@ def test_branch_sweep_applies_to_replay_clients_only(tmp_path):
     assert scenario.measurements(sc) == 2 * 3
 
 
+def test_a_clients_own_branches_win_over_the_sweep(tmp_path):
+    sc = _load(tmp_path, sweep={"branches": ["1%", "100%"]},
+               clients=[BASE["clients"][0], _client(name="lz", mode="lazy-download",
+                                                    branches="100%")])
+    gs = steps.groups(sc)
+    assert [(g.client.name, g.client.branches) for g in gs] == [
+        ("st@1%", 0.01), ("st@100%", 1.0), ("lz@100%", 1.0)]
+    assert scenario.measurements(sc) == 2 * 3
+
+
 def test_replay_argv_and_row_fields(tmp_path):
     sc = _load(tmp_path, clients=[_client(mode="lazy-download", segment="8MiB",
                                           branches="30%")])
@@ -130,6 +141,17 @@ def test_replay_parse_captured_output():
                   "", 0, None)
     assert "differ" in bad.error
     assert t.parse("", "replay: cannot open x", 1, None).error == "replay: cannot open x"
+
+
+def test_replay_parse_captured_helper_output():
+    """Captured from `python -m rig.services.replay --library davix` (the requests made by
+    libdavix through tools/rig-replay-http) against nginx on loopback."""
+    t = tools.get("replay")
+    p = t.parse((DATA / "replay-helper-ok.json").read_text(), "", 0, None)
+    assert p.error is None and p.bytes == 10350335 and p.seconds == pytest.approx(0.033855)
+    assert p.columns["round_trips"] == 9 and p.columns["bytes_wire"] == 15638059
+    assert p.extra["transport"].startswith("libdavix") and p.extra["http_requests"] == 9
+    assert len(p.extra["round_s"]) == 9 and p.extra["checksum"] == '02834122'
 
 
 def test_old_results_without_new_columns_still_report(tmp_path):
@@ -166,3 +188,27 @@ def test_latency_bound_verdict_and_tables(tmp_path):
     header, body = caching.table(caching.replay_points(r), caching._mbps)
     assert header == ["branches", "mode", "library", "server", "0", "20"]
     assert body == [["100%", "storage", "davix", "xrootd", "20.00", "0.49"]]
+
+
+def test_helper_plan_json_is_every_round_in_order():
+    from rig.services.replay import http_helper
+    from rig.description.rootfile import plan
+    r1 = plan.Round("open", (plan.Request("read", ((0, 100),)),), 100)
+    r2 = plan.Round("fill", (plan.Request("readv", ((200, 10), (300, 20))),
+                             plan.Request("readv", ((400, 5),))), 35, window=2)
+    p = plan.Plan("application", "f.root", 1000, "Events", 10, ("a",), plan.Options(), (r1, r2))
+    d = json.loads(http_helper.plan_json(p))
+    assert d["version"] == 1
+    assert d["rounds"] == [[0, [[0, 100]]], [2, [[200, 10], [300, 20]], [[400, 5]]]]
+
+
+def test_a_missing_http_helper_is_one_line_exit_2(tmp_path, monkeypatch):
+    from rig.errors import InputError
+    from rig.services.tools.replay import require_helper
+    sc = _load(tmp_path)
+    monkeypatch.setenv("RIG_REPLAY_HTTP", str(tmp_path / "nope"))
+    with pytest.raises(InputError) as e:
+        require_helper(sc)
+    assert e.value.exit_status == 2 and "\n" not in str(e.value)
+    assert "clients[0].library" in str(e.value) and "rig-replay-http" in str(e.value)
+    require_helper(_load(tmp_path, clients=[_client(library="xrootd")]))   # root:// needs none

@@ -94,3 +94,87 @@ def test_a_missing_file_is_one_error_line(server):
     with pytest.raises(RigError) as e:
         run.replay(p, sp.url("http", "nope.root"), timeout=10)
     assert "\n" not in str(e.value) and "404" in str(e.value)
+
+
+# --- the native HTTP helper (tools/rig-replay-http): libdavix and libcurl make the requests
+
+
+def _helper():
+    from rig.services.replay import http_helper
+    if http_helper.path() is None:
+        pytest.fail("tools/rig-replay-http not built (make install)")
+    return http_helper
+
+
+@pytest.mark.parametrize("library,mode", [("davix", "application"), ("davix", "storage"),
+                                          ("davix", "lazy-download"), ("curl", "lazy-download")])
+def test_helper_moves_exactly_the_planned_bytes(server, library, mode):
+    from rig.services.replay import run
+    h = _helper()
+    sp, path, lay = server
+    p = plan.make(lay, select.by_percent(lay, 30, seed=4), mode, OPTS)
+    out = h.run(p, sp.url("http", "f.root"), library, timeout=60)
+    assert out["checksum"] == run.expected_checksum(p, str(path))
+    assert out["bytes_received"] == p.bytes_wire
+    assert len(out["round_s"]) == len(p.rounds)
+    assert 0 < out["wall_s"] < 30 and out["cpu_user_s"] >= 0
+    # every plan request is at least one HTTP request; libdavix may split a readv further
+    assert out["http_requests"] >= p.requests if library == "curl" else out["http_requests"] >= len(p.rounds)
+
+
+def test_helper_checksums_equal_between_libraries_and_python(server):
+    """One plan of plain reads: libdavix, libcurl and the Python baseline receive the same
+    bytes (the checksum is over every range, in plan order)."""
+    from rig.services.replay import run
+    h = _helper()
+    sp, path, lay = server
+    p = plan.make(lay, select.by_percent(lay, 100, seed=4), "lazy-download", OPTS)
+    url = sp.url("http", "f.root")
+    sums = {lib: h.run(p, url, lib, timeout=60)["checksum"] for lib in ("davix", "curl")}
+    sums["python"] = run.replay(p, url, timeout=60).checksum
+    assert set(sums.values()) == {run.expected_checksum(p, str(path))}, sums
+
+
+def test_helper_storage_rounds_are_synchronous(server):
+    h = _helper()
+    sp, _path, lay = server
+    sel = select.by_percent(lay, 30, seed=4)
+    st, app = (plan.make(lay, sel, m, OPTS) for m in ("storage", "application"))
+    url = sp.url("http", "f.root")
+    t_st = min(h.run(st, url, "davix", timeout=60)["wall_s"] for _ in range(2))
+    t_app = min(h.run(app, url, "davix", timeout=60)["wall_s"] for _ in range(2))
+    assert t_st > 2 * t_app, (t_st, t_app)
+
+
+def test_helper_missing_file_is_one_error_line(server):
+    from rig.errors import RigError
+    h = _helper()
+    sp, _path, lay = server
+    p = plan.make(lay, ("br0001",), "storage", OPTS)
+    for lib in ("davix", "curl"):
+        q = p if lib == "davix" else plan.make(lay, ("br0001",), "lazy-download", OPTS)
+        with pytest.raises(RigError) as e:
+            h.run(q, sp.url("http", "nope.root"), lib, timeout=10)
+        assert "\n" not in str(e.value) and "failed" in str(e.value), lib
+
+
+def test_helper_honours_its_deadline(server, tmp_path):
+    """A server that accepts and never answers: the helper gives up at its deadline (the
+    libraries' timeouts, SIGALRM as the backstop), it does not hang."""
+    import time
+    from rig.process import proc
+    h = _helper()
+    _sp, _path, lay = server
+    p = plan.make(lay, ("br0001",), "storage", OPTS)
+    (tmp_path / "plan.json").write_text(h.plan_json(p))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen(8)
+        port = s.getsockname()[1]
+        for lib in ("davix", "curl"):
+            t0 = time.monotonic()
+            r = proc.run([h.path(), "--library", lib, "--url", f"http://127.0.0.1:{port}/f.root",
+                          "--plan", str(tmp_path / "plan.json"), "--timeout", "2"], timeout=20)
+            took = time.monotonic() - t0
+            assert r.returncode in (1, 4) and not r.timed_out, (lib, r.returncode, r.stderr)
+            assert 1.5 < took < 6, (lib, took)

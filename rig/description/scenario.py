@@ -708,7 +708,7 @@ def measurements(sc: Scenario) -> int:
     steps = sum(1 if p.kind == "real" else len(p.rtts_s) for p in sc.paths)
     configs = sum((len(sc.sweep.streams) if sc.sweep.streams
                    and tools.get(c.tool).caps.max_streams > 1 else 1)
-                  * (len(sc.sweep.branches) if sc.sweep.branches
+                  * (len(sc.sweep.branches) if sc.sweep.branches and c.branches is None
                      and "branches" in tools.get(c.tool).caps.options else 1)
                   * len(tls_modes(sc, c))
                   for c in sc.clients)

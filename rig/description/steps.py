@@ -60,9 +60,12 @@ def stream_counts(sc: Scenario, c: ClientSpec) -> list[int]:
 
 def branch_configs(sc: Scenario, c: ClientSpec) -> list[ClientSpec]:
     """`sweep.branches` applied to a client that reads branches (tool replay): one
-    configuration per fraction, named `NAME@F%` so each is a point of its own."""
+    configuration per fraction, named `NAME@F%` so each is a point of its own. A client's
+    own `branches:` wins over the sweep (as its own `tls:` does): one configuration."""
     if not sc.sweep.branches or "branches" not in tools.get(c.tool).caps.options:
         return [c]
+    if c.branches is not None:
+        return [dataclasses.replace(c, name=f"{c.name}@{c.branches * 100:g}%")]
     return [dataclasses.replace(c, name=f"{c.name}@{f * 100:g}%", branches=f)
             for f in sc.sweep.branches]
 

@@ -10,6 +10,7 @@ import shutil
 
 from rig.process import proc
 from rig.services import servers, tools
+from rig.services.replay import http_helper
 
 # name -> argv printing its version: every server kind and client tool declares its
 # own; these are the system tools the rig itself runs.
@@ -38,7 +39,17 @@ def tool_version(name: str) -> str | None:
 
 
 def tool_versions() -> dict[str, str | None]:
-    return {n: tool_version(n) for n in version_argvs()}
+    return {n: tool_version(n) for n in version_argvs()} | {http_helper.NAME: helper_version()}
+
+
+def helper_version() -> str | None:
+    """The caching replay's HTTP helper (tools/rig-replay-http): the libdavix and libcurl
+    it was built with, or None when it is not built."""
+    exe = http_helper.path()
+    if exe is None:
+        return None
+    r = proc.run([exe, "--version"], timeout=10)
+    return r.stdout.strip().splitlines()[0] if r.ok and r.stdout.strip() else None
 
 
 def sysctls() -> dict[str, str | None]:

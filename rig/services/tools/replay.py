@@ -5,9 +5,9 @@ The client process is `python -m rig.services.replay`: it reads the file's layou
 servers' tmpfs (the namespaces share the mount namespace), makes the plan, executes it
 against the server and prints one JSON line. Which library really makes the requests:
 `xrootd` = the XRootD Python bindings (XrdCl File::Read / VectorRead, as CMSSW's
-XrdAdaptor); `davix` and `curl` = the rig's own HTTP Range / multi-range requests
-(Python http.client) standing for libdavix and libcurl; the row's `extra.transport` says
-so. Pure: argv builder and parser only.
+XrdAdaptor); `davix` and `curl` = the native helper tools/rig-replay-http, whose requests
+libdavix (pread / preadVec multi-range, as CMSSW's DavixAdaptor) and libcurl (Range GETs)
+make; the row's `extra.transport` says so. Pure: argv builder and parser only.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from rig.services.tools import Capabilities, ClientTool, Job, Parsed, last_line, register
 
 if TYPE_CHECKING:
-    from rig.description.scenario import ClientSpec, FileSpec
+    from rig.description.scenario import ClientSpec, FileSpec, Scenario
     from rig.services.servers import ServerPlan
 
 # library -> (protocol, modes it can replay). curl is lazy-download only, as in seed 003
@@ -27,13 +27,14 @@ LIBRARIES = {"xrootd": ("root", ("application", "storage", "lazy-download")),
              "davix": ("http", ("application", "storage", "lazy-download")),
              "curl": ("http", ("lazy-download",))}
 TRANSPORT = {"xrootd": "XRootD Python bindings (XrdCl)",
-             "davix": "rig http.client Range/multi-range (stands for libdavix)",
-             "curl": "rig http.client Range (stands for libcurl)"}
+             "davix": "libdavix DavPosix pread/preadVec (rig-replay-http)",
+             "curl": "libcurl Range GET (rig-replay-http)"}
 
 
 @register
 class Replay(ClientTool):
     name = "replay"
+    version_argv = None          # a module of this package: doctor lists rig-replay-http
     caps = Capabilities(servers=frozenset({"xrootd", "nginx", "apache"}),
                         protocols=("root", "http"),
                         options=frozenset({"mode", "library", "cache_size", "segment",
@@ -105,6 +106,17 @@ class Replay(ClientTool):
         c = job.client
         return {"cache_mode": c.mode, "read_library": c.library,
                 "branch_fraction": branch_fraction(c)}
+
+
+def require_helper(sc: "Scenario") -> None:
+    """A run whose replay clients read HTTP needs the native helper built (before
+    anything is made): one line naming the first such client, exit 2."""
+    from rig.errors import InputError
+    from rig.services.replay import http_helper
+    for i, c in enumerate(sc.clients):
+        if c.tool == "replay" and c.library in http_helper.LIBRARIES and http_helper.path() is None:
+            raise InputError(f"library {c.library} {http_helper.MISSING}", file=sc.source,
+                             key=f"clients[{i}].library", value=c.library)
 
 
 def branch_fraction(c: "ClientSpec") -> float:

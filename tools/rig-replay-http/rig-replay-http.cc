@@ -1,0 +1,404 @@
+// rig-replay-http: execute a caching-mode read plan over HTTP with the real client
+// libraries CMSSW's plugins use: libdavix (DavPosix pread for one range, preadVec for a
+// vector read: multi-range requests, as Utilities/DavixAdaptor's DavixFile::readv) or
+// libcurl (one Range GET per request, up to the round's window in flight).
+//
+// Usage: rig-replay-http --library davix|curl --url http://HOST:PORT/PATH --plan FILE
+//                        --timeout SECONDS
+// The plan (written by rig.services.replay.planjson) is JSON:
+//   {"version": 1, "rounds": [[window, [[off, len], ...], [[off, len], ...]], ...]}
+// a round is its window (max requests in flight, 0 = all) then its requests, each a
+// list of (offset, length) ranges. Rounds run one after another (synchronously).
+// Prints one JSON line: wall_s, open_s, rounds, http_requests, bytes_received,
+// cpu_user_s, cpu_sys_s (getrusage of this process, libraries' threads included, replay
+// phase only), round_s, checksum (crc32 of every range's bytes in plan order).
+// Exit 0 ok, 1 failed, 2 bad usage, 4 deadline (SIGALRM).
+// rig's own code; nothing copied from CMSSW.
+#include <curl/curl.h>
+#include <davix.hpp>
+#include <zlib.h>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Range { long long off, len; };
+struct Request { std::vector<Range> ranges; };
+struct Round { long long window; std::vector<Request> requests; };
+
+[[noreturn]] void die(int code, const std::string &msg) {
+  std::fprintf(stderr, "rig-replay-http: %s\n", msg.c_str());
+  std::fflush(stderr);
+  std::exit(code);
+}
+
+void on_alarm(int) {
+  static const char m[] = "rig-replay-http: deadline passed with requests in flight\n";
+  ssize_t w = write(2, m, sizeof(m) - 1);
+  (void)w;
+  _exit(4);
+}
+
+// ---- a minimal JSON reader: numbers, arrays, objects with string keys -------------
+struct Value {
+  enum Kind { Num, Arr, Obj, Str } kind = Num;
+  long long num = 0;
+  std::string str;
+  std::vector<Value> items;
+  std::map<std::string, Value> fields;
+};
+
+class Reader {
+ public:
+  explicit Reader(const std::string &s) : s_(s) {}
+  Value parse() {
+    Value v = value();
+    ws();
+    if (i_ != s_.size()) fail("trailing data");
+    return v;
+  }
+
+ private:
+  const std::string &s_;
+  size_t i_ = 0;
+  [[noreturn]] void fail(const char *what) {
+    die(2, std::string("plan: ") + what + " at byte " + std::to_string(i_));
+  }
+  void ws() { while (i_ < s_.size() && std::isspace((unsigned char)s_[i_])) ++i_; }
+  char peek() { ws(); if (i_ >= s_.size()) fail("unexpected end"); return s_[i_]; }
+  void expect(char c) { if (peek() != c) fail("unexpected character"); ++i_; }
+  std::string string() {
+    expect('"');
+    size_t j = s_.find('"', i_);
+    if (j == std::string::npos) fail("unterminated string");
+    std::string out = s_.substr(i_, j - i_);
+    i_ = j + 1;
+    return out;
+  }
+  Value value() {
+    Value v;
+    char c = peek();
+    if (c == '[') {
+      v.kind = Value::Arr;
+      ++i_;
+      if (peek() == ']') { ++i_; return v; }
+      for (;;) {
+        v.items.push_back(value());
+        if (peek() == ',') { ++i_; continue; }
+        expect(']');
+        return v;
+      }
+    }
+    if (c == '{') {
+      v.kind = Value::Obj;
+      ++i_;
+      if (peek() == '}') { ++i_; return v; }
+      for (;;) {
+        std::string k = string();
+        expect(':');
+        v.fields[k] = value();
+        if (peek() == ',') { ++i_; continue; }
+        expect('}');
+        return v;
+      }
+    }
+    if (c == '"') { v.kind = Value::Str; v.str = string(); return v; }
+    if (c == '-' || std::isdigit((unsigned char)c)) {
+      size_t j = i_ + 1;
+      while (j < s_.size() && std::isdigit((unsigned char)s_[j])) ++j;
+      v.num = std::stoll(s_.substr(i_, j - i_));
+      i_ = j;
+      return v;
+    }
+    fail("unexpected value");
+  }
+};
+
+std::vector<Round> load_plan(const std::string &path) {
+  std::ifstream in(path);
+  if (!in) die(2, "cannot read plan " + path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  std::string text = ss.str();
+  Value root = Reader(text).parse();
+  auto it = root.fields.find("rounds");
+  if (root.kind != Value::Obj || it == root.fields.end() || it->second.kind != Value::Arr)
+    die(2, "plan: no \"rounds\" list");
+  std::vector<Round> out;
+  for (const Value &r : it->second.items) {
+    if (r.kind != Value::Arr || r.items.empty()) die(2, "plan: a round is [window, requests...]");
+    Round rnd{r.items[0].num, {}};
+    for (size_t k = 1; k < r.items.size(); ++k) {
+      Request q;
+      for (const Value &p : r.items[k].items) {
+        if (p.kind != Value::Arr || p.items.size() != 2 || p.items[0].num < 0 || p.items[1].num <= 0)
+          die(2, "plan: a range is [offset, length > 0]");
+        q.ranges.push_back({p.items[0].num, p.items[1].num});
+      }
+      if (q.ranges.empty()) die(2, "plan: a request without ranges");
+      rnd.requests.push_back(q);
+    }
+    if (rnd.requests.empty()) die(2, "plan: a round without requests");
+    out.push_back(rnd);
+  }
+  return out;
+}
+
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+// ---- libcurl ----------------------------------------------------------------------
+struct Sink { char *buf; long long want, got; };
+
+size_t curl_write(char *data, size_t sz, size_t n, void *user) {
+  Sink *s = static_cast<Sink *>(user);
+  long long len = (long long)(sz * n);
+  if (s->got + len > s->want) return 0;              // more than asked: abort the transfer
+  std::memcpy(s->buf + s->got, data, len);
+  s->got += len;
+  return sz * n;
+}
+
+class CurlClient {
+ public:
+  CurlClient(const std::string &url, double deadline) : url_(url), deadline_(deadline) {
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) die(1, "curl_global_init failed");
+    multi_ = curl_multi_init();
+  }
+  ~CurlClient() {
+    for (CURL *e : pool_) curl_easy_cleanup(e);
+    curl_multi_cleanup(multi_);
+  }
+  long long http_requests = 0;
+
+  // One round: its single-range requests, at most `window` in flight (0 = all). Each
+  // easy handle keeps its connection (keep-alive) for later rounds.
+  void round(const Round &r, std::vector<std::vector<char>> &bufs) {
+    size_t n = r.requests.size(), window = r.window > 0 ? (size_t)r.window : n;
+    while (pool_.size() < std::min(window, n)) pool_.push_back(curl_easy_init());
+    std::vector<Sink> sinks(n);
+    std::vector<CURL *> free_(pool_.begin(), pool_.begin() + std::min(window, n));
+    std::map<CURL *, size_t> busy;
+    size_t next = 0, done = 0;
+    while (done < n) {
+      while (next < n && !free_.empty()) {
+        const Request &q = r.requests[next];
+        if (q.ranges.size() != 1) die(1, "curl: vector reads are not replayed with libcurl");
+        CURL *e = free_.back();
+        free_.pop_back();
+        bufs[next].resize(q.ranges[0].len);
+        sinks[next] = {bufs[next].data(), q.ranges[0].len, 0};
+        std::string rng = std::to_string(q.ranges[0].off) + "-" +
+                          std::to_string(q.ranges[0].off + q.ranges[0].len - 1);
+        long left_ms = (long)std::max(1.0, (deadline_ - now()) * 1000);
+        curl_easy_setopt(e, CURLOPT_URL, url_.c_str());
+        curl_easy_setopt(e, CURLOPT_RANGE, rng.c_str());
+        curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, curl_write);
+        curl_easy_setopt(e, CURLOPT_WRITEDATA, &sinks[next]);
+        curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, left_ms);
+        curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, std::min(left_ms, 10000L));
+        curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+        curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http");
+        curl_multi_add_handle(multi_, e);
+        busy[e] = next++;
+        ++http_requests;
+      }
+      int running = 0;
+      curl_multi_perform(multi_, &running);
+      CURLMsg *m;
+      int q;
+      while ((m = curl_multi_info_read(multi_, &q))) {
+        if (m->msg != CURLMSG_DONE) continue;
+        CURL *e = m->easy_handle;
+        size_t i = busy[e];
+        long code = 0;
+        curl_easy_getinfo(e, CURLINFO_RESPONSE_CODE, &code);
+        if (m->data.result != CURLE_OK)
+          die(1, std::string("curl: ") + curl_easy_strerror(m->data.result));
+        if (code != 206) die(1, "curl: HTTP " + std::to_string(code) + " for a range request");
+        if (sinks[i].got != sinks[i].want)
+          die(1, "curl: short answer (" + std::to_string(sinks[i].got) + " of " +
+                     std::to_string(sinks[i].want) + " bytes)");
+        curl_multi_remove_handle(multi_, e);
+        busy.erase(e);
+        free_.push_back(e);
+        ++done;
+      }
+      if (done < n) curl_multi_poll(multi_, nullptr, 0, 100, nullptr);
+    }
+  }
+
+ private:
+  std::string url_;
+  double deadline_;
+  CURLM *multi_;
+  std::vector<CURL *> pool_;
+};
+
+// ---- libdavix ---------------------------------------------------------------------
+long long g_davix_requests = 0;
+
+bool g_debug = false;   // $RIG_REPLAY_HTTP_DEBUG: davix's header log on stderr
+
+void davix_log(void *, int, const char *msg) {
+  // with DAVIX_LOG_HEADER each request line is logged as "> GET /path HTTP/1.1"
+  if (msg && std::strstr(msg, "> GET ")) ++g_davix_requests;
+  if (g_debug && msg) std::fprintf(stderr, "davix: %s\n", msg);
+}
+
+class DavixClient {
+ public:
+  DavixClient(const std::string &url, double timeout) : posix_(&ctx_) {
+    davix_set_log_handler(davix_log, nullptr);
+    davix_set_log_level(DAVIX_LOG_HEADER);
+    struct timespec t{(time_t)std::ceil(timeout), 0}, c{(time_t)std::min(timeout, 10.0) + 1, 0};
+    params_.setOperationTimeout(&t);
+    params_.setConnectionTimeout(&c);
+    params_.setOperationRetry(0);
+    params_.setKeepAlive(true);
+    Davix::DavixError *err = nullptr;
+    fd_ = posix_.open(&params_, url, O_RDONLY, &err);
+    if (err || !fd_) die(1, "davix: cannot open " + url + ": " + (err ? err->getErrMsg() : "no fd"));
+    posix_.fadvise(fd_, 0, 0, Davix::AdviseRandom);   // as DavixFile::read
+  }
+  ~DavixClient() {
+    Davix::DavixError *err = nullptr;
+    posix_.close(fd_, &err);
+    delete err;
+  }
+
+  // A round of one single-range request is one pread; anything else is one preadVec
+  // of all the round's ranges (DavixFile::readv: libdavix packs and splits them into
+  // multi-range GETs itself).
+  void round(const Round &r, std::vector<std::vector<char>> &bufs) {
+    Davix::DavixError *err = nullptr;
+    std::vector<Davix::DavIOVecInput> in;
+    for (size_t k = 0; k < r.requests.size(); ++k) {
+      long long total = 0;
+      for (const Range &x : r.requests[k].ranges) total += x.len;
+      bufs[k].resize(total);
+      long long at = 0;
+      for (const Range &x : r.requests[k].ranges) {
+        in.push_back({bufs[k].data() + at, (dav_off_t)x.off, (dav_size_t)x.len});
+        at += x.len;
+      }
+    }
+    if (in.size() == 1) {
+      ssize_t s = posix_.pread64(fd_, in[0].diov_buffer, in[0].diov_size, in[0].diov_offset, &err);
+      check(err, s, (long long)in[0].diov_size, "pread");
+      return;
+    }
+    std::vector<Davix::DavIOVecOuput> out(in.size());
+    dav_ssize_t s = posix_.preadVec(fd_, in.data(), out.data(), (dav_size_t)in.size(), &err);
+    // libdavix's return value can be a byte short when it coalesced touching ranges
+    // (DavixFile::readv does not check it either): every range's own answer is checked
+    if (err) die(1, std::string("davix: preadVec: ") + err->getErrMsg());
+    if (s <= 0) die(1, "davix: preadVec returned " + std::to_string(s));
+    for (size_t k = 0; k < in.size(); ++k)
+      if (out[k].diov_size != (dav_ssize_t)in[k].diov_size)
+        die(1, "davix: preadVec answered " + std::to_string(out[k].diov_size) + " of " +
+                   std::to_string(in[k].diov_size) + " bytes for a range");
+  }
+
+ private:
+  static void check(Davix::DavixError *err, long long s, long long want, const char *what) {
+    if (err) die(1, std::string("davix: ") + what + ": " + err->getErrMsg());
+    if (s != want)
+      die(1, std::string("davix: ") + what + " returned " + std::to_string(s) + " of " +
+                 std::to_string(want) + " bytes");
+  }
+  Davix::Context ctx_;
+  Davix::DavPosix posix_;
+  Davix::RequestParams params_;
+  DAVIX_FD *fd_ = nullptr;
+};
+
+double cpu(const struct rusage &u, bool user) {
+  const struct timeval &t = user ? u.ru_utime : u.ru_stime;
+  return t.tv_sec + t.tv_usec / 1e6;
+}
+
+}  // namespace
+
+int main(int argc, char **argv) {
+  if (argc == 2 && std::string(argv[1]) == "--version") {
+    std::printf("davix %s, libcurl %s\n", Davix::version().c_str(),
+                curl_version_info(CURLVERSION_NOW)->version);
+    return 0;
+  }
+  std::map<std::string, std::string> a;
+  for (int i = 1; i < argc; ++i) {
+    std::string k = argv[i];
+    if (k.rfind("--", 0) != 0 || i + 1 >= argc) die(2, "usage: --library davix|curl --url URL --plan FILE --timeout S");
+    a[k.substr(2)] = argv[++i];
+  }
+  for (const char *k : {"library", "url", "plan", "timeout"})
+    if (!a.count(k)) die(2, std::string("missing --") + k);
+  const std::string lib = a["library"], url = a["url"];
+  if (lib != "davix" && lib != "curl") die(2, "--library must be davix or curl (got " + lib + ")");
+  if (url.rfind("http://", 0) != 0) die(2, "only http:// URLs (got " + url + ")");
+  double timeout = std::atof(a["timeout"].c_str());
+  if (!(timeout > 0)) die(2, "--timeout must be > 0 (got " + a["timeout"] + ")");
+  std::vector<Round> plan = load_plan(a["plan"]);
+  g_debug = std::getenv("RIG_REPLAY_HTTP_DEBUG") != nullptr;
+
+  signal(SIGALRM, on_alarm);
+  alarm((unsigned)std::ceil(timeout) + 2);           // backstop: the libraries time out first
+  double t_open = now(), deadline = t_open + timeout;
+
+  std::unique_ptr<CurlClient> cc;
+  std::unique_ptr<DavixClient> dc;
+  if (lib == "curl") cc = std::make_unique<CurlClient>(url, deadline);
+  else dc = std::make_unique<DavixClient>(url, timeout);
+
+  struct rusage r0, r1;
+  getrusage(RUSAGE_SELF, &r0);
+  double t0 = now();
+  uLong crc = crc32(0L, Z_NULL, 0);
+  long long received = 0;
+  std::vector<double> times;
+  for (const Round &r : plan) {
+    std::vector<std::vector<char>> bufs(r.requests.size());
+    double s = now();
+    if (cc) cc->round(r, bufs); else dc->round(r, bufs);
+    times.push_back(now() - s);
+    for (const auto &b : bufs) {
+      crc = crc32(crc, reinterpret_cast<const Bytef *>(b.data()), (uInt)b.size());
+      received += (long long)b.size();
+    }
+  }
+  double wall = now() - t0;
+  getrusage(RUSAGE_SELF, &r1);
+  long long http = cc ? cc->http_requests : g_davix_requests;
+  cc.reset();
+  dc.reset();
+  alarm(0);
+
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "%08lx", (unsigned long)(crc & 0xffffffffUL));
+  std::printf("{\"library\": \"%s\", \"library_version\": \"%s\", \"wall_s\": %.6f, \"open_s\": %.6f, "
+              "\"rounds\": %zu, \"http_requests\": %lld, \"bytes_received\": %lld, "
+              "\"cpu_user_s\": %.6f, \"cpu_sys_s\": %.6f, \"checksum\": \"%s\", \"round_s\": [",
+              lib.c_str(), cc || lib == "curl" ? curl_version_info(CURLVERSION_NOW)->version
+                                                : Davix::version().c_str(),
+              wall, t0 - t_open, plan.size(), http, received,
+              cpu(r1, true) - cpu(r0, true), cpu(r1, false) - cpu(r0, false), hex);
+  for (size_t i = 0; i < times.size(); ++i) std::printf("%s%.6f", i ? ", " : "", times[i]);
+  std::printf("]}\n");
+  return 0;
+}
