@@ -249,8 +249,7 @@ def cpu_set(v: Any) -> str:
         cpus |= set(range(a, b + 1))
     have = host_cpus()
     if not cpus <= have:
-        missing = ",".join(str(c) for c in sorted(cpus - have))
-        raise ValueError(f"this host has no CPU {missing} (has {fmt_cpus(have)})")
+        raise ValueError(f"this host has no CPU {fmt_cpus(cpus - have)} (has {fmt_cpus(have)})")
     return fmt_cpus(cpus)
 
 
