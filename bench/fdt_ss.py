@@ -146,7 +146,7 @@ def main() -> int:
     series: dict[str, list] = {t: [] for t in tools}
     try:
         with fb.signals_as_exceptions():
-            specs = [("iperf3", ["iperf3", "-s", "-B", addr, "-p", str(PORTS["iperf3"])], None)]
+            specs: list[tuple[str, list[str], dict | None]] = [("iperf3", ["iperf3", "-s", "-B", addr, "-p", str(PORTS["iperf3"])], None)]
             specs.append(("fdt", adapter.server_argv(str(work), addr, PORTS["fdt"],
                                                      bufsize=a.bufsize), None))
             if a.base:
@@ -160,7 +160,7 @@ def main() -> int:
                 nsprobe.wait_tcp(sns, addr, PORTS[tname], timeout=20, what=tname, alive=svc.alive)
             for rep in range(a.repeats):
                 for tool in tools:
-                    stop, got = threading.Event(), []
+                    stop, got = threading.Event(), list[tuple]()
                     th = threading.Thread(target=sampler, args=(sns, PORTS[tool], a.every, stop,
                                                                 time.monotonic(), got, raw))
                     th.start()
