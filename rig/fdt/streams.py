@@ -142,13 +142,16 @@ class WakeBudget:
     (rig-fdt N=1 0.382 Gbit/s against iperf3's 0.414); iperf3 writes 10 blocks per
     select() and never fills it.  Capping each wake at a quarter of the buffer got
     0.402, and scales with the buffer, so a 400G host with 64 MiB buffers wakes no more
-    often than this VM.  (There the receive window, half the doubled SO_RCVBUF, is the
-    limit: the sender's doubled SO_SNDBUF holds twice what can be in flight.)
+    often than this VM.
 
-    Autotuned buffers (``fill``): until EAGAIN.  The send buffer stops at tcp_wmem's
-    ceiling and is then the window; `ss -tinm` at 120 ms showed the quarter budget
-    keeping 3.04 of 4 MiB queued (in flight) where iperf3's blocking writes keep 3.80,
-    and the rates differed in the same ratio (bench/README.md, issue 16).
+    Autotuned buffers (``fill``): until EAGAIN, and after EAGAIN the next try comes
+    on EPOLLOUT or after TOPUP_S, whichever is first.  The send buffer stops at
+    tcp_wmem's ceiling (4 MiB here) and is then the window.  The kernel reports EPOLLOUT
+    only once a third of the buffer is free, so a sender that waits for it lets the
+    queue (all of it in flight) sag: `ss -tinm` at 120 ms, N=4, showed 2.9-3.0 MB of
+    4.19 queued with nothing unsent for rig-fdt (quarter budget and plain
+    until-EAGAIN alike, 0.78-0.80 Gbit/s) against 3.8-3.98 for iperf3 (0.94); the 5 ms
+    top-up keeps it at 4.0 MB: 1.08 Gbit/s (bench/README.md, issue 16).
     """
 
     FILL = 1 << 30           # a wake's budget when filling: more than any send buffer
