@@ -148,7 +148,7 @@ class WakeBudget:
     on EPOLLOUT or after TOPUP_S, whichever is first.  The send buffer stops at
     tcp_wmem's ceiling (4 MiB here) and is then the window.  The kernel reports EPOLLOUT
     only once a third of the buffer is free, so a sender that waits for it lets the
-    queue (all of it in flight) sag: `ss -tinm` at 120 ms, N=4, showed 2.9-3.0 MB of
+    queue (all of it in flight) sag: `ss -tinm` at 120 ms, N=4, showed 2.9-3.2 MB of
     4.19 queued with nothing unsent for rig-fdt (quarter budget and plain
     until-EAGAIN alike, 0.78-0.80 Gbit/s) against 3.8-3.98 for iperf3 (0.94); the 5 ms
     top-up keeps it at 4.0 MB: 1.08 Gbit/s (bench/README.md, issue 16).
