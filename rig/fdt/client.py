@@ -284,7 +284,8 @@ async def _put(addr: str, port: int, src: str | None, name: str, *, streams: int
             sent, adlers = await send_all(
                 socks, [source], [size], opts.block, progress, checksum=opts.checksum,
                 duration=duration, stall_s=opts.stall_s, what="put",
-                background=(_ticker(progress, hook, t0), intervals.run()))
+                background=(_ticker(progress, hook, t0), intervals.run()),
+                autotuned=not opts.bufsize)
             value = adlers[0]
             await ctrl.send(Done(sent, progress.per_stream, value))
             verdict = await within(ctrl.recv(), opts.stall_s,

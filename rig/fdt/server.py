@@ -244,7 +244,8 @@ class Server:
         socks = [x for x in s.socks if x is not None]
         sent, adlers = await send_all(socks, sources, sizes, h.block, progress,
                                       checksum=h.checksum, duration=h.duration,
-                                      stall_s=self.opts.stall_s, what="send")
+                                      stall_s=self.opts.stall_s, what="send",
+                                      autotuned=not (h.bufsize or self.opts.bufsize))
         cpu1 = cpu_times()
         files = [[n, a] for n, a in zip(sizes, adlers)] if h.names is not None else None
         await ctrl.send(Done(sent, progress.per_stream, adlers[0] if files is None else None,

@@ -116,7 +116,8 @@ def _set_io_timeout(sock: socket.socket, seconds: float) -> None:
 # 8 and 16 streams), because the sender needs little CPU (no copy) and N more runnable
 # threads compete with the receiver's on two cores.
 
-async def _writable(sock: socket.socket) -> None:
+async def _writable(sock: socket.socket, timeout: float | None = None) -> None:
+    """Until the socket polls writable or, given, `timeout` seconds pass."""
     loop = asyncio.get_running_loop()
     fut = loop.create_future()
     fd = sock.fileno()
@@ -124,31 +125,53 @@ async def _writable(sock: socket.socket) -> None:
         if not fut.done():
             fut.set_result(None)
     loop.add_writer(fd, wake)
+    timer = loop.call_later(timeout, wake) if timeout is not None else None
     try:
         await fut
     finally:
         loop.remove_writer(fd)
+        if timer is not None:
+            timer.cancel()
 
 
 class WakeBudget:
-    """How much one stream queues per writability wake-up: a quarter of its send buffer.
+    """How much one stream queues per writability wake-up.
 
-    Writing until EAGAIN fills the send buffer and measured 5 % slower on a
-    window-limited 120 ms path (rig-fdt N=1 0.382 Gbit/s against iperf3's 0.414); iperf3
-    writes 10 blocks per select() and never fills it.  Capping each wake at a quarter
-    of the buffer (re-read each wake: autotuning grows it) got 0.402, and scales with
-    the buffer, so a 400G host with 64 MiB buffers wakes no more often than this VM.
+    Fixed buffers (``--bufsize``): a quarter of the send buffer.  Writing until EAGAIN
+    fills the send buffer and measured 5 % slower on a window-limited 120 ms path
+    (rig-fdt N=1 0.382 Gbit/s against iperf3's 0.414); iperf3 writes 10 blocks per
+    select() and never fills it.  Capping each wake at a quarter of the buffer got
+    0.402, and scales with the buffer, so a 400G host with 64 MiB buffers wakes no more
+    often than this VM.
+
+    Autotuned buffers (``fill``): until EAGAIN, and after EAGAIN the next try comes
+    on EPOLLOUT or after TOPUP_S, whichever is first.  The send buffer stops at
+    tcp_wmem's ceiling (4 MiB here) and is then the window.  The kernel reports EPOLLOUT
+    only once a third of the buffer is free, so a sender that waits for it lets the
+    queue (all of it in flight) sag: `ss -tinm` at 120 ms, N=4, showed 2.9-3.2 MB of
+    4.19 queued with nothing unsent for rig-fdt (quarter budget and plain
+    until-EAGAIN alike, 0.78-0.80 Gbit/s) against 3.8-3.98 for iperf3 (0.94); the 5 ms
+    top-up keeps it at 4.0 MB: 1.08 Gbit/s (bench/README.md, issue 16).
     """
 
-    def __init__(self, sock: socket.socket) -> None:
-        self.sock, self.left = sock, 0
+    FILL = 1 << 30           # a wake's budget when filling: more than any send buffer
+    TOPUP_S = 0.005          # filling: try again this soon even without EPOLLOUT
+
+    def __init__(self, sock: socket.socket, *, fill: bool = False) -> None:
+        self.sock, self.left, self.fill = sock, 0, fill
+
+    def per_wake(self) -> int:
+        """The budget of one wake (the send buffer is re-read: autotuning grows it)."""
+        if self.fill:
+            return self.FILL
+        sndbuf = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
+        return max(64 << 10, sndbuf // 4)
 
     async def take(self) -> int:
         """Bytes that may be queued now, waiting for writability when spent."""
         if self.left <= 0:
-            await _writable(self.sock)
-            sndbuf = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
-            self.left = max(64 << 10, sndbuf // 4)
+            await _writable(self.sock, self.TOPUP_S if self.fill else None)
+            self.left = self.per_wake()
         return self.left
 
     def spent(self, n: int) -> None:
@@ -247,9 +270,9 @@ Source = FileSource | MemSource
 
 
 async def send_stream(sock: socket.socket, stream: int, sources: dict[int, Source],
-                      sched: BlockScheduler, progress: Progress) -> None:
+                      sched: BlockScheduler, progress: Progress, fill: bool = False) -> None:
     """One data stream's sender: take the next block, send it, repeat; then END."""
-    budget = WakeBudget(sock)
+    budget = WakeBudget(sock, fill=fill)
     while (blk := sched.next_file_block()) is not None:
         file_id, offset, length = blk
         await _send_header(sock, BlockHeader(file_id, offset, length).pack())
@@ -262,8 +285,12 @@ async def send_stream(sock: socket.socket, stream: int, sources: dict[int, Sourc
 async def send_all(socks: list[socket.socket], sources: list[Source], sizes: list[int],
                    block: int, progress: Progress, *, checksum: bool,
                    duration: float | None, stall_s: float, what: str,
-                   background: tuple = ()) -> tuple[int, list[int | None]]:
+                   background: tuple = (), autotuned: bool = False
+                   ) -> tuple[int, list[int | None]]:
     """Send the files (file ids 1..k, in order) or, timed, what fits in `duration`.
+
+    `autotuned`: the sockets have no fixed SO_SNDBUF; each wake writes until EAGAIN
+    (see WakeBudget).
 
     Returns (bytes sent, each file's adler32 or None).  Files are checksummed in a
     thread while the data flows; memory mode from the pattern, afterwards.
@@ -276,7 +303,8 @@ async def send_all(socks: list[socket.socket], sources: list[Source], sizes: lis
                                      [s.fd for s in sources if isinstance(s, FileSource)], sizes)
     timer = loop.call_later(duration, sched.stop) if duration else None
     by_id = {i + 1: src for i, src in enumerate(sources)}
-    aws = [send_stream(sock, i, by_id, sched, progress) for i, sock in enumerate(socks)]
+    aws = [send_stream(sock, i, by_id, sched, progress, autotuned)
+           for i, sock in enumerate(socks)]
     try:
         await run_all(aws, progress=progress, stall_s=stall_s, what=what,
                       background=background)
