@@ -70,7 +70,11 @@ def test_retransmissions_match_the_engines_drops(run_dir):
         f"direction: off by {re - drops:+d}, tolerance {TOLERANCE:.0%} (sender side saw "
         f"{sent['data_bytes']} bytes in {sent['packets_analysed']} packets, "
         f"{sent['ooo_packets']} gaps filled; {sent['truncated'] or 'read whole'})")
-    assert sent["truncated"] is None and sent["ooo_packets"] == 0
+    # the capture before the drop point is whole: no truncation, and a hole later filled
+    # (a packet tcpdump missed, or veth/softirq reordering on a loaded host) is rare:
+    # one was seen in a fresh-clone CI run beside a scenario run, none in 5 quiet runs
+    assert sent["truncated"] is None
+    assert sent["ooo_packets"] <= max(2, sent["packets_analysed"] // 1000), sent
 
 
 def test_receiver_side_sees_the_gaps_repaired(run_dir):
