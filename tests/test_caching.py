@@ -190,6 +190,25 @@ def test_latency_bound_verdict_and_tables(tmp_path):
     assert body == [["100%", "storage", "davix", "xrootd", "20.00", "0.49"]]
 
 
+def test_latency_bound_wins_over_the_kernels_idle_sender():
+    """A storage replay's sender idles between requests (the kernel says application-
+    limited): the round trips x RTT explain the time, and the kernel's words are cited;
+    lost packets still win."""
+    from rig.report.tcpevidence import Evidence
+    from rig.report.verdict import _from_kernel
+    from types import SimpleNamespace
+    lat = ("latency-bound", 1e6, "1000 synchronous round trips x 20 ms = 20 s of the 20.5 s wall (98%)")
+    idle = Evidence(conns=1, busy_s=2.0, rwnd_s=0.0, sndbuf_s=0.0, life_s=20.0,
+                    bytes_sent=10_000_000, bytes_retrans=0)
+    v = _from_kernel(SimpleNamespace(), idle, [lat])
+    assert v.kind == "latency-bound", v
+    assert "1000 synchronous round trips" in v.detail and "kernel:" in v.detail
+    lossy = Evidence(conns=1, busy_s=20.0, rwnd_s=0.0, sndbuf_s=0.0, life_s=20.0,
+                     bytes_sent=10_000_000, bytes_retrans=500_000)
+    assert lossy.classify()[0] == "loss-limited"
+    assert _from_kernel(SimpleNamespace(), lossy, [lat]).kind == "loss-limited"
+
+
 def test_helper_plan_json_is_every_round_in_order():
     from rig.services.replay import http_helper
     from rig.description.rootfile import plan

@@ -298,6 +298,11 @@ def tcp_evidence(run: Run) -> dict:
 def _from_kernel(point: Point, ev: Evidence, bounds: list[tuple[str, float, str]]) -> Verdict:
     kind, why = ev.classify()
     found = {k: d for k, _, d in bounds}
+    if "latency-bound" in found and kind != "loss-limited":
+        # a request/response replay: its sender idles between requests or never leaves
+        # slow start on short answers; the synchronous round trips explain the time
+        return Verdict("latency-bound", f"{found['latency-bound']}; kernel: {why}",
+                       tuple(k for k in found if k != "latency-bound"))
     if "client-CPU-bound" in found and kind in (None, "application-limited",
                                                 "window-limited"):
         kind, why = "client-CPU-bound", f"{found['client-CPU-bound']}; {why}"
