@@ -121,6 +121,14 @@ def test_killing_the_local_side_kills_the_remote_process(dtn1):
     assert _gone(marker, 5.0), pids_with(marker)
 
 
+def _wait_pid_file(rundir: str, ident: str, svc: proc.Service, timeout: float = 10) -> None:
+    """Until the remote agent has written the service's pid file (the service alive)."""
+    end = time.monotonic() + timeout
+    while not Path(rundir, "pids", f"{ident}.json").exists():
+        assert time.monotonic() < end and svc.alive()
+        time.sleep(0.05)
+
+
 def test_remote_service_stop_kills_its_group_and_removes_its_pid_file(dtn1, tmp_path):
     _, host = dtn1
     rundir = f"/dev/shm/rig{os.getpid() % 0xffff:04x}-t"
@@ -128,10 +136,7 @@ def test_remote_service_stop_kills_its_group_and_removes_its_pid_file(dtn1, tmp_
     svc = proc.Service(["sh", "-c", f"trap '' TERM; sleep {marker}"], host=host,
                        rundir=rundir, ident="svc1", log_path=tmp_path / "svc.log").start()
     try:
-        end = time.monotonic() + 10
-        while not Path(rundir, "pids", "svc1.json").exists():
-            assert time.monotonic() < end and svc.alive()
-            time.sleep(0.05)
+        _wait_pid_file(rundir, "svc1", svc)
         assert pids_with(marker)
     finally:
         svc.stop()
@@ -147,10 +152,7 @@ def test_clean_kills_what_a_dead_run_left_and_removes_its_directory(dtn1):
     rundir = f"/dev/shm/rig{(os.getpid() + 1) % 0xffff:04x}"
     marker = "34.2718"
     svc = proc.Service(["sleep", marker], host=host, rundir=rundir, ident="s").start()
-    end = time.monotonic() + 10
-    while not Path(rundir, "pids", "s.json").exists():
-        assert time.monotonic() < end
-        time.sleep(0.05)
+    _wait_pid_file(rundir, "s", svc)
     rep = proc.remote_op(host, {"op": "clean", "rundir": rundir}, timeout=20)
     assert rep["removed"] and [k[1] for k in rep["killed"]] == ["sleep"]
     assert _gone(marker, 2.0) and not Path(rundir).exists()
@@ -229,10 +231,7 @@ def test_cpu_op_reads_a_running_service_tree_on_the_remote(dtn1, tmp_path):
     svc = proc.Service(["sh", "-c", f'python3 -c "{burn}"; sleep 30'], host=host,
                        rundir=rundir, ident="srv", log_path=tmp_path / "s.log").start()
     try:
-        end = time.monotonic() + 10
-        while not Path(rundir, "pids", "srv.json").exists():
-            assert time.monotonic() < end and svc.alive()
-            time.sleep(0.05)
+        _wait_pid_file(rundir, "srv", svc)
         c0 = proc.remote_op(host, {"op": "cpu", "rundir": rundir, "ids": ["srv"]},
                             timeout=20)["cpu"]["srv"]
         time.sleep(1.5)      # the burner ends (reaped by sh: its cutime) and sh sleeps
