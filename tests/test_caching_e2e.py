@@ -5,7 +5,8 @@ its tolerances:
 
 - storage (RTT >= 10 ms): wall within 20 % of round_trips x RTT + bytes / path rate;
 - application: round trips = the plan's cache-fill reads (plus the open reads); wall
-  within 25 % of (round_trips + TCP slow-start round trips) x RTT + bytes / path rate
+  within 25 % of (round_trips + TCP slow-start round trips) x RTT + round_trips x 1 ms
+  (each fill's service time, see FILL_SERVICE_S) + bytes / path rate
   (the issue's formula without slow start is off by 2x for MiB fills on a fresh
   connection: see _slow_start_flights);
 - lazy-download of 100 %: within 30 % of a plain single-stream download of the same
@@ -13,6 +14,11 @@ its tolerances:
   whole segments touched.
 
 RTT is the step's measured ping mean; the path rate is the step's validated iperf3 goodput.
+Each client runs 3 repeats and the timing assertions take the fastest repeat per step (as
+ping's minimum is the path's RTT): on a shared 2-vCPU VM with steal time, other processes
+only ever add time to a latency-bound replay (CI once saw app-xrootd at 1.30 x the model
+where its other runs gave 1.09-1.21; beside three busy sessions the three repeats of one
+step took 0.382/0.359/0.305 s with steady fills of 11-19 ms at 10.3 ms RTT).
 
 Why the scenario runs cubic (the seed's CC7/SLC6 hosts), not this host's default BBR:
 BBR paces a request/response flow at its own bandwidth estimate, which such a flow keeps
@@ -38,6 +44,7 @@ pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parent.parent
 SCEN = REPO / "tests/data/scenarios/caching-e2e.yaml"
 MiB = 1 << 20
+REPEATS = 3
 
 
 @pytest.fixture(scope="module")
@@ -60,7 +67,16 @@ def _rows(run_dir):
 
 
 def _by(rows, client):
-    return {r["step"]: r for r in rows if r["client"] == client}
+    """step -> that step's rows of one client, one per repeat."""
+    out: dict[int, list[dict]] = {}
+    for r in rows:
+        if r["client"] == client:
+            out.setdefault(r["step"], []).append(r)
+    return out
+
+
+def _fastest(rs) -> float:
+    return min(r["duration_s"] for r in rs)
 
 
 def _in_spec(run_dir) -> set[int]:
@@ -96,10 +112,21 @@ def _slow_start_flights(p, rtt_s: float, rate_Bps: float) -> int:
     return extra
 
 
+# Service time of one cache-fill round beyond the wire: the server's read of ~0.3 MB, the
+# client's handling and the engine's release batch (0.4 ms windows). Measured: steady
+# fills took 1.0-1.3 ms more than the RTT in the fastest repeats at both 10 and 20 ms
+# (11.1-11.6 ms at 10.29 ms; 21.1-21.7 ms at 20.11 ms), so it is a time per round,
+# not a share of the RTT.
+FILL_SERVICE_S = 1.0e-3
+
+
 def _model(r, rate_Bps, p=None):
     rtt = r["rtt_ms_measured"] / 1e3
-    flights = _slow_start_flights(p, rtt, rate_Bps) if p is not None else 0
-    return (r["round_trips"] + flights) * rtt + r["bytes_wire"] / rate_Bps
+    if p is None:                                   # storage: one small read per round
+        return r["round_trips"] * rtt + r["bytes_wire"] / rate_Bps
+    flights = _slow_start_flights(p, rtt, rate_Bps)
+    return ((r["round_trips"] + flights) * rtt + r["round_trips"] * FILL_SERVICE_S
+            + r["bytes_wire"] / rate_Bps)
 
 
 def _plan(client: str):
@@ -114,7 +141,7 @@ def _plan(client: str):
 def test_every_replay_ok_and_recorded(run_dir, require_tools):
     require_tools("xrootd", "nginx", "apache2", "xrdcp", "curl")
     rows, _ = _rows(run_dir)
-    assert len(rows) == 2 * 9
+    assert len(rows) == 2 * 9 * REPEATS
     bad = [(r["client"], r["step"], r["error"]) for r in rows if not r["ok"]]
     assert not bad
     for r in rows:
@@ -136,12 +163,14 @@ def test_storage_time_is_round_trips_times_rtt(run_dir, client):
     rows, rate = _rows(run_dir)
     p = _plan(client)
     ok = _in_spec(run_dir)
-    for step, r in _by(rows, client).items():
-        assert r["round_trips"] == r["requests"] == p.round_trips
+    for step, rs in _by(rows, client).items():
+        assert len(rs) == REPEATS
+        for r in rs:
+            assert r["round_trips"] == r["requests"] == p.round_trips
         if step not in ok:
             continue
-        model = _model(r, rate[step])
-        assert abs(r["duration_s"] - model) <= 0.20 * model, (step, r["duration_s"], model)
+        model, wall = _model(rs[0], rate[step]), _fastest(rs)
+        assert abs(wall - model) <= 0.20 * model, (step, [r["duration_s"] for r in rs], model)
 
 
 @pytest.mark.parametrize("client", ["app-xrootd", "app-davix-xrootd", "app-davix-apache"])
@@ -151,8 +180,9 @@ def test_application_round_trips_are_cache_fills(run_dir, client):
     fills = [x for x in p.rounds if x.phase in ("learn", "fill")]
     opens = [x for x in p.rounds if x.phase == "open"]
     assert len(fills) > 3                    # the 2 MiB cache takes several fills
-    for r in _by(rows, client).values():
-        assert r["round_trips"] == len(opens) + len(fills) == p.round_trips
+    for rs in _by(rows, client).values():
+        for r in rs:
+            assert r["round_trips"] == len(opens) + len(fills) == p.round_trips
 
 
 @pytest.mark.parametrize("client", [
@@ -175,11 +205,11 @@ def test_application_time_is_fills_times_rtt(run_dir, client):
     rows, rate = _rows(run_dir)
     p = _plan(client)
     ok = _in_spec(run_dir)
-    for step, r in _by(rows, client).items():
+    for step, rs in _by(rows, client).items():
         if step not in ok:
             continue
-        model = _model(r, rate[step], p)
-        assert abs(r["duration_s"] - model) <= 0.25 * model, (step, r["duration_s"], model)
+        model, wall = _model(rs[0], rate[step], p), _fastest(rs)
+        assert abs(wall - model) <= 0.25 * model, (step, [r["duration_s"] for r in rs], model)
 
 
 @pytest.mark.parametrize("lazy,plain", [
@@ -202,17 +232,20 @@ def test_lazy_download_is_near_a_plain_download(run_dir, lazy, plain):
     p = _plan(lazy)
     segment = 128 * MiB
     touched = [x for x in p.rounds if x.phase == "segment"]
-    assert len(touched) == math.ceil(pl[0]["file_bytes"] / segment)
-    for step, r in lz.items():
-        assert r["branch_fraction"] == 1.0
-        assert r["bytes_wire"] == sum(x.wire_bytes for x in touched) == pl[step]["file_bytes"]
+    assert len(touched) == math.ceil(pl[0][0]["file_bytes"] / segment)
+    for step, rs in lz.items():
+        for r in rs:
+            assert r["branch_fraction"] == 1.0
+            assert r["bytes_wire"] == sum(x.wire_bytes for x in touched) \
+                == pl[step][0]["file_bytes"]
         # the replay's own wall excludes connecting and opening; a plain download's
         # time includes them: compare like with like
         if step not in _in_spec(run_dir):
             continue
-        t = r["duration_s"] + json.loads(r["extra"])["open_s"]
-        assert abs(t - pl[step]["duration_s"]) <= 0.30 * pl[step]["duration_s"], \
-            (step, t, pl[step]["duration_s"])
+        ts = [r["duration_s"] + json.loads(r["extra"])["open_s"] for r in rs]
+        t, plain_t = min(ts), _fastest(pl[step])
+        assert abs(t - plain_t) <= 0.30 * plain_t, \
+            (step, ts, [r["duration_s"] for r in pl[step]])
 
 
 def test_report_has_caching_tables(run_dir):
