@@ -193,6 +193,23 @@ def test_capacity_runs_past_slow_start_with_host_sized_buffers() -> None:
     assert capacity_streams(4, 2**20, 1000.0) == 32           # capped
 
 
+def test_capacity_run_gets_large_buffers_and_a_rising_run_is_no_capacity() -> None:
+    from rig.orchestration.pathcheck import CAPACITY_BUFFER, capacity_buffers, still_rising
+    big = str(CAPACITY_BUFFER)
+    assert capacity_buffers({"net.ipv4.tcp_rmem": "4096 131072 16777216",
+                             "net.ipv4.tcp_wmem": "4096 16384 16777216"}) == {
+        "net.ipv4.tcp_rmem": f"4096 131072 {big}", "net.ipv4.tcp_wmem": f"4096 16384 {big}"}
+    # already that large, or unreadable: left alone (never lowered)
+    assert capacity_buffers({"net.ipv4.tcp_rmem": f"4096 131072 {2 * CAPACITY_BUFFER}",
+                             "net.ipv4.tcp_wmem": None}) == {}
+    # a 120 ms run still in slow start: 1, 2, 4 then 8, 8, 8 Gbit/s
+    assert still_rising([1e9, 2e9, 4e9, 8e9, 8e9, 8e9]).startswith(
+        "not measured: iperf3 still rising (2.33 -> 8 Gbit/s")
+    assert still_rising([8e9, 9e9, 7e9, 8.5e9]) is None     # steady within noise
+    assert still_rising([8e9, 9.9e9]) is None and still_rising([8e9, 10e9]) is not None
+    assert still_rising([5e9]) is None and still_rising([]) is None
+
+
 def test_capacity_not_measured_is_not_drawn_as_a_capacity(tmp_path: Path) -> None:
     import sqlite3
     d = make_run(tmp_path / "r", rtts=(20, 120))
