@@ -67,7 +67,9 @@ def lateness(st: EmulStats, rtt_s: float) -> dict:
             "cpu": busy / st.wall_s if st.wall_s else None,
             "run_wait_ms": st.run_wait_s * 1e3 if st.run_wait_s is not None else None,
             "rt": st.extra.get("timing", {}).get("rt"),
-            "dropped_queue": sum(d.dropped_queue for d in st.directions),
+            "dropped_queue": sum(d.dropped_queue or 0 for d in st.directions),
+            "nfq_dropped": sum((d.nfq_queue_dropped or 0) + (d.nfq_user_dropped or 0)
+                               for d in st.directions),
             "seen": sum(d.seen for d in st.directions)}
 
 
