@@ -141,14 +141,14 @@ def large_buffers(namespaces: tuple[str, ...]) -> Iterator[None]:
     done: list[tuple[str, dict[str, str]]] = []
     try:
         for ns in namespaces:
-            before = tuning.read(BUFFER_KEYS, ns)
-            want = capacity_buffers(before)
-            done.append((ns, {k: v for k, v in before.items() if k in want and v}))
+            now = tuning.read(BUFFER_KEYS, ns)
+            want = capacity_buffers(now)
+            done.append((ns, {k: v for k, v in now.items() if k in want and v}))
             tuning.write_ns(ns, want)
         yield
     finally:
-        for ns, before in reversed(done):
-            tuning.write_ns(ns, before)
+        for ns, old in reversed(done):
+            tuning.write_ns(ns, old)
 
 
 def still_rising(intervals_bps: list[float]) -> str | None:
