@@ -5,7 +5,7 @@ download) gives goodput, retransmits and the sender's srtt. Parsers are pure and
 on captured output. Must not import orchestration or reports.
 
 Capacity is measured past slow start: iperf3 runs max(iperf_duration, 40 x RTT) after an
-omitted start of max(1 s, 15 x RTT) (`-O`). In the rig's own namespaces the TCP buffer
+omitted start of max(1 s, 15 x RTT) (`-O`). In the rig's own namespaces (RTT >= 1 ms) the TCP buffer
 ceilings (tcp_rmem/tcp_wmem, per namespace) are raised to CAPACITY_BUFFER for that run
 only and the scenario's put back before any transfer, so autotuning does not limit it;
 elsewhere the socket buffers are as large as the host allows (`-w` net.core.{r,w}mem_max
@@ -221,7 +221,10 @@ def validate_path(*, client_ns: str | None, server_addr: str, iperf_port: int,
         ping = PingStats(v.ping_count, 0, None, None, None, None)
     secs, omit = capacity_timing(configured_rtt_ms, v.iperf_seconds)
     t0 = time.monotonic()
-    with large_buffers(own_ns if host is None else ()):
+    # at ~0 ms no window limits the run: leave the scenario's buffers (larger ones only
+    # queue more in the stack there)
+    long_path = configured_rtt_ms is not None and configured_rtt_ms >= 1.0
+    with large_buffers(own_ns if host is None and long_path else ()):
         # the window the capacity run may use: this host's limits (a remote client: its own)
         window, w_arg = _window_here(client_ns) if host is None else (None, None)
         streams = capacity_streams(v.iperf_streams, window, configured_rtt_ms, rate_bps)

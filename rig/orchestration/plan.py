@@ -102,7 +102,7 @@ def plan_lines(sc: Scenario) -> list[str]:
         out.append(at + _fmt(ns_argv(client_ns, iperf3_argv(addr, servers.IPERF3_PORT,
                                                              v.iperf_streams, secs, omit=omit)))
                    + ("   # + -w net.core.{r,w}mem_max when it beats the namespace's tcp_rmem"
-                      if site is None else
+                      if site is None or (step.rtt_ms or 0.0) < 1.0 else
                       f"   # with tcp_rmem/tcp_wmem max {CAPACITY_BUFFER >> 20} MiB in the client"
                       " and server namespaces for this run only (then the scenario's again);"
                       " -P raised where the windows cannot carry 20 Gbit/s"))
