@@ -160,17 +160,17 @@ def test_sigterm_is_a_clean_exit(path, backend):
 
 def test_validated_capacity_is_flat_with_rtt_on_an_unlimited_path(path, backend, tmp_path):
     """Issue 11: capacity measured past slow start with buffers that do not limit it
-    does not fall with RTT when nothing limits the rate. 0.7: on this shared 2-core VM
-    -P8 through the engine varied 6-12 Gbit/s between runs minutes apart at one RTT
-    (bench/results/engine_timing-20261122.txt), so a flat line is asserted within that.
-    The namespaces hold the quick scenario's 16 MiB buffers (8 x 8 MiB / 120 ms would
-    cap the run at 4.5 Gbit/s); the check raises them for its own iperf3 only."""
+    does not fall with RTT when nothing limits the rate. The namespaces hold 4 MiB
+    buffers (8 x 2 MiB / 120 ms would cap the run at 1.1 Gbit/s, a ratio near 0.1); the
+    check raises them for its own iperf3 only. 0.5: on this shared 2-core VM the ratio
+    120 ms / 10 ms of this test was 0.75-1.39 over 9 runs (-P8 through the engine varies
+    6-12 Gbit/s between runs minutes apart, bench/results/engine_timing-20261122.txt)."""
     from rig.description.scenario import Validation
     from rig.orchestration.pathcheck import validate_path
     from rig.realization import tuning
     from rig.services.servers.start import start_iperf3_server
-    scenario = {"net.ipv4.tcp_rmem": "4096 131072 16777216",
-                "net.ipv4.tcp_wmem": "4096 16384 16777216"}
+    scenario = {"net.ipv4.tcp_rmem": "4096 131072 4194304",
+                "net.ipv4.tcp_wmem": "4096 16384 4194304"}
     for ns in (path.client_ns, path.server_ns):
         tuning.write_ns(ns, scenario)
     v = Validation(ping_count=10, ping_interval_s=0.02, iperf_seconds=3.0, iperf_streams=8)
@@ -194,4 +194,4 @@ def test_validated_capacity_is_flat_with_rtt_on_an_unlimited_path(path, backend,
     finally:
         srv.stop()
     print(f"validated capacity: {caps}")
-    assert caps[120.0] >= 0.7 * caps[10.0], caps
+    assert caps[120.0] >= 0.5 * caps[10.0], caps
