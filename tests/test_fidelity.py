@@ -216,6 +216,19 @@ def test_capacity_run_gets_large_buffers_and_slow_start_is_no_capacity() -> None
     assert still_ramping([2e9, 9e9], 0.05, 1) is None and still_ramping([2e9, 9e9], None, 1) is None
 
 
+def test_capacity_of_a_step_is_the_mean_of_its_before_and_after_checks() -> None:
+    from rig.report.model import Point, _attach_validations
+    def v(phase: str, cap: float | None, note: str | None = None) -> dict:
+        return {"step": 3, "phase": phase, "capacity_bps": cap, "capacity_note": note,
+                "iperf_bps": cap or 9e9, "rtt_ms_measured": 120.2}
+    p = Point(key=None, tool="curl", steps={3})  # type: ignore[arg-type]
+    _attach_validations(p, [v("before", 11.8e9), v("after", 17.3e9), v("aborted", 1e9)])
+    assert abs(p.capacity_bps - 14.55e9) < 1 and p.rtt_ms_measured == 120.2
+    p = Point(key=None, tool="curl", steps={3})  # type: ignore[arg-type]
+    _attach_validations(p, [v("before", 11.8e9), v("after", None, "not measured: x")])
+    assert p.capacity_bps == 11.8e9          # a check that measured nothing does not count
+
+
 def test_capacity_not_measured_is_not_drawn_as_a_capacity(tmp_path: Path) -> None:
     import sqlite3
     d = make_run(tmp_path / "r", rtts=(20, 120))
