@@ -163,7 +163,7 @@ def test_validated_capacity_is_flat_with_rtt_on_an_unlimited_path(path, backend,
     does not fall with RTT when nothing limits the rate. The namespaces hold 4 MiB
     buffers (8 x 2 MiB / 120 ms would cap the run at 1.1 Gbit/s, a ratio near 0.1); the
     check raises them for its own iperf3 only. 0.5: on this shared 2-core VM the ratio
-    120 ms / 10 ms of this test was 0.75-1.39 over 9 runs (-P8 through the engine varies
+    120 ms / 10 ms of this test was 0.75-1.39 over 13 runs (-P8 through the engine varies
     6-12 Gbit/s between runs minutes apart, bench/results/engine_timing-20261122.txt)."""
     from rig.description.scenario import Validation
     from rig.orchestration.pathcheck import validate_path
