@@ -66,7 +66,11 @@ def lateness(st: EmulStats, rtt_s: float) -> dict:
             "share_over_tol": max((s[0] for s in shares if s), default=None),
             "cpu": busy / st.wall_s if st.wall_s else None,
             "run_wait_ms": st.run_wait_s * 1e3 if st.run_wait_s is not None else None,
-            "rt": st.extra.get("timing", {}).get("rt")}
+            "rt": st.extra.get("timing", {}).get("rt"),
+            "dropped_queue": sum(d.dropped_queue or 0 for d in st.directions),
+            "nfq_dropped": sum((d.nfq_queue_dropped or 0) + (d.nfq_user_dropped or 0)
+                               for d in st.directions),
+            "seen": sum(d.seen for d in st.directions)}
 
 
 def one(net, be, variant: str, rtt_ms: float, a) -> dict:
@@ -90,14 +94,15 @@ def one(net, be, variant: str, rtt_ms: float, a) -> dict:
             "idle_ping_ms": idle["avg_ms"], "idle": lateness(s1.since(s0), rtt_ms / 1e3),
             "loaded_ping_ms": box["ping"]["avg_ms"],
             "loaded": lateness(s2.since(s1), rtt_ms / 1e3),
-            "gbps": j["end"]["sum_received"]["bits_per_second"] / 1e9}
+            "gbps": j["end"]["sum_received"]["bits_per_second"] / 1e9,
+            "retransmits": j["end"].get("sum_sent", {}).get("retransmits")}
 
 
 def table(samples: list[dict], raw_ms: float, variants: list[str], rtts: list[float]) -> str:
     head = ("| RTT ms | variant | n | idle ping err ms | idle p50/p99/max lateness ms | "
             "loaded ping err ms | loaded late/RTT ms | loaded p99 ms | loaded >tol | "
-            "engine CPU | run-queue wait ms | Gbit/s (-P8) |")
-    out = [head, "|" + "---|" * 12]
+            "engine CPU | run-queue wait ms | Gbit/s (-P8) | retransmits | queue drops |")
+    out = [head, "|" + "---|" * 14]
     for r in rtts:
         for v in variants:
             xs = [s for s in samples if s["variant"] == v and s["rtt_ms"] == r]
@@ -115,7 +120,8 @@ def table(samples: list[dict], raw_ms: float, variants: list[str], rtts: list[fl
                 f"{m(lambda s: s['loaded']['share_over_tol']):.2%} | "
                 f"{m(lambda s: s['loaded']['cpu']):.0%} | "
                 f"{m(lambda s: s['loaded']['run_wait_ms']):.0f} | "
-                f"{m(lambda s: s['gbps']):.2f} |")
+                f"{m(lambda s: s['gbps']):.2f} | {m(lambda s: s.get('retransmits')):.0f} | "
+                f"{m(lambda s: s['loaded'].get('dropped_queue')):.0f} |")
     return "\n".join(out)
 
 

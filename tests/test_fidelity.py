@@ -193,6 +193,42 @@ def test_capacity_runs_past_slow_start_with_host_sized_buffers() -> None:
     assert capacity_streams(4, 2**20, 1000.0) == 32           # capped
 
 
+def test_capacity_run_gets_large_buffers_and_slow_start_is_no_capacity() -> None:
+    from rig.orchestration.pathcheck import CAPACITY_BUFFER, capacity_buffers
+    big = str(CAPACITY_BUFFER)
+    assert capacity_buffers({"net.ipv4.tcp_rmem": "4096 131072 16777216",
+                             "net.ipv4.tcp_wmem": "4096 16384 16777216"}) == {
+        "net.ipv4.tcp_rmem": f"4096 131072 {big}", "net.ipv4.tcp_wmem": f"4096 16384 {big}"}
+    # already that large, or unreadable: left alone (never lowered)
+    assert capacity_buffers({"net.ipv4.tcp_rmem": f"4096 131072 {2 * CAPACITY_BUFFER}",
+                             "net.ipv4.tcp_wmem": None}) == {}
+    # slow start doubles per round trip: ~1.7 s at 120 ms (omitted 2 s: checked), 0.24 s
+    # at 20 ms (omitted 1 s: a rise there is noise, never called slow start)
+    from rig.orchestration.pathcheck import ramp_s, still_ramping
+    assert 1.6 < ramp_s(120.0) < 1.8 and 0.2 < ramp_s(20.0) < 0.3
+    assert still_ramping([2e9, 9e9, 10e9, 9e9, 10e9], 120.0, 2).startswith(
+        "not measured: iperf3 still in slow start (2 Gbit/s in the first measured second, "
+        "then 9.5)")
+    assert still_ramping([6e9, 9e9, 10e9, 9e9, 10e9], 120.0, 2) is None    # noise-sized
+    assert still_ramping([2e9, 9e9, 10e9], 20.0, 1) is None      # omit 1 s >> 0.24 s ramp
+    assert still_ramping([2e9, 9e9, 10e9], 120.0, 4) is None     # omit 4 s > 2 x 1.7 s
+    assert still_ramping([2e9], 120.0, 2) is None and still_ramping([], 120.0, 2) is None
+    assert still_ramping([2e9, 9e9], 0.05, 1) is None and still_ramping([2e9, 9e9], None, 1) is None
+
+
+def test_capacity_of_a_step_is_the_mean_of_its_before_and_after_checks() -> None:
+    from rig.report.model import Point, _attach_validations
+    def v(phase: str, cap: float | None, note: str | None = None) -> dict:
+        return {"step": 3, "phase": phase, "capacity_bps": cap, "capacity_note": note,
+                "iperf_bps": cap or 9e9, "rtt_ms_measured": 120.2}
+    p = Point(key=None, tool="curl", steps={3})  # type: ignore[arg-type]
+    _attach_validations(p, [v("before", 11.8e9), v("after", 17.3e9), v("aborted", 1e9)])
+    assert abs(p.capacity_bps - 14.55e9) < 1 and p.rtt_ms_measured == 120.2
+    p = Point(key=None, tool="curl", steps={3})  # type: ignore[arg-type]
+    _attach_validations(p, [v("before", 11.8e9), v("after", None, "not measured: x")])
+    assert p.capacity_bps == 11.8e9          # a check that measured nothing does not count
+
+
 def test_capacity_not_measured_is_not_drawn_as_a_capacity(tmp_path: Path) -> None:
     import sqlite3
     d = make_run(tmp_path / "r", rtts=(20, 120))

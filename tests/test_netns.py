@@ -188,3 +188,29 @@ def test_clean_removes_an_orphaned_run_directory_only():
         assert other.exists()            # not the rig's name: never touched
     finally:
         other.rmdir()
+
+
+def test_capacity_run_buffers_are_raised_only_inside_and_restored_on_error(tmp_path):
+    """The capacity check raises tcp_rmem/tcp_wmem max in the rig's namespaces for its
+    iperf3 only; the scenario's values are back afterwards, also when the run raised."""
+    from rig.orchestration.pathcheck import CAPACITY_BUFFER, large_buffers
+    keys = ["net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem"]
+    host_before = tuning.read(keys)
+    prefix = netns.new_prefix()
+    with netns.path_net(prefix, "p", 0, workdir=tmp_path) as net:
+        own = (net.client_ns, net.server_ns)
+        for ns in own:
+            tuning.write_ns(ns, {"net.ipv4.tcp_rmem": "4096 131072 16777216",
+                                 "net.ipv4.tcp_wmem": "4096 16384 8388608"})
+        with pytest.raises(RuntimeError):
+            with large_buffers(own):
+                for ns in own:
+                    inside = tuning.read(keys, ns)
+                    assert [v.split()[2] for v in inside.values()] == [str(CAPACITY_BUFFER)] * 2
+                    assert inside["net.ipv4.tcp_rmem"].split()[:2] == ["4096", "131072"]
+                raise RuntimeError("iperf3 died")
+        for ns in own:
+            assert tuning.read(keys, ns) == {"net.ipv4.tcp_rmem": "4096 131072 16777216",
+                                             "net.ipv4.tcp_wmem": "4096 16384 8388608"}
+    assert tuning.read(keys) == host_before        # the host's own never touched
+    assert _leftovers(prefix) == _clean(prefix)

@@ -5,6 +5,7 @@ Tolerances are the loose ones of a loaded 2-core machine (RTT within 15 %, loss 
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -159,15 +160,19 @@ def test_sigterm_is_a_clean_exit(path, backend):
 
 def test_validated_capacity_is_flat_with_rtt_on_an_unlimited_path(path, backend, tmp_path):
     """Issue 11: capacity measured past slow start with buffers that do not limit it
-    does not fall with RTT when nothing limits the rate. 0.7: on this shared 2-core VM
-    -P8 through the engine varied 6-12 Gbit/s between runs minutes apart at one RTT
-    (bench/results/engine_timing-20261122.txt), so a flat line is asserted within that."""
+    does not fall with RTT when nothing limits the rate. The namespaces hold 4 MiB
+    buffers (8 x 2 MiB / 120 ms would cap the run at 1.1 Gbit/s, a ratio near 0.1); the
+    check raises them for its own iperf3 only. 0.5: on this shared 2-core VM the ratio
+    120 ms / 10 ms of this test was 0.75-1.39 over 13 runs (-P8 through the engine varies
+    6-12 Gbit/s between runs minutes apart, bench/results/engine_timing-20261122.txt)."""
     from rig.description.scenario import Validation
     from rig.orchestration.pathcheck import validate_path
+    from rig.realization import tuning
     from rig.services.servers.start import start_iperf3_server
+    scenario = {"net.ipv4.tcp_rmem": "4096 131072 4194304",
+                "net.ipv4.tcp_wmem": "4096 16384 4194304"}
     for ns in (path.client_ns, path.server_ns):
-        proc.run(["sysctl", "-q", "-w", "net.ipv4.tcp_rmem=4096 131072 268435456",
-                  "net.ipv4.tcp_wmem=4096 16384 268435456"], netns=ns, timeout=10, check=True)
+        tuning.write_ns(ns, scenario)
     v = Validation(ping_count=10, ping_interval_s=0.02, iperf_seconds=3.0, iperf_streams=8)
     srv = start_iperf3_server(path.server_ns, path.server_addr, 5301, tmp_path)
     caps = {}
@@ -179,10 +184,14 @@ def test_validated_capacity_is_flat_with_rtt_on_an_unlimited_path(path, backend,
             else:
                 backend.update(path.site, prof)
             r = validate_path(client_ns=path.client_ns, server_addr=path.server_addr,
-                              iperf_port=5301, configured_rtt_ms=rtt, v=v)
+                              iperf_port=5301, configured_rtt_ms=rtt, v=v,
+                              own_ns=(path.client_ns, path.server_ns))
             assert "-O" in r["raw"] and r["capacity_note"] is None, r
+            assert json.loads(r["raw"])["iperf3_window_bytes"] > 8 * 2**20
             caps[rtt] = r["capacity_bps"]
+            for ns in (path.client_ns, path.server_ns):      # the scenario's again
+                assert tuning.read(list(scenario), ns) == scenario
     finally:
         srv.stop()
     print(f"validated capacity: {caps}")
-    assert caps[120.0] >= 0.7 * caps[10.0], caps
+    assert caps[120.0] >= 0.5 * caps[10.0], caps

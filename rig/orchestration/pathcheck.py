@@ -5,18 +5,24 @@ download) gives goodput, retransmits and the sender's srtt. Parsers are pure and
 on captured output. Must not import orchestration or reports.
 
 Capacity is measured past slow start: iperf3 runs max(iperf_duration, 40 x RTT) after an
-omitted start of max(1 s, 15 x RTT) (`-O`), with socket buffers as large as the host
-allows (`-w` net.core.{r,w}mem_max when that exceeds what autotuning would reach in the
-namespace). A result that still sits at the streams x window / RTT bound is a window,
-not a capacity: it is stored as "not measured" (capacity_bps NULL, capacity_note why).
+omitted start of max(1 s, 15 x RTT) (`-O`). In the rig's own namespaces (RTT >= 1 ms) the TCP buffer
+ceilings (tcp_rmem/tcp_wmem, per namespace) are raised to CAPACITY_BUFFER for that run
+only and the scenario's put back before any transfer, so autotuning does not limit it;
+elsewhere the socket buffers are as large as the host allows (`-w` net.core.{r,w}mem_max
+when that exceeds what autotuning would reach). A result that still sits at the streams x
+window / RTT bound is a window, and one whose first measured second is far below the rest
+(where the omitted start was short of the ramp) is slow start, not a capacity: either is
+stored as "not measured" (capacity_bps NULL, capacity_note why).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
 import time
 from dataclasses import dataclass
+from typing import Iterator
 
 from rig.process import proc
 from rig.realization import tuning
@@ -61,6 +67,10 @@ WINDOW_NEAR = 0.85      # goodput at >= 85 % of streams x window / RTT: the wind
 W_ADVERTISED = 1.3      # a `-w W` run carries up to ~1.3 W per stream (measured, see below)
 CAPACITY_GOAL_BPS = 20e9    # streams enough that the windows allow this (or 2 x the rate)
 MAX_CAPACITY_STREAMS = 32
+CAPACITY_BUFFER = 256 * 2**20   # tcp_rmem/tcp_wmem max in the rig's namespaces, capacity run only
+BUFFER_KEYS = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_wmem")
+RAMPING = 0.5           # first measured second below half the rest's median: slow start
+IW_BYTES = 10 * 1448    # initial window the ramp starts from
 
 
 def iperf3_argv(addr: str, port: int, streams: int, seconds: float, *, omit: int = 0,
@@ -115,6 +125,69 @@ def window_limited(bps: float | None, streams: int, window: int | None,
     return None
 
 
+def capacity_buffers(current: dict[str, str | None]) -> dict[str, str]:
+    """The sysctls that raise a namespace's tcp_rmem/tcp_wmem maximum to CAPACITY_BUFFER
+    (min and default kept); keys already that large, or unreadable, are left out."""
+    out = {}
+    for k in BUFFER_KEYS:
+        parts = (current.get(k) or "").split()
+        if len(parts) == 3 and parts[2].isdigit() and int(parts[2]) < CAPACITY_BUFFER:
+            out[k] = f"{parts[0]} {parts[1]} {CAPACITY_BUFFER}"
+    return out
+
+
+@contextlib.contextmanager
+def large_buffers(namespaces: tuple[str, ...]) -> Iterator[None]:
+    """Raise the TCP buffer ceilings of the rig's own namespaces for the capacity run and
+    put the previous values (the scenario's tuning) back afterwards, also on error."""
+    done: list[tuple[str, dict[str, str]]] = []
+    try:
+        for ns in namespaces:
+            now = tuning.read(BUFFER_KEYS, ns)
+            want = capacity_buffers(now)
+            done.append((ns, {k: v for k, v in now.items() if k in want and v}))
+            tuning.write_ns(ns, want)
+        yield
+    finally:
+        for ns, old in reversed(done):
+            tuning.write_ns(ns, old)
+
+
+def ramp_s(rtt_ms: float) -> float:
+    """How long slow start can take at this RTT: doubling per round trip from the
+    initial window to CAPACITY_GOAL_BPS x RTT (1.7 s at 120 ms, 0.24 s at 20 ms)."""
+    rtt = rtt_ms / 1e3
+    return rtt * math.log2(max(2.0, CAPACITY_GOAL_BPS / 8 * rtt / IW_BYTES))
+
+
+def still_ramping(intervals_bps: list[float], rtt_ms: float | None,
+                  omit_s: float) -> str | None:
+    """Why a capacity run is no capacity because slow start was not over when the
+    measurement began, or None. `intervals_bps`: the measured (not omitted) per-second
+    rates. Only where the omitted start was shorter than twice the ramp could take: past
+    that, a rise is this shared machine's noise (seen: 9.2 -> 13.1 Gbit/s between the
+    halves of a 3 s run at 10 ms), not slow start, whose rate doubles every round trip,
+    so the first measured second would sit far below the rest."""
+    if not rtt_ms or rtt_ms < 1.0 or omit_s >= 2 * ramp_s(rtt_ms) or len(intervals_bps) < 2:
+        return None
+    first, rest = intervals_bps[0], sorted(intervals_bps[1:])
+    med = rest[len(rest) // 2] if len(rest) % 2 else (rest[len(rest) // 2 - 1]
+                                                      + rest[len(rest) // 2]) / 2
+    if first < RAMPING * med:
+        return (f"not measured: iperf3 still in slow start ({first / 1e9:.3g} Gbit/s in "
+                f"the first measured second, then {med / 1e9:.3g})")
+    return None
+
+
+def _intervals(stdout: str) -> list[float]:
+    try:
+        ivs = json.loads(stdout).get("intervals") or []
+        return [float(i["sum"]["bits_per_second"]) for i in ivs
+                if not i["sum"].get("omitted")]
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return []
+
+
 def _window_here(client_ns: str | None) -> tuple[int | None, int | None]:
     ns = tuning.read(["net.ipv4.tcp_rmem", "net.ipv4.tcp_adv_win_scale"], client_ns)
     host = tuning.read(["net.core.rmem_max", "net.core.wmem_max"], None)
@@ -146,10 +219,12 @@ def rtt_flag(configured_ms: float | None, measured_ms: float | None, *,
 
 def validate_path(*, client_ns: str | None, server_addr: str, iperf_port: int,
                   configured_rtt_ms: float | None, v, rate_bps: float | None = None,
-                  host=None, rundir: str | None = None) -> dict:
+                  host=None, rundir: str | None = None, own_ns: tuple[str, ...] = ()) -> dict:
     """Run ping and iperf3 from the client side (on `host` when the client is remote);
-    return a validations row (partial)."""
+    return a validations row (partial). `own_ns`: the rig's own client and server
+    namespaces, whose buffer ceilings the capacity run may raise (never the host's)."""
     started = time.time()
+    started_mono = time.monotonic()
     pr = proc.run(ping_argv(server_addr, v.ping_count, v.ping_interval_s), netns=client_ns,
                   timeout=v.ping_count * (v.ping_interval_s + 2.0) + 10, host=host,
                   rundir=rundir)
@@ -158,12 +233,18 @@ def validate_path(*, client_ns: str | None, server_addr: str, iperf_port: int,
     except ValueError:
         ping = PingStats(v.ping_count, 0, None, None, None, None)
     secs, omit = capacity_timing(configured_rtt_ms, v.iperf_seconds)
-    # the window the capacity run may use: this host's limits (a remote client: its own)
-    window, w_arg = _window_here(client_ns) if host is None else (None, None)
-    streams = capacity_streams(v.iperf_streams, window, configured_rtt_ms, rate_bps)
-    ir = proc.run(iperf3_argv(server_addr, iperf_port, streams, secs, omit=omit,
-                              window=w_arg), netns=client_ns, timeout=secs + omit + 30,
-                  host=host, rundir=rundir)
+    t0 = time.monotonic()
+    # at ~0 ms no window limits the run: leave the scenario's buffers (larger ones only
+    # queue more in the stack there)
+    long_path = configured_rtt_ms is not None and configured_rtt_ms >= 1.0
+    with large_buffers(own_ns if host is None and long_path else ()):
+        # the window the capacity run may use: this host's limits (a remote client: its own)
+        window, w_arg = _window_here(client_ns) if host is None else (None, None)
+        streams = capacity_streams(v.iperf_streams, window, configured_rtt_ms, rate_bps)
+        ir = proc.run(iperf3_argv(server_addr, iperf_port, streams, secs, omit=omit,
+                                  window=w_arg), netns=client_ns, timeout=secs + omit + 30,
+                      host=host, rundir=rundir)
+    iperf_s = time.monotonic() - t0
     ip = parse_iperf3(ir.stdout, ir.returncode)
     reasons = []
     flag = rtt_flag(configured_rtt_ms, ping.mean_ms, abs_ms=v.rtt_tolerance_ms,
@@ -176,9 +257,11 @@ def validate_path(*, client_ns: str | None, server_addr: str, iperf_port: int,
     bps = ip.extra.get("receiver_bps")
     if rate_bps and bps and bps > rate_bps * 1.05:
         reasons.append(f"iperf3 {bps / 1e9:.3f} Gbit/s exceeds the configured rate")
+    ivs = _intervals(ir.stdout)
     rtt_for_window = ping.mean_ms if ping.mean_ms is not None else configured_rtt_ms
     note = ("not measured: iperf3 failed" if not bps else
-            window_limited(bps, streams, window, rtt_for_window))
+            window_limited(bps, streams, window, rtt_for_window)
+            or still_ramping(ivs, rtt_for_window, omit))
     return {
         "rtt_ms_measured": ping.mean_ms, "rtt_ms_min": ping.min_ms, "rtt_ms_max": ping.max_ms,
         "rtt_ms_stddev": ping.stddev_ms, "ping_count": ping.count, "ping_loss": ping.loss,
@@ -187,5 +270,8 @@ def validate_path(*, client_ns: str | None, server_addr: str, iperf_port: int,
         "iperf_retransmits": ip.extra.get("retransmits"), "iperf_srtt_ms": ip.extra.get("srtt_ms"),
         "flagged": bool(reasons), "flag_reason": "; ".join(reasons) or None, "started_at": started,
         "raw": json.dumps({"ping": pr.stdout[-2000:], "iperf3_argv": ir.argv,
-                           "iperf3_error": ip.error}),
+                           "iperf3_error": ip.error, "iperf3_window_bytes": window,
+                           "iperf3_intervals_gbps": [round(x / 1e9, 3) for x in ivs],
+                           "capacity_s": round(iperf_s, 3),
+                           "ping_s": round(t0 - started_mono, 3)}),
     }

@@ -25,7 +25,7 @@ from rig.services import tools
 from rig.orchestration import capture
 from rig.orchestration.transfer import build_jobs
 from rig.orchestration.origins import server_plans
-from rig.orchestration.pathcheck import capacity_timing, iperf3_argv, ping_argv
+from rig.orchestration.pathcheck import CAPACITY_BUFFER, capacity_timing, iperf3_argv, ping_argv
 
 PREFIX = "rig0000"
 
@@ -101,7 +101,11 @@ def plan_lines(sc: Scenario) -> list[str]:
         secs, omit = capacity_timing(step.rtt_ms, v.iperf_seconds)
         out.append(at + _fmt(ns_argv(client_ns, iperf3_argv(addr, servers.IPERF3_PORT,
                                                              v.iperf_streams, secs, omit=omit)))
-                   + "   # + -w net.core.{r,w}mem_max when it beats the namespace's tcp_rmem")
+                   + ("   # + -w net.core.{r,w}mem_max when it beats the namespace's tcp_rmem"
+                      if site is None or (step.rtt_ms or 0.0) < 1.0 else
+                      f"   # with tcp_rmem/tcp_wmem max {CAPACITY_BUFFER >> 20} MiB in the client"
+                      " and server namespaces for this run only (then the scenario's again);"
+                      " -P raised where the windows cannot carry 20 Gbit/s"))
         plans = _server_plans(sc, n, _host_wd(sc, step.path.server_host, wd))
         for g in S.groups(sc):
             jobs = build_jobs(sc, g, plans, addr, servers.IPERF3_PORT)

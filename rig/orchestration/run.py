@@ -468,6 +468,8 @@ class Run:
         v = validate_path(client_ns=live.client_ns, server_addr=live.server_addr,
                           iperf_port=live.iperf_port, configured_rtt_ms=step.rtt_ms,
                           v=self.sc.validation, rate_bps=live.spec.rate_bps,
+                          own_ns=() if live.spec.kind == "real" else tuple(
+                              ns for ns in (live.client_ns, live.server_ns) if ns),
                           **self._where(live.client_host))
         self._check(live)
         self.store.add_validation(ValidationRow(**self._step_fields(step, live), phase=phase, **v))
@@ -478,7 +480,7 @@ class Run:
         srtt = f"{v['iperf_srtt_ms']:.2f} ms" if v["iperf_srtt_ms"] else "n/a"
         flag = f"  FLAGGED: {v['flag_reason']}" if v["flagged"] else "  ok"
         self.say(f"  validate ({phase}): ping {rtt} (±{v['rtt_ms_stddev'] or 0:.3f}), "
-                 f"iperf3 -P{self.sc.validation.iperf_streams} {cap} srtt {srtt}{flag}")
+                 f"iperf3 -P {v['iperf_streams']} {cap} srtt {srtt}{flag}")
         return v
 
     def _tcp_cost(self, smp: tcpsample.GroupSampler, wall_s: float) -> None:

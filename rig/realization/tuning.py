@@ -107,6 +107,12 @@ def restore_global(before: dict[str, str | None], wrote: dict[str, str] | None =
         proc.run(_sysctl_w(None, k, v), timeout=10)
 
 
+def write_ns(ns: str, values: dict[str, str]) -> None:
+    """Write per-namespace sysctls in one of the rig's own namespaces."""
+    for k, v in values.items():
+        proc.run(_sysctl_w(ns, k, v), timeout=10, check=True)
+
+
 def apply_ns(t: Tuning, ns: str) -> None:
     for argv in ns_argv(t, ns):
         proc.run(argv, timeout=10, check=True)

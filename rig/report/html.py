@@ -174,8 +174,9 @@ def _validations(run: Run) -> list[str]:
     rows = validation_rows(run)
     classes = ["flag" if r["flagged"] == "FLAGGED" else "" for r in rows]
     out = ["<h2>Path validation</h2>",
-           "<p>ping and a short iperf3 run before and after each step; a step is flagged "
-           "when the measured path differs from the configured one.</p>",
+           "<p>ping and an iperf3 run (iperf3 -P iperf_streams, past slow start) before "
+           "and after each step; a step is flagged when the measured path differs from "
+           "the configured one.</p>",
            table(VALIDATION_COLUMNS, [[r[c] for c in VALIDATION_COLUMNS] for r in rows],
                  classes) if rows else "<p>none recorded</p>"]
     if run.engine:

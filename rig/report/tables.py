@@ -26,7 +26,7 @@ SUMMARY_COLUMNS = ("client", "rtt_ms", "n", "mean_gbps", "min_gbps", "max_gbps",
                    "window_bound_gbps", "path_gbps", "cpu_s_per_gb", "verdict", "detail")
 VALIDATION_COLUMNS = ("step", "phase", "path", "backend", "rtt_ms_configured",
                       "rtt_ms_measured", "rtt_ms_stddev", "ping_loss", "loss_configured",
-                      "rate_gbps_configured", "iperf_gbps", "iperf_retransmits",
+                      "rate_gbps_configured", "iperf_streams", "iperf_gbps", "iperf_retransmits",
                       "iperf_srtt_ms", "flagged", "flag_reason", "capacity_gbps",
                       "capacity_note")
 
@@ -104,6 +104,7 @@ def validation_rows(run: Run) -> list[dict[str, str]]:
             "ping_loss": _num(v.get("ping_loss"), ".2%"),
             "loss_configured": _num(v.get("loss_configured"), ".2%"),
             "rate_gbps_configured": _g(v.get("rate_bps_configured")),
+            "iperf_streams": _num(v.get("iperf_streams"), "d"),
             "iperf_gbps": _g(v.get("iperf_bps")),
             "iperf_retransmits": _num(v.get("iperf_retransmits"), "d"),
             "iperf_srtt_ms": _num(v.get("iperf_srtt_ms")),
