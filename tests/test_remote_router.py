@@ -11,7 +11,6 @@ engine, its NFQUEUE rules and the TBF on rtr and restoring ip_forward.
 """
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -27,7 +26,7 @@ import yaml
 from rig.orchestration import clean
 from rig.realization import netns
 
-from sshhost import link_hosts, pids_with, ssh_host
+from sshhost import pids_with, three_hosts
 
 pytestmark = pytest.mark.e2e
 RIG = [sys.executable, "-m", "rig"]
@@ -44,24 +43,15 @@ def three(tmp_path_factory):
                if not shutil.which(t)]
     assert not missing, f"missing tools (make install): {missing}"
     try:
-        with contextlib.ExitStack() as st:
-            s = st.enter_context(ssh_host(tmp_path_factory.mktemp("dtn1")))
-            c = st.enter_context(ssh_host(tmp_path_factory.mktemp("dtn2")))
-            r = st.enter_context(ssh_host(tmp_path_factory.mktemp("rtr")))
-            cl = st.enter_context(link_hosts(r, c))     # rtr a_dev <-> dtn2 b_dev
-            sl = st.enter_context(link_hosts(s, r))     # dtn1 a_dev <-> rtr b_dev
-            for argv in (["ip", "-n", c.ns, "route", "add", f"{sl.a_addr}/32",
-                          "via", cl.a_addr],
-                         ["ip", "-n", s.ns, "route", "add", f"{cl.b_addr}/32",
-                          "via", sl.b_addr]):
-                subprocess.run(argv, check=True, timeout=10)
-            yield s, c, r, cl, sl
+        with three_hosts(tmp_path_factory.mktemp("hosts")) as t:
+            # cl: rtr a_dev <-> dtn2 b_dev; sl: dtn1 a_dev <-> rtr b_dev
+            yield t.server, t.client, t.router, t.client_link, t.server_link
     finally:
         shutil.rmtree(SHM, ignore_errors=True)      # the bases; the runs removed their own
 
 
 def _scenario(tmp: Path, three, *, rate: str | None = None, iperf_s: int = 1,
-              repeats: int = 1) -> Path:
+              repeats: int = 1, size: str = "32MiB") -> Path:
     s, c, r, cl, sl = three
     d = yaml.safe_load((ROOT / "scenarios/three-hosts.example.yaml").read_text())
     for name, h in (("dtn1", s), ("dtn2", c), ("rtr", r)):
@@ -71,7 +61,7 @@ def _scenario(tmp: Path, three, *, rate: str | None = None, iperf_s: int = 1,
     p.update(server_addr=sl.a_addr, router_ifaces={"client": cl.a_dev, "server": sl.b_dev})
     if rate:
         p["rate"] = rate
-    d["files"] = [{"name": "f256M", "size": "32MiB"}]
+    d["files"] = [{"name": "f256M", "size": size}]
     d["sweep"] = {"repeats": repeats}
     d["tuning"] = {}
     d["validation"] = {"ping_count": 20, "iperf_duration": f"{iperf_s}s", "iperf_streams": 2}
