@@ -15,6 +15,7 @@ import json
 import os
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ import pytest
 import yaml
 
 from rig.orchestration import clean
+from rig.orchestration.pathcheck import rtt_flag
 from rig.realization import netns
 
 from sshhost import pids_with, three_hosts
@@ -113,10 +115,13 @@ def test_emulated_path_through_a_router_host(three, tmp_path):
     vals = db.execute("SELECT * FROM validations ORDER BY rowid").fetchall()
     assert [v["phase"] for v in vals] == ["before", "after"]
     for v in vals:
-        # ping on dtn2 through the engine on rtr: the rig's own check found no RTT defect
-        assert "RTT" not in (v["flag_reason"] or ""), dict(v)
-        assert v["rtt_ms_measured"] == pytest.approx(RTT_MS, abs=0.3), dict(v)
+        # ping on dtn2 through the engine on rtr: never early (each way waits its half)
+        assert v["rtt_ms_measured"] >= RTT_MS, dict(v)
         assert v["iperf_bps"] > 1e7, dict(v)
+    # within the rig's own tolerance (max(0.3 ms, 1 %), pathcheck.rtt_flag), on the median
+    # of the step's two validations (seen: 20.13-20.22 ms in 5 runs here, under load)
+    med = statistics.median(v["rtt_ms_measured"] for v in vals)
+    assert rtt_flag(RTT_MS, med, abs_ms=0.3, rel=0.01) is None, [dict(v) for v in vals]
     st = db.execute("SELECT * FROM engine_stats").fetchall()
     assert len(st) == 1
     stats = json.loads(st[0]["stats"])
