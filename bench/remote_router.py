@@ -92,6 +92,9 @@ def run_once(f: Path, out: Path) -> dict:
         tput.setdefault(client, []).append(bps / 1e9)
     pings = [x for (x,) in c.execute("SELECT rtt_ms_measured FROM validations")]
     late = [x for (x,) in c.execute("SELECT emulation_late FROM engine_stats")]
+    for (why,) in c.execute("SELECT emulation_late_reason FROM engine_stats "
+                            "WHERE emulation_late"):
+        print(f"  {out.name}: EMULATION LATE: {why}")
     return {"tput": tput, "ping": pings, "late": late}
 
 
