@@ -163,12 +163,14 @@ def test_sigkill_then_rig_clean_leaves_nothing_on_the_router_host(three, tmp_pat
     finally:
         os.kill(p.pid, signal.SIGKILL)       # only rig itself: its ssh children live on
         p.wait()
-    during = _router_state(r)
-    assert during["forward"] == "1" and len(during["rules"]) == 2 and during["qdiscs"] == [
-        "tbf", "tbf"], ("nothing to remove: proves nothing", during)
-    assert pids_with(f"{prefix}-wan-engine"), "no engine running on rtr"
     said: list[str] = []
-    clean.clean(say=said.append, prefixes=[prefix])
+    try:
+        during = _router_state(r)
+        assert during["forward"] == "1" and len(during["rules"]) == 2 and during["qdiscs"] == [
+            "tbf", "tbf"], ("nothing to remove: proves nothing", during)
+        assert pids_with(f"{prefix}-wan-engine"), "no engine running on rtr"
+    finally:   # while the hosts exist: a failed assertion leaves no state behind them
+        clean.clean(say=said.append, prefixes=[prefix])
     assert "restored net.ipv4.ip_forward=0 on router host rtr (path wan)" in said, said
     assert sum("removed NFQUEUE rule" in ln for ln in said) == 2, said
     assert sum("removed root qdisc" in ln for ln in said) == 2, said

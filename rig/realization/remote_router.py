@@ -135,9 +135,14 @@ def undo(h: Host, rec: dict) -> list[str]:
     """Remove what `record` names on h (rules, the rig's root qdiscs) and restore
     ip_forward; what was done, for `rig clean` to say. Never raises for state already gone;
     RigError when the host cannot be reached."""
+    # an agent op first: an unreachable host raises after one connect timeout, instead
+    # of every command below waiting for its own
+    now = read_forwarding(h)
     done = []
     for argv in rec.get("rules", []):
-        while proc.run(argv, timeout=CMD_TIMEOUT, host=h).ok:     # inserted once; -D once
+        for _ in range(4):          # inserted once: one -D removes it, the next fails
+            if not proc.run(argv, timeout=CMD_TIMEOUT, host=h).ok:
+                break
             done.append(f"removed NFQUEUE rule {argv[argv.index('--queue-num') + 1]}")
     for dev in rec.get("devs", []):
         res = proc.run(show_argv("", dev), timeout=CMD_TIMEOUT, host=h)
@@ -147,7 +152,7 @@ def undo(h: Host, rec: dict) -> list[str]:
             if proc.run(qdisc_del_argv("", dev), timeout=CMD_TIMEOUT, host=h).ok:
                 done.append(f"removed root qdisc of {dev}")
     before = rec.get("forward_before")
-    if before is not None and read_forwarding(h) != before:
+    if before is not None and now != before:
         set_forwarding(h, before)
         done.append(f"restored {FORWARD}={before}")
     return done
