@@ -5,6 +5,7 @@ what `rig clean` records, and `rig plan` naming the router host."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import pytest
@@ -152,3 +153,32 @@ def test_plan_prints_the_router_hosts_commands_with_its_host():
     assert any("-j NFQUEUE" in ln and "--comment rig0000" in ln for ln in rtr)
     assert not any("ip netns exec" in ln for ln in lines)
     assert not any(ln.startswith("@rtr") and "tcp_rmem" in ln for ln in lines)   # not tuned
+
+
+def test_a_remote_engine_is_asked_at_most_every_few_seconds(monkeypatch):
+    """Each ask is an SSH channel: the watchdog (every 0.5 s) must not run one per tick
+    on the router host; a local engine is asked every time."""
+    from rig.process import proc
+
+    class Alive:
+        def alive(self):
+            return True
+    calls: list[str] = []
+    monkeypatch.setattr(userspace.control, "ping", lambda *a, **k: calls.append("ping"))
+    monkeypatch.setattr(proc, "run", lambda *a, **k: calls.append("run") or
+                        type("R", (), {"ok": True})())
+    now = [1000.0]
+    monkeypatch.setattr(userspace.time, "monotonic", lambda: now[0])
+    for site, every in ((_site(), userspace.REMOTE_CHECK_EVERY_S),
+                        (dataclasses.replace(_site(), host=None, router_ns="rig3f2a-0r"), 0.0)):
+        be = userspace.UserspaceBackend()
+        key = be._key(site)
+        be._engines[key] = Alive()
+        be._rules[key] = {("eth1", "eth2", 1), ("eth2", "eth1", 2)}
+        calls.clear()
+        for _ in range(8):          # 8 watchdog ticks, 0.5 s apart
+            be.check(site)
+            now[0] += 0.5
+        asks = calls.count("ping")
+        assert asks == (2 if every else 8), (site.host, calls)
+        assert calls.count("run") == 2 * asks

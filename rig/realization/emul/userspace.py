@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -31,6 +32,10 @@ from rig.description.profile import Direction, LinkProfile
 CMD_TIMEOUT = 20.0
 READY_TIMEOUT = 15.0
 CONTROL_TIMEOUT = 3.0
+# a remote engine's answer and rules cost an SSH channel each (~0.17 s wall, ~0.16 s CPU
+# on the router host, bench/README "Remote commands"): read at most this often; its
+# process is checked on every call (its ssh channel ends when it dies)
+REMOTE_CHECK_EVERY_S = 2.0
 _SUN_PATH_MAX = 100
 
 
@@ -135,6 +140,7 @@ class UserspaceBackend:
         self._engines: dict[tuple[str, int], proc.Service] = {}
         self._rated: dict[tuple[str, int], set[str]] = {}
         self._rules: dict[tuple[str, int], set[tuple[str, str, int]]] = {}
+        self._checked: dict[tuple[str, int], float] = {}    # remote: last full check
 
     @staticmethod
     def _key(site: LinkSite) -> tuple[str, int]:
@@ -237,14 +243,19 @@ class UserspaceBackend:
         if not svc.alive():
             raise StepAborted(f"{where(site)}: emulation engine died (exit "
                               f"{svc.stop()}): {svc.log_tail(300).strip()}")
+        key = self._key(site)
+        if site.host is not None and \
+                time.monotonic() - self._checked.get(key, -1e9) < REMOTE_CHECK_EVERY_S:
+            return
         try:
             control.ping(control_path(site), timeout=CONTROL_TIMEOUT, via=self._via(site))
         except control.ControlError as e:
             raise StepAborted(f"{where(site)}: emulation engine not responding: {e}") from e
-        for rule in sorted(self._rules.get(self._key(site), ())):
+        for rule in sorted(self._rules.get(key, ())):
             if not proc.run(nfqueue_rule_argv(site, "-C", *rule), timeout=CMD_TIMEOUT,
                             host=site.host).ok:
                 raise StepAborted(f"{where(site)}: NFQUEUE rule {rule} missing")
+        self._checked[key] = time.monotonic()
 
     def stats(self, site: LinkSite) -> EmulStats:
         key = self._key(site)
@@ -264,6 +275,7 @@ class UserspaceBackend:
 
     def remove(self, site: LinkSite) -> None:
         key = self._key(site)
+        self._checked.pop(key, None)
         # Rules first (while the engine still serves what it holds), then the engine.
         for rule in sorted(self._rules.pop(key, set())):
             proc.run(nfqueue_rule_argv(site, "-D", *rule), timeout=CMD_TIMEOUT, host=site.host)
