@@ -132,6 +132,33 @@ def link_hosts(a: SshHost, b: SshHost) -> Iterator[HostLink]:
         netns.drop_state(prefix)
 
 
+@dataclass(frozen=True)
+class ThreeHosts:
+    """dtn1 (server host) -- rtr -- dtn2 (client host), routed through rtr."""
+    server: SshHost
+    client: SshHost
+    router: SshHost
+    client_link: HostLink     # a = rtr, b = dtn2
+    server_link: HostLink     # a = dtn1, b = rtr
+
+
+@contextlib.contextmanager
+def three_hosts(tmp: Path) -> Iterator[ThreeHosts]:
+    """Three sshd hosts, two veth pairs, and routes on the ends through rtr (whose
+    forwarding stays off: a run through it turns it on); all removed on exit."""
+    for d in ("dtn1", "dtn2", "rtr"):
+        (tmp / d).mkdir(parents=True, exist_ok=True)
+    with contextlib.ExitStack() as st:
+        s = st.enter_context(ssh_host(tmp / "dtn1"))
+        c = st.enter_context(ssh_host(tmp / "dtn2"))
+        r = st.enter_context(ssh_host(tmp / "rtr"))
+        cl = st.enter_context(link_hosts(r, c))
+        sl = st.enter_context(link_hosts(s, r))
+        _run(["ip", "-n", c.ns, "route", "add", f"{sl.a_addr}/32", "via", cl.a_addr])
+        _run(["ip", "-n", s.ns, "route", "add", f"{cl.b_addr}/32", "via", sl.b_addr])
+        yield ThreeHosts(s, c, r, cl, sl)
+
+
 def _accepts(ns: str, addr: str) -> bool:
     from rig.process.nsprobe import tcp_open
     return tcp_open(None, addr, 22) if ns is None else tcp_open(ns, addr, 22)

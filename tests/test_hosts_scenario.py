@@ -63,7 +63,7 @@ def test_hosts_load_with_defaults():
     (lambda d: d["paths"][0].update(server_ns="ns1"), r"paths\[0\]\.server_ns: namespaces on a remote host"),
     (lambda d: d.update(topology="client-router-server", paths=[
         {"name": "e", "rtt": "10ms", "server_host": "dtn1"}]),
-     r"paths\[0\]\.server_host: emulated paths run on this host for now"),
+     r"paths\[0\]\.server_host: an emulated path with one end on this host is not built"),
 ])
 def test_bad_hosts_are_one_line_errors(mutate, match):
     _bad(mutate, match)

@@ -73,8 +73,8 @@ def test_plan_puts_tbf_under_netem_for_rate():
 
 
 def test_bad_input_raises():
-    with pytest.raises(ValueError):
-        netem.netem_argv("", "d", Direction(), 0.0)
+    with pytest.raises(ValueError):     # an empty ns is a router host's own network
+        netem.netem_argv("ns", "", Direction(), 0.0)
     with pytest.raises(ValueError):
         userspace.nfqueue_rule_argv(SITE, "-A", "a", "b", 1)
     with pytest.raises(InputError):

@@ -111,6 +111,23 @@ def _hosts(ctx: S.Ctx, v: Any) -> dict:
     return out
 
 
+def _ifname(v: Any) -> str:
+    """A network interface's name as the kernel takes it (IFNAMSIZ: at most 15 bytes)."""
+    import re
+    if not isinstance(v, str) or not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,14}", v):
+        raise ValueError("expected an interface name (letters, digits, '_', '.', '-', "
+                         "at most 15)")
+    return v
+
+
+@dataclass(frozen=True)
+class RouterIfaces:
+    """The router host's two interfaces of an emulated path between hosts (third box):
+    `client` faces the client host, `server` the server host."""
+    client: str = S.spec(_ifname)
+    server: str = S.spec(_ifname)
+
+
 @dataclass(frozen=True)
 class GeModel:
     """Gilbert-Elliott burst loss as a scenario writes it."""
@@ -149,10 +166,18 @@ class PathSpec:
     server_host: str = S.spec(S.name, LOCAL)
     # tcpdump of the router's interfaces (headers only) during every group; costly, off
     capture: str | None = S.spec(S.optional(S.choice(*CAPTURE_MODES)), None)
+    # emulated paths between remote hosts: the host that forwards between them and
+    # carries the emulation (rig.realization.remote_router), and its two interfaces
+    router_host: str | None = S.spec(S.optional(S.name), None)
+    router_ifaces: RouterIfaces | None = S.spec(S.optional(S.section(RouterIfaces)), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
         if d["kind"] == "real":
+            for k in ("router_host", "router_ifaces"):
+                if d[k] is not None:
+                    raise ctx.child(k).error("a real path has no router: use kind: "
+                                             "emulated", d[k])
             if d["capture"] is not None:
                 raise ctx.child("capture").error("captures are taken in the router of an "
                                                  "emulated path", d["capture"])
@@ -172,11 +197,17 @@ class PathSpec:
             if d["backend"] not in ("auto", "none"):
                 raise ctx.child("backend").error("a real path has backend none", d["backend"])
             return dict(d, rtts_s=[], backend="none")
-        for k in ("client_host", "server_host"):
-            if d[k] != LOCAL:
-                raise ctx.child(k).error("emulated paths run on this host for now (a remote "
-                                         "router role is not built yet): use kind: real", d[k])
+        if LOCAL not in (d["client_host"], d["server_host"]) or d["router_host"]:
+            _check_remote_router(ctx, d)
+        else:
+            for k in ("client_host", "server_host"):
+                if d[k] != LOCAL:
+                    raise ctx.child(k).error("an emulated path with one end on this host "
+                                             "is not built (both ends remote, or both here)",
+                                             d[k])
         for k in _REAL_ONLY:
+            if k == "server_addr" and d["router_host"]:
+                continue
             if d[k] is not None:
                 raise ctx.child(k).error("only real paths name existing namespaces/addresses",
                                          d[k])
@@ -442,6 +473,38 @@ class Sampling:
     tcp_info_s: float | None = S.spec(_interval_or_off, 0.1, key="tcp_info")
 
 
+def _check_remote_router(ctx: S.Ctx, d: dict[str, Any]) -> None:
+    """An emulated path between two remote hosts through a third one that forwards."""
+    for k in ("client_host", "server_host"):
+        if d[k] == LOCAL:
+            raise ctx.child(k).error("an emulated path through a router host runs between "
+                                     "two remote hosts", d[k])
+    if d["router_host"] is None:
+        raise ctx.child("router_host").error("an emulated path between hosts names the host "
+                                             "that forwards between them and emulates")
+    if d["router_host"] in (d["client_host"], d["server_host"]):
+        raise ctx.child("router_host").error(
+            "the router on an end host (IFB ingress) is not built: name a third host",
+            d["router_host"])
+    if d["router_ifaces"] is None:
+        raise ctx.child("router_ifaces").error("name the router host's interfaces: "
+                                               "{client: IF, server: IF}")
+    if d["router_ifaces"].client == d["router_ifaces"].server:
+        raise ctx.child("router_ifaces").child("server").error(
+            "the two router interfaces must differ", d["router_ifaces"].server)
+    if not d["server_addr"]:
+        raise ctx.child("server_addr").error("an emulated path between hosts needs the "
+                                             "server host's address, as the client reaches it")
+    if d["capture"] is not None:
+        raise ctx.child("capture").error("captures on a remote router: not built", d["capture"])
+    for k in ("client_ns", "server_ns"):
+        if d[k] is not None:
+            raise ctx.child(k).error("namespaces on a remote host: not yet", d[k])
+    if d["backend"] == "none":
+        raise ctx.child("backend").error("a router host emulates: auto, netem or userspace",
+                                         d["backend"])
+
+
 def _items(cls: type, limit: int, min_len: int = 1) -> S.Parser:
     return S.list_of(S.section(cls), scalar_ok=False, min_len=min_len, max_len=limit)
 
@@ -493,12 +556,12 @@ class Scenario:
     def tunes_local(self) -> bool:
         """Does the tuning concern this host (an emulated path, or a real path's end here)?
         A scenario whose paths all run between remote hosts leaves it untouched."""
-        return any(p.kind != "real" or LOCAL in (p.client_host, p.server_host)
-                   for p in self.paths)
+        return any(LOCAL in (p.client_host, p.server_host) for p in self.paths)
 
     def remote_hosts(self) -> dict[str, HostSpec]:
         """The declared hosts some path uses, in path order."""
-        used = [h for p in self.paths for h in (p.server_host, p.client_host) if h != LOCAL]
+        used = [h for p in self.paths for h in (p.server_host, p.client_host, p.router_host)
+                if h is not None and h != LOCAL]
         return {h: self.hosts[h] for h in dict.fromkeys(used)}
 
 
@@ -587,15 +650,16 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
         raise ctx.child("sweep").error(f"{n} transfer groups (RTTs x clients x streams x "
                                        f"concurrency x repeats): at most {L.MAX_MEASUREMENTS}")
     for i, p in enumerate(sc.paths):
-        for key in ("client_host", "server_host"):
+        for key in ("client_host", "server_host", "router_host"):
             h = getattr(p, key)
-            if h != LOCAL and h not in sc.hosts:
+            if h is not None and h != LOCAL and h not in sc.hosts:
                 known = ", ".join([LOCAL, *sc.hosts])
                 raise ctx.child("paths").child(i).child(key).error(
                     f"no such host (declared: {known})", h)
-    real = [p for p in sc.paths if p.kind == "real"]
+    real = [p for p in sc.paths if p.kind == "real" or p.router_host]
     if sc.topology.layout == "host" and len(real) != len(sc.paths):
-        raise ctx.child("topology").error("layout 'host' carries real paths only", sc.topology.name)
+        raise ctx.child("topology").error("layout 'host' carries real paths (or paths "
+                                          "through a router host) only", sc.topology.name)
     _check_placement(ctx, sc)
     return sc
 

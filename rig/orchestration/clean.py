@@ -30,7 +30,7 @@ from rig.realization import cgroups, netns, tuning
 
 from rig.errors import RigError
 from rig.orchestration import hosts as remote_hosts
-from rig.realization import remote_tuning
+from rig.realization import remote_router, remote_tuning
 from rig.process import owner, proc
 from rig.realization import data
 
@@ -114,6 +114,9 @@ def _clean_hosts(prefix: str, st: dict, say) -> bool:
     for name, d in st.get("hosts", {}).items():
         h = remote_hosts.from_state(name, d)
         try:
+            for path, rec in d.get("router", {}).items():   # an emulated path it routed
+                for what in remote_router.undo(h, rec):
+                    say(f"{what} on router host {name} (path {path})")
             if d.get("tuning"):      # recorded before the run wrote it
                 for what in remote_tuning.restore(h, d["tuning"]):
                     say(f"restored {what} on host {name}")

@@ -11,7 +11,7 @@ import shlex
 from typing import Any
 from pathlib import Path
 
-from rig.realization import cgroups, netns, tls, tuning
+from rig.realization import cgroups, netns, remote_router, tls, tuning
 
 from rig.description import steps as S
 from rig.process.proc import ns_argv, pinned_argv
@@ -49,6 +49,8 @@ def plan_lines(sc: Scenario) -> list[str]:
     if sc.tunes_local():
         out += [_fmt(a) for a in tuning.global_argv(sc.tuning, "<host's list>")]
     for name in sc.remote_hosts():     # rig.realization.remote_tuning: only what differs
+        if not any(name in (p.client_host, p.server_host) for p in sc.paths):
+            continue                   # a router host only forwards: not tuned
         want = {**tuning.global_wanted(sc.tuning), **tuning.ns_wanted(sc.tuning)}
         mtu = [f"mtu {sc.tuning.mtu} on the path's interface"] if sc.tuning.mtu != 1500 else []
         if want or mtu:
@@ -66,6 +68,23 @@ def plan_lines(sc: Scenario) -> list[str]:
     names = {}
     for i, p in enumerate(sc.paths):
         out.append(f"# path {p.name} ({p.kind})")
+        if p.router_host is not None:     # rig.realization.remote_router
+            assert p.server_addr is not None
+            from rig.orchestration.hosts import make_host
+            rsite = remote_router.make_site(PREFIX, i, p, make_host(p.router_host,
+                                                                   sc.hosts[p.router_host]))
+            n = names[p.name] = dataclasses.replace(netns.real_path(
+                i, p.name, client_ns=None, server_ns=None, server_addr=p.server_addr),
+                site=rsite)
+            out.append(f"@{p.router_host} " + _comment(
+                f"check {rsite.to_client_if} and {rsite.to_server_if} exist and do not carry "
+                f"the SSH connection; record {remote_router.FORWARD} in the run's state, "
+                "then set it to 1 (restored at the end)"))
+            swd = _host_wd(sc, p.server_host, wd)
+            out += [f"@{p.server_host} # write {swd}/data/{f.name}: {f.size} random bytes"
+                    for f in sc.files]
+            _servers(sc, out, n, swd, at=_at(p.server_host))
+            continue
         if p.kind == "real":
             assert p.server_addr is not None      # the schema requires it on real paths
             n = names[p.name] = netns.real_path(i, p.name, client_ns=p.client_ns,
@@ -94,7 +113,8 @@ def plan_lines(sc: Scenario) -> list[str]:
         client_ns, addr, site = n.client_ns, n.server_addr, n.site
         out.append(f"# step {step.index + 1}: {step.label()}")
         if site is not None and step.profile is not None:
-            out += _emulation(step, site)
+            rat = _at(step.path.router_host) if step.path.router_host else ""
+            out += [ln if ln.startswith("#") else rat + ln for ln in _emulation(step, site)]
         v = sc.validation
         out.append(at + _fmt(ns_argv(client_ns, ping_argv(addr, v.ping_count,
                                                           v.ping_interval_s))))
@@ -136,6 +156,11 @@ def plan_lines(sc: Scenario) -> list[str]:
                 out.append(line + note + f"   # repeat {g.repeat + 1}")
     out.append("# teardown: stop servers and engines, ip netns del every namespace above, "
                "umount the tmpfs, restore host sysctls")
+    for p in sc.paths:
+        if p.router_host is not None:
+            out.append(f"@{p.router_host} # teardown: delete the NFQUEUE rules (comment "
+                       f"{PREFIX}), stop the engine, delete the root qdiscs, restore "
+                       f"{remote_router.FORWARD}")
     for name in sc.remote_hosts():
         out.append(f"@{name} # teardown: copy configs and logs back, kill what the pid files "
                    f"in {_host_wd(sc, name, wd)}/pids name, remove that directory")

@@ -19,7 +19,7 @@ from typing import Any, Iterator
 
 from rig.orchestration import capture, hostinfo, hosts, origins, tcpsample, transfer
 
-from rig.realization import certs, cgroups, netns, remote_tuning, tls, tuning
+from rig.realization import certs, cgroups, netns, remote_router, remote_tuning, tls, tuning
 
 from rig.process import cputree, owner, proc
 
@@ -118,6 +118,7 @@ class Run:
         self.pinning: cgroups.Hierarchy | None = None   # where `cpus:` become cgroups
         self.client_cgroups: dict[str, Path] = {}
         self.pin_env: dict[str, Any] = {"method": "taskset", "cgroups": {}}
+        self.router_backends: dict[str, str] = {}  # path -> backend on its router host
 
     @property
     def store(self) -> Store:
@@ -148,8 +149,55 @@ class Run:
         stack.callback(tuning.restore_global, before, wrote)
         tuning.apply_global(wrote)
 
+    def _preflight_routers(self) -> None:
+        """Router hosts checked before anything is created on any host (interfaces,
+        the SSH connection's interface, the engine installed): one line, nothing left."""
+        for i, p in enumerate(self.sc.paths):
+            if p.router_host is not None:
+                h = hosts.make_host(p.router_host, self.sc.hosts[p.router_host])
+                self.router_backends[p.name] = remote_router.check(h, p, i, self.sc.source,
+                                                                   p.backend)
+
+    def _router_path(self, stack: contextlib.ExitStack, i: int, p: PathSpec) -> Live:
+        """An emulated path between two remote hosts through a router host: the ends are
+        used as a real path's, the emulation lives on the router host's interfaces."""
+        assert p.router_host is not None and p.server_addr is not None
+        h = self.hosts[p.router_host]
+        site = remote_router.make_site(self.prefix, i, p, h)
+        name = self.router_backends[p.name]
+        backend = make_backend(name, **({"local_logs": self.workdir / "router"}
+                                        if name == "userspace" else {}))
+        live = Live(p, dataclasses.replace(netns.real_path(
+            i, p.name, client_ns=None, server_ns=None, server_addr=p.server_addr), site=site),
+            backend, client_host=self.hosts[p.client_host],
+            server_host=self.hosts[p.server_host])
+        before = remote_router.read_forwarding(h)
+        # recorded before anything is made there: `rig clean` undoes it after a SIGKILL
+        self.state.data["hosts"][h.name].setdefault("router", {})[p.name] = \
+            remote_router.record(site, before)
+        self.state.save()
+        stack.callback(self._unroute, h, p.name, before)
+        remote_router.set_forwarding(h, "1")
+        stack.callback(self._remove_backend, live)
+        self.say(f"host {h.name}: routes path {p.name} ({site.to_client_if} <-> "
+                 f"{site.to_server_if}), {remote_router.FORWARD}=1 (was {before})")
+        return live
+
+    def _unroute(self, h: Host, path: str, before: str | None) -> None:
+        try:
+            if before is not None:
+                remote_router.set_forwarding(h, before)
+        except RigError as e:
+            self.say(f"host {h.name}: {remote_router.FORWARD} not restored ({e}); "
+                     "`rig clean` retries")
+            return
+        self.state.data["hosts"].get(h.name, {}).get("router", {}).pop(path, None)
+        self.state.save()
+
     def _build_path(self, stack: contextlib.ExitStack, i: int, p: PathSpec) -> Live:
-        if p.kind == "real":
+        if p.router_host is not None:
+            live = self._router_path(stack, i, p)
+        elif p.kind == "real":
             assert p.server_addr is not None      # the schema requires it on real paths
             live = Live(p, netns.real_path(i, p.name, client_ns=p.client_ns,
                                            server_ns=p.server_ns, server_addr=p.server_addr),
@@ -281,6 +329,8 @@ class Run:
         written (`rig clean` restores it after a SIGKILL), restored at the end."""
         ends = [(p.server_addr or "", p.server_host == n) for p in self.sc.paths
                 if n in (p.server_host, p.client_host)]
+        if not ends:         # a router host only forwards: its TCP is not the path's
+            return
         rec = remote_tuning.plan(h, self.sc.tuning, ends)
         self.tuning_hosts[n] = rec
         if not rec["sysctls_wrote"] and not rec["mtu_wrote"]:
@@ -375,6 +425,7 @@ class Run:
 
     # --- the sweep -----------------------------------------------------------------
     def execute(self) -> Path:
+        self._preflight_routers()
         self.out.mkdir(parents=True, exist_ok=True)
         self._store = Store.create(self.out / "results.sqlite", self.run_id)
         (self.out / "scenario.yaml").write_text(self.sc.text)

@@ -288,7 +288,8 @@ def op_info():
         "/lib/modules/%s/kernel/net/sched/sch_netem.ko.xz" % u.release))
     report({"rc": 0, "kernel": u.release, "machine": u.machine, "hostname": u.nodename,
             "cpus": os.cpu_count(), "python": sys.version.split()[0], "sysctls": sc,
-            "tools": tools, "kernel_netem": netem, "time": time.time()})
+            "tools": tools, "kernel_netem": netem, "time": time.time(),
+            "ssh_connection": os.environ.get("SSH_CONNECTION")})
 def op_sysctl():
     """Read S["read"] keys, then write S["write"] (key -> value); values as one line."""
     vals = {}
@@ -333,7 +334,24 @@ def op_cpu():
             out[i] = None; continue
         out[i] = tree_cpu(rec["pgid"]) if start_of(rec["pgid"]) == rec["start"] else None
     report({"rc": 0, "cpu": out})
-{"run": op_run, "kill": op_kill, "clean": op_clean, "put": op_put, "gen": op_gen, "ports": op_ports,
+def op_ctl():
+    """One JSON request line to a unix socket (the emulation engine's control), the
+    answer line back; a refused or dead socket is an answer too (error)."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); s.settimeout(S.get("timeout", 2.0))
+    buf = b""
+    try:
+        s.connect(S["path"]); s.sendall(json.dumps(S["req"]).encode() + b"\n")
+        while not buf.endswith(b"\n"):
+            c = s.recv(65536)
+            if not c:
+                break
+            buf += c
+    except OSError as e:
+        report({"rc": 0, "error": str(e)}); return
+    finally:
+        s.close()
+    report({"rc": 0, "answer": buf.decode("utf-8", "replace")})
+{"run": op_run, "kill": op_kill, "ctl": op_ctl, "clean": op_clean, "put": op_put, "gen": op_gen, "ports": op_ports,
  "probe": op_probe, "sysctl": op_sysctl, "cpu": op_cpu,
  "info": op_info}[S["op"]]()
 '''

@@ -12,6 +12,7 @@ from typing import Protocol
 
 from rig.description.linkstats import EmulStats
 from rig.description.profile import Direction, LinkProfile, MTU_WIRE_BYTES
+from rig.process.remote import Host
 
 
 @dataclass(frozen=True)
@@ -20,6 +21,10 @@ class LinkSite:
 
     forward (client -> server) packets leave through `to_server_if`;
     reverse (server -> client) packets leave through `to_client_if`.
+
+    `host`: a remote router host (rig.realization.remote_router); its commands run there
+    through the agent, in that host's own network (`router_ns` is then empty), and
+    `workdir` is a directory of the run on that host.
     """
     path: str                 # path name in the scenario
     prefix: str               # run prefix, e.g. "rig3f2a"; everything created carries it
@@ -30,6 +35,7 @@ class LinkSite:
     server_net: str           # CIDR of the server leg
     queue_base: int           # first NFQUEUE number this site may use (two are used)
     workdir: Path             # run-private directory for sockets, logs, stats
+    host: Host | None = None  # the router host (None: this one)
 
 
 class Backend(Protocol):
@@ -56,6 +62,16 @@ class Backend(Protocol):
         """Undo apply; never raises for already-missing state."""
 
 
+def where(site: LinkSite) -> str:
+    """How messages name a site: its router namespace, or the remote router host."""
+    return site.router_ns or f"router host {site.host.name if site.host else '?'}"
+
+
+def in_ns(ns: str, argv: list[str]) -> list[str]:
+    """argv inside namespace ns; an empty ns is a remote router host's own network."""
+    return ["ip", "netns", "exec", ns, *argv] if ns else list(argv)
+
+
 def tbf_burst_bytes(rate_bps: float) -> int:
     """Token bucket depth: >= 256 KB (measured need at 1 Gbit/s), ~1 ms of rate above."""
     return max(256 * 1024, int(rate_bps / 8 * 0.001))
@@ -74,12 +90,12 @@ def tbf_argv(ns: str, dev: str, d: Direction, rtt_s: float, *, parent: str = "ro
              handle: str = "1:") -> list[str]:
     """`tc qdisc replace` of a TBF rate limiter on dev, run inside namespace ns."""
     assert d.rate_bps
-    return ["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev,
-            *(["root"] if parent == "root" else ["parent", parent]), "handle", handle,
-            "tbf", "rate", f"{int(d.rate_bps)}bit",
-            "burst", str(tbf_burst_bytes(d.rate_bps)),
-            "limit", str(bottleneck_queue_bytes(d, rtt_s))]
+    return in_ns(ns, ["tc", "qdisc", "replace", "dev", dev,
+                      *(["root"] if parent == "root" else ["parent", parent]), "handle", handle,
+                      "tbf", "rate", f"{int(d.rate_bps)}bit",
+                      "burst", str(tbf_burst_bytes(d.rate_bps)),
+                      "limit", str(bottleneck_queue_bytes(d, rtt_s))])
 
 
 def qdisc_del_argv(ns: str, dev: str) -> list[str]:
-    return ["ip", "netns", "exec", ns, "tc", "qdisc", "del", "dev", dev, "root"]
+    return in_ns(ns, ["tc", "qdisc", "del", "dev", dev, "root"])

@@ -19,7 +19,7 @@ import json
 from rig.process import proc
 from rig.errors import RigError, StepAborted
 from rig.description.linkstats import EmulStats, StatsFormatError, qdisc_dir_stats
-from rig.realization.emul.base import LinkSite, qdisc_del_argv, tbf_argv
+from rig.realization.emul.base import LinkSite, in_ns, where, qdisc_del_argv, tbf_argv
 from rig.description.profile import Direction, LinkProfile
 
 CMD_TIMEOUT = 20.0
@@ -56,11 +56,12 @@ def netem_params(d: Direction, rtt_s: float) -> list[str]:
 
 
 def netem_argv(ns: str, dev: str, d: Direction, rtt_s: float) -> list[str]:
-    """`tc qdisc replace dev DEV root handle 1: netem ...` inside namespace ns."""
-    if not dev or not ns:
-        raise ValueError("netem needs a namespace and a device")
-    return ["ip", "netns", "exec", ns, "tc", "qdisc", "replace", "dev", dev, "root",
-            "handle", "1:", "netem", *netem_params(d, rtt_s)]
+    """`tc qdisc replace dev DEV root handle 1: netem ...` inside namespace ns (empty:
+    a remote router host's own network)."""
+    if not dev:
+        raise ValueError("netem needs a device")
+    return in_ns(ns, ["tc", "qdisc", "replace", "dev", dev, "root",
+                      "handle", "1:", "netem", *netem_params(d, rtt_s)])
 
 
 def rate_child_argv(ns: str, dev: str, d: Direction, rtt_s: float) -> list[str]:
@@ -84,7 +85,7 @@ def plan_argv(site: LinkSite, profile: LinkProfile) -> list[list[str]]:
 
 
 def show_argv(ns: str, dev: str) -> list[str]:
-    return ["ip", "netns", "exec", ns, "tc", "-s", "-j", "qdisc", "show", "dev", dev]
+    return in_ns(ns, ["tc", "-s", "-j", "qdisc", "show", "dev", dev])
 
 
 def parse_qdiscs(stdout: str) -> list[dict]:
@@ -131,29 +132,29 @@ class NetemBackend:
         for _, dev, d in egresses(site, profile):
             if dev in rated and not d.rate_bps:
                 # drop the TBF child: replace the whole root
-                proc.run(qdisc_del_argv(site.router_ns, dev), timeout=CMD_TIMEOUT)
+                proc.run(qdisc_del_argv(site.router_ns, dev), timeout=CMD_TIMEOUT, host=site.host)
                 rated.discard(dev)
             proc.run(netem_argv(site.router_ns, dev, d, profile.rtt_s), timeout=CMD_TIMEOUT,
-                     check=True)
+                     check=True, host=site.host)
             if d.rate_bps:
                 proc.run(rate_child_argv(site.router_ns, dev, d, profile.rtt_s),
-                         timeout=CMD_TIMEOUT, check=True)
+                         timeout=CMD_TIMEOUT, check=True, host=site.host)
                 rated.add(dev)
 
     def update(self, site: LinkSite, profile: LinkProfile) -> None:
         self._install(site, profile)
 
     def _qdiscs(self, site: LinkSite, dev: str) -> list[dict]:
-        res = proc.run(show_argv(site.router_ns, dev), timeout=CMD_TIMEOUT)
+        res = proc.run(show_argv(site.router_ns, dev), timeout=CMD_TIMEOUT, host=site.host)
         if not res.ok:
-            raise StepAborted(f"{site.router_ns}: cannot read qdiscs of {dev}: {res.tail()}")
+            raise StepAborted(f"{where(site)}: cannot read qdiscs of {dev}: {res.tail()}")
         return parse_qdiscs(res.stdout)
 
     def check(self, site: LinkSite) -> None:
         for direction, dev, _ in egresses(site, LinkProfile()):
             if not any(q.get("kind") == "netem" and q.get("root")
                        for q in self._qdiscs(site, dev)):
-                raise StepAborted(f"{site.router_ns}: {direction} netem qdisc on {dev} missing")
+                raise StepAborted(f"{where(site)}: {direction} netem qdisc on {dev} missing")
 
     def stats(self, site: LinkSite) -> EmulStats:
         per_dir: dict[str, list[dict] | str] = {}
@@ -166,7 +167,7 @@ class NetemBackend:
 
     def remove(self, site: LinkSite) -> None:
         for _, dev, _ in egresses(site, LinkProfile()):
-            proc.run(qdisc_del_argv(site.router_ns, dev), timeout=CMD_TIMEOUT)
+            proc.run(qdisc_del_argv(site.router_ns, dev), timeout=CMD_TIMEOUT, host=site.host)
         self._rated.pop(site.router_ns, None)
 
 

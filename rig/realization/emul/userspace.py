@@ -2,6 +2,11 @@
 rig's own engine process (`python -m rig.realization.emul.engine`), which delays, drops and
 duplicates packets; rate limiting is the kernel's TBF on the router's egress.
 
+On a remote router host (LinkSite.host, rig.realization.remote_router) the same commands
+run there through the agent, the engine is a service of that host (started through the
+agent, its pid file in the run's directory there, killed with its channel), its profile
+is written there and its control socket is reached by the agent's `ctl` op.
+
 Fail-closed: the rules have no --queue-bypass, so a dead engine stops the path instead
 of letting undelayed packets through, and check() raises StepAborted. Every rule carries
 `--comment <prefix>`; everything apply() creates is undone by remove().
@@ -13,19 +18,24 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 
 from rig.process import proc
 from rig.errors import RigError, StepAborted
 from rig.description.linkstats import EmulStats, StatsFormatError
-from rig.realization.emul.base import LinkSite, qdisc_del_argv, tbf_argv
+from rig.realization.emul.base import LinkSite, in_ns, where, qdisc_del_argv, tbf_argv
 from rig.realization.emul.engine import control
 from rig.description.profile import Direction, LinkProfile
 
 CMD_TIMEOUT = 20.0
 READY_TIMEOUT = 15.0
 CONTROL_TIMEOUT = 3.0
+# a remote engine's answer and rules cost an SSH channel each (~0.17 s wall, ~0.16 s CPU
+# on the router host, bench/README "Remote commands"): read at most this often; its
+# process is checked on every call (its ssh channel ends when it dies)
+REMOTE_CHECK_EVERY_S = 2.0
 _SUN_PATH_MAX = 100
 
 
@@ -47,9 +57,9 @@ def nfqueue_rule_argv(site: LinkSite, action: str, in_if: str, out_if: str,
     """iptables -I/-D/-C of one direction's NFQUEUE rule (fail-closed: no bypass)."""
     if action not in ("-I", "-D", "-C"):
         raise ValueError(f"bad iptables action {action!r}")
-    return ["ip", "netns", "exec", site.router_ns, _iptables(site), "-w", "5", action,
-            "FORWARD", "-i", in_if, "-o", out_if, "-m", "comment", "--comment", site.prefix,
-            "-j", "NFQUEUE", "--queue-num", str(queue)]
+    return in_ns(site.router_ns, [
+        _iptables(site), "-w", "5", action, "FORWARD", "-i", in_if, "-o", out_if,
+        "-m", "comment", "--comment", site.prefix, "-j", "NFQUEUE", "--queue-num", str(queue)])
 
 
 def is_passthrough(d: Direction) -> bool:
@@ -59,7 +69,7 @@ def is_passthrough(d: Direction) -> bool:
 
 def control_path(site: LinkSite) -> Path:
     p = site.workdir / f"{site.prefix}-{site.path}-engine.sock"
-    if len(str(p)) > _SUN_PATH_MAX:      # unix socket paths are limited to 108 bytes
+    if len(str(p)) > _SUN_PATH_MAX and site.host is None:      # unix socket paths are limited to 108 bytes
         p = Path(tempfile.gettempdir()) / f"{site.router_ns}-q{site.queue_base}.sock"
     return p
 
@@ -82,6 +92,31 @@ def rate_argv(site: LinkSite, profile: LinkProfile) -> list[list[str]]:
             for _, _, out_if, _, d in legs(site, profile) if d.rate_bps]
 
 
+def _remote_exchange(site: LinkSite) -> control.Exchange:
+    """The engine's control on a remote router host: the agent's `ctl` op there."""
+    host = site.host
+    assert host is not None
+
+    def via(path: Path, req: dict, timeout: float) -> bytes:
+        try:
+            rep = proc.remote_op(host, {"op": "ctl", "path": str(path), "req": req,
+                                        "timeout": timeout}, timeout=timeout + 15)
+        except RigError as e:
+            raise control.ControlError(f"engine control {path}: {e}") from e
+        if rep.get("error"):
+            raise control.ControlError(f"engine control {path} on {host.name}: {rep['error']}")
+        return str(rep.get("answer", "")).encode()
+    return via
+
+
+def _write_profile(site: LinkSite, profile: LinkProfile) -> None:
+    data = json.dumps(profile.to_dict())
+    if site.host is None:
+        profile_path(site).write_text(data)
+    else:
+        proc.put_file(site.host, str(profile_path(site)), data.encode())
+
+
 # --- the backend -------------------------------------------------------------------------
 
 class UserspaceBackend:
@@ -95,26 +130,29 @@ class UserspaceBackend:
     name = "userspace"
 
     def __init__(self, *, python: str = sys.executable, seed: int | None = None,
-                 ready_timeout: float = READY_TIMEOUT, bypass_passthrough: bool = True) -> None:
+                 ready_timeout: float = READY_TIMEOUT, bypass_passthrough: bool = True,
+                 local_logs: Path | None = None) -> None:
         self.python = python
+        self.local_logs = local_logs or Path(tempfile.gettempdir())   # remote engines' logs
         self.seed = seed
         self.ready_timeout = ready_timeout
         self.bypass_passthrough = bypass_passthrough
         self._engines: dict[tuple[str, int], proc.Service] = {}
         self._rated: dict[tuple[str, int], set[str]] = {}
         self._rules: dict[tuple[str, int], set[tuple[str, str, int]]] = {}
+        self._checked: dict[tuple[str, int], float] = {}    # remote: last full check
 
     @staticmethod
     def _key(site: LinkSite) -> tuple[str, int]:
-        return (site.router_ns, site.queue_base)
+        return (site.router_ns or f"@{site.host.name if site.host else ''}", site.queue_base)
 
     def _wanted_rules(self, site: LinkSite, profile: LinkProfile) -> set[tuple[str, str, int]]:
         return {(i, o, q) for _, i, o, q, d in legs(site, profile)
                 if not (self.bypass_passthrough and is_passthrough(d))}
 
     def plan(self, site: LinkSite, profile: LinkProfile) -> list[list[str]]:
-        return ([proc.ns_argv(site.router_ns, engine_argv(site, python=self.python,
-                                                          seed=self.seed))]
+        return ([proc.ns_argv(site.router_ns or None,
+                              engine_argv(site, python=self.python, seed=self.seed))]
                 + rate_argv(site, profile)
                 + [nfqueue_rule_argv(site, "-I", i, o, q)
                    for i, o, q in sorted(self._wanted_rules(site, profile), key=lambda r: r[2])])
@@ -122,26 +160,42 @@ class UserspaceBackend:
     def apply(self, site: LinkSite, profile: LinkProfile) -> None:
         key = self._key(site)
         if key in self._engines:
-            raise RigError(f"{site.router_ns}: userspace emulation already applied")
-        site.workdir.mkdir(parents=True, exist_ok=True)
-        profile_path(site).write_text(json.dumps(profile.to_dict()))
+            raise RigError(f"{where(site)}: userspace emulation already applied")
+        name = f"{site.prefix}-{site.path}-engine"
+        if site.host is None:
+            site.workdir.mkdir(parents=True, exist_ok=True)
+        _write_profile(site, profile)
         svc = proc.Service(engine_argv(site, python=self.python, seed=self.seed),
-                           netns=site.router_ns, name=f"{site.prefix}-{site.path}-engine",
-                           log_path=site.workdir / f"{site.prefix}-{site.path}-engine.log")
+                           netns=site.router_ns or None, name=name,
+                           log_path=self.log_dir(site) / f"{name}.log", host=site.host,
+                           rundir=site.host.rundir(site.prefix) if site.host else None,
+                           ident=name if site.host else None)
         self._engines[key] = svc
         try:
             svc.start()
             proc.wait_until(lambda: self._responds(site), timeout=self.ready_timeout,
-                            what=f"emulation engine in {site.router_ns}", service=svc)
+                            what=f"emulation engine in {where(site)}", service=svc)
             self._set_rates(site, profile)
             self._set_rules(site, profile)
         except BaseException:
             self.remove(site)
             raise
 
+    def log_dir(self, site: LinkSite) -> Path:
+        """Where the engine's log lands on this host (a remote engine's output comes
+        back over its channel)."""
+        if site.host is None:
+            return site.workdir
+        d = self.local_logs / site.path
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def _via(self, site: LinkSite) -> control.Exchange | None:
+        return _remote_exchange(site) if site.host is not None else None
+
     def _responds(self, site: LinkSite) -> bool:
         try:
-            control.ping(control_path(site), timeout=0.5)
+            control.ping(control_path(site), timeout=0.5, via=self._via(site))
             return True
         except control.ControlError:
             return False
@@ -151,47 +205,57 @@ class UserspaceBackend:
         for _, _, out_if, _, d in legs(site, profile):
             if d.rate_bps:
                 proc.run(tbf_argv(site.router_ns, out_if, d, profile.rtt_s),
-                         timeout=CMD_TIMEOUT, check=True)
+                         timeout=CMD_TIMEOUT, check=True, host=site.host)
                 rated.add(out_if)
             elif out_if in rated:
-                proc.run(qdisc_del_argv(site.router_ns, out_if), timeout=CMD_TIMEOUT)
+                proc.run(qdisc_del_argv(site.router_ns, out_if), timeout=CMD_TIMEOUT,
+                         host=site.host)
                 rated.discard(out_if)
 
     def _set_rules(self, site: LinkSite, profile: LinkProfile) -> None:
         have = self._rules.setdefault(self._key(site), set())
         want = self._wanted_rules(site, profile)
         for rule in sorted(want - have):
-            proc.run(nfqueue_rule_argv(site, "-I", *rule), timeout=CMD_TIMEOUT, check=True)
+            proc.run(nfqueue_rule_argv(site, "-I", *rule), timeout=CMD_TIMEOUT, check=True,
+                     host=site.host)
             have.add(rule)
         for rule in sorted(have - want):
-            proc.run(nfqueue_rule_argv(site, "-D", *rule), timeout=CMD_TIMEOUT, check=True)
+            proc.run(nfqueue_rule_argv(site, "-D", *rule), timeout=CMD_TIMEOUT, check=True,
+                     host=site.host)
             have.discard(rule)
 
     def update(self, site: LinkSite, profile: LinkProfile) -> None:
         if self._key(site) not in self._engines:
-            raise RigError(f"{site.router_ns}: userspace emulation not applied")
-        profile_path(site).write_text(json.dumps(profile.to_dict()))
+            raise RigError(f"{where(site)}: userspace emulation not applied")
+        _write_profile(site, profile)
         try:
-            control.configure(control_path(site), profile.to_dict(), timeout=CONTROL_TIMEOUT)
+            control.configure(control_path(site), profile.to_dict(), timeout=CONTROL_TIMEOUT,
+                              via=self._via(site))
         except control.ControlError as e:
-            raise StepAborted(f"{site.router_ns}: cannot reconfigure the engine: {e}") from e
+            raise StepAborted(f"{where(site)}: cannot reconfigure the engine: {e}") from e
         self._set_rates(site, profile)
         self._set_rules(site, profile)
 
     def check(self, site: LinkSite) -> None:
         svc = self._engines.get(self._key(site))
         if svc is None:
-            raise StepAborted(f"{site.router_ns}: userspace emulation not applied")
+            raise StepAborted(f"{where(site)}: userspace emulation not applied")
         if not svc.alive():
-            raise StepAborted(f"{site.router_ns}: emulation engine died (exit "
+            raise StepAborted(f"{where(site)}: emulation engine died (exit "
                               f"{svc.stop()}): {svc.log_tail(300).strip()}")
+        key = self._key(site)
+        if site.host is not None and \
+                time.monotonic() - self._checked.get(key, -1e9) < REMOTE_CHECK_EVERY_S:
+            return
         try:
-            control.ping(control_path(site), timeout=CONTROL_TIMEOUT)
+            control.ping(control_path(site), timeout=CONTROL_TIMEOUT, via=self._via(site))
         except control.ControlError as e:
-            raise StepAborted(f"{site.router_ns}: emulation engine not responding: {e}") from e
-        for rule in sorted(self._rules.get(self._key(site), ())):
-            if not proc.run(nfqueue_rule_argv(site, "-C", *rule), timeout=CMD_TIMEOUT).ok:
-                raise StepAborted(f"{site.router_ns}: NFQUEUE rule {rule} missing")
+            raise StepAborted(f"{where(site)}: emulation engine not responding: {e}") from e
+        for rule in sorted(self._rules.get(key, ())):
+            if not proc.run(nfqueue_rule_argv(site, "-C", *rule), timeout=CMD_TIMEOUT,
+                            host=site.host).ok:
+                raise StepAborted(f"{where(site)}: NFQUEUE rule {rule} missing")
+        self._checked[key] = time.monotonic()
 
     def stats(self, site: LinkSite) -> EmulStats:
         key = self._key(site)
@@ -200,7 +264,8 @@ class UserspaceBackend:
         if not (svc and svc.alive()):
             return EmulStats(self.name, alive=False, extra=queued)
         try:
-            st = EmulStats.from_json(control.stats(control_path(site), timeout=CONTROL_TIMEOUT))
+            st = EmulStats.from_json(control.stats(control_path(site), timeout=CONTROL_TIMEOUT,
+                                                   via=self._via(site)))
         except control.ControlError as e:
             return EmulStats(self.name, alive=True, error=str(e), extra=queued)
         except StatsFormatError as e:
@@ -210,16 +275,18 @@ class UserspaceBackend:
 
     def remove(self, site: LinkSite) -> None:
         key = self._key(site)
+        self._checked.pop(key, None)
         # Rules first (while the engine still serves what it holds), then the engine.
         for rule in sorted(self._rules.pop(key, set())):
-            proc.run(nfqueue_rule_argv(site, "-D", *rule), timeout=CMD_TIMEOUT)
+            proc.run(nfqueue_rule_argv(site, "-D", *rule), timeout=CMD_TIMEOUT, host=site.host)
         svc = self._engines.pop(key, None)
         if svc is not None:
             svc.stop()
         for dev in self._rated.pop(key, set()):
-            proc.run(qdisc_del_argv(site.router_ns, dev), timeout=CMD_TIMEOUT)
-        for p in (control_path(site), profile_path(site)):
-            p.unlink(missing_ok=True)
+            proc.run(qdisc_del_argv(site.router_ns, dev), timeout=CMD_TIMEOUT, host=site.host)
+        if site.host is None:     # on a router host: removed with the run's directory
+            for p in (control_path(site), profile_path(site)):
+                p.unlink(missing_ok=True)
 
     def engine_pid(self, site: LinkSite) -> int | None:
         svc = self._engines.get(self._key(site))
