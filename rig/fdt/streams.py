@@ -37,6 +37,7 @@ from rig.fdt.transport import Progress, TransferError, run_all
 # recv_into target per stream: small enough that N of them stay in cache (2 MiB L2 here).
 # 0 ms path, 8 streams, memory mode: 256 KiB 28-41 Gbit/s vs 1 MiB 22-25; file mode level.
 RECV_BUFFER = 256 << 10
+TCP_NOTSENT_LOWAT = getattr(socket, "TCP_NOTSENT_LOWAT", 25)     # linux/tcp.h
 POLL_S = 0.5              # blocked calls return this often to look at the stop flag
 JOIN_S = 5.0              # bound on close(): shutdown() normally ends a thread at once
 
@@ -155,10 +156,25 @@ class WakeBudget:
     """
 
     FILL = 1 << 30           # a wake's budget when filling: more than any send buffer
-    TOPUP_S = 0.005          # filling: try again this soon even without EPOLLOUT
+    TOPUP_RTT = 1 / 6        # filling: try again after this share of the smoothed RTT,
+    TOPUP_S = (0.002, 0.020)  # within these bounds (s), even without EPOLLOUT
+    RTT_EVERY = 32           # wakes between two reads of the RTT (TCP_INFO)
+    NOTSENT_LOWAT: int | None = None  # TCP_NOTSENT_LOWAT of the data sockets, if set
 
     def __init__(self, sock: socket.socket, *, fill: bool = False) -> None:
         self.sock, self.left, self.fill = sock, 0, fill
+        self.wakes, self.topup = 0, self.TOPUP_S[1]
+        if self.NOTSENT_LOWAT:
+            sock.setsockopt(socket.IPPROTO_TCP, TCP_NOTSENT_LOWAT, self.NOTSENT_LOWAT)
+
+    def topup_s(self) -> float:
+        """Filling: how long a wake waits for EPOLLOUT before trying anyway."""
+        if self.wakes % self.RTT_EVERY == 0:
+            lo, hi = self.TOPUP_S
+            rtt = _srtt_s(self.sock)
+            self.topup = hi if rtt is None else min(hi, max(lo, rtt * self.TOPUP_RTT))
+        self.wakes += 1
+        return self.topup
 
     def per_wake(self) -> int:
         """The budget of one wake (the send buffer is re-read: autotuning grows it)."""
@@ -170,7 +186,7 @@ class WakeBudget:
     async def take(self) -> int:
         """Bytes that may be queued now, waiting for writability when spent."""
         if self.left <= 0:
-            await _writable(self.sock, self.TOPUP_S if self.fill else None)
+            await _writable(self.sock, self.topup_s() if self.fill else None)
             self.left = self.per_wake()
         return self.left
 
@@ -180,6 +196,15 @@ class WakeBudget:
     def full(self) -> None:
         """EAGAIN: wait for the next wake."""
         self.left = 0
+
+
+def _srtt_s(sock: socket.socket) -> float | None:
+    """The kernel's smoothed RTT of a TCP socket (tcp_info.tcpi_rtt, µs), None if unknown."""
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    except OSError:
+        return None
+    return struct.unpack_from("I", info, 68)[0] / 1e6 if len(info) >= 72 else None
 
 
 async def _send_header(sock: socket.socket, header: bytes) -> None:
