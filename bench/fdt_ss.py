@@ -3,14 +3,15 @@
 One rig path at --rtt; in the server namespace an iperf3 server and rig-fdt servers:
 "fdt" runs this checkout's code, and each `--base [NAME=]DIR` ("base" without NAME)
 runs the rig package found in DIR (e.g. `git archive HEAD rig | tar -x -C DIR`) with
-`python -S`, so several versions of the sender meet the same path.  Each round runs, in turn, `rig-fdt get
---time T` against each server and `iperf3 -R -t T`, and samples `ss -tinm` on the
-sending sockets (server side) every --every seconds.  Prints, per tool, the median
-steady rate, CPU s/GB of the sender (server) and the receiver (client) and, per sample time, the mean over the streams of skmem tb (send buffer),
+`python -S -P`, so several versions of the sender meet the same path.  Each round runs,
+in turn, `rig-fdt get --time T` against each server and `iperf3 -R -t T`, and samples
+`ss -tinm` on the sending sockets (server side) every --every seconds.  Prints, per
+tool, the median steady rate, CPU s/GB of the sender (server) and of the receiver
+(client) and, per sample time, the mean over the streams of skmem tb (send buffer),
 w (queued), cwnd, notsent, and the final busy / sndbuf_limited / rwnd_limited share.
 
     flock /tmp/rig-bench.lock .venv/bin/python bench/fdt_ss.py --rtt 120 --streams 4 \
-        [--bufsize auto|4MiB] [--time 6] [--repeats 3] [--base [NAME=]/tmp/base ...] [--raw FILE]
+        [--bufsize auto|4MiB] [--time 6] [--repeats 3] [--base [NAME=]DIR ...] [--raw FILE]
 
 Uses rig.process.proc and the `rig net` command (through bench/fdt.py's helpers).
 """
@@ -85,13 +86,6 @@ def strace(pid: int | None, seconds: float, tool: str) -> None:
               "epoll_wait,epoll_pwait,poll,ppoll", "-p", str(pid)], timeout=seconds + 10)
 
 
-def perf(pid: int | None, seconds: float, tool: str) -> None:
-    """perf record -g of the sending server between 3 s and 3 + seconds, to fdt-ss-TOOL.perf."""
-    time.sleep(3.0)
-    proc.run(["perf", "record", "-q", "-g", "-o", f"fdt-ss-{tool}.perf", "-p", str(pid), "--",
-              "sleep", f"{seconds:g}"], timeout=seconds + 30)
-
-
 def run_tool(tool: str, ns: str, addr: str, a) -> dict:
     o = fb.omit_s(a, a.rtt)
     if tool == "iperf3":
@@ -146,8 +140,6 @@ def main() -> int:
     ap.add_argument("--raw", default=None, help="append every ss sample to this file")
     ap.add_argument("--strace", type=float, default=0.0,
                     help="first round: strace each server's sending calls for S seconds from 3 s")
-    ap.add_argument("--perf", type=float, default=0.0,
-                    help="first round: perf record -g each server for S seconds from 3 s")
     a = ap.parse_args()
     a.bufsize = None if a.bufsize == "auto" else units.parse_size(a.bufsize)
     bases = dict(b.split("=", 1) if "=" in b else ("base", b) for b in a.base)
@@ -184,10 +176,9 @@ def main() -> int:
                                                                 time.monotonic(), got, raw))
                     th.start()
                     st = None
-                    if (a.strace or a.perf) and rep == 0:
+                    if a.strace and rep == 0:
                         svc = next(x for x in services if x.name == tool)
-                        fn, secs = (strace, a.strace) if a.strace else (perf, a.perf)
-                        st = threading.Thread(target=fn, args=(svc.pid, secs, tool))
+                        st = threading.Thread(target=strace, args=(svc.pid, a.strace, tool))
                         st.start()
                     try:
                         m = run_tool(tool, cns, addr, a)
