@@ -205,10 +205,44 @@ def test_autotuned_budget_fills_the_send_buffer() -> None:
     b.close()
 
 
+def test_autotuned_topup_follows_the_smoothed_rtt(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sixth of the kernel's srtt within 2-20 ms, re-read every RTT_EVERY wakes;
+    unknown (not TCP) -> the upper bound."""
+    from rig.fdt import streams
+    from rig.fdt.streams import WakeBudget
+    rtts = iter([0.030, 0.120, 0.0001])
+    monkeypatch.setattr(streams, "_srtt_s", lambda sock: next(rtts))
+    budget = WakeBudget(socket.socket(), fill=True)
+    got = [budget.topup_s() for _ in range(3 * WakeBudget.RTT_EVERY)]
+    assert got[0] == pytest.approx(0.005)
+    assert set(got[:WakeBudget.RTT_EVERY]) == {got[0]}
+    assert got[WakeBudget.RTT_EVERY] == pytest.approx(0.020)        # 120 ms / 6 = the cap
+    assert got[-1] == pytest.approx(0.002)                           # 0.1 ms / 6: the floor
+    budget.sock.close()
+    monkeypatch.undo()
+    a, b = socket.socketpair()
+    assert WakeBudget(a, fill=True).topup_s() == WakeBudget.TOPUP_S[1]
+    a.close()
+    b.close()
+
+
+def test_srtt_of_a_loopback_tcp_socket() -> None:
+    from rig.fdt.streams import _srtt_s
+    lst = socket.create_server(("127.0.0.1", 0))
+    c = socket.create_connection(lst.getsockname())
+    s, _ = lst.accept()
+    try:
+        rtt = _srtt_s(c)
+        assert rtt is not None and 0 < rtt < 0.05, rtt
+    finally:
+        for x in (c, s, lst):
+            x.close()
+
+
 def test_autotuned_budget_retries_a_full_socket_without_epollout() -> None:
-    """Filling: a wake comes after TOPUP_S even though the socket never polls writable
-    (the kernel reports EPOLLOUT only once a third of the buffer is free; issue 16);
-    fixed buffers keep waiting for EPOLLOUT."""
+    """Filling: a wake comes after the top-up even though the socket never polls
+    writable (the kernel reports EPOLLOUT only once a third of the buffer is free;
+    issue 16); fixed buffers keep waiting for EPOLLOUT."""
     from rig.fdt.streams import WakeBudget
 
     async def wake_after(budget: WakeBudget, limit: float) -> float:
@@ -220,7 +254,7 @@ def test_autotuned_budget_retries_a_full_socket_without_epollout() -> None:
     a, b = _full_pair()
     try:
         took = asyncio.run(wake_after(WakeBudget(a, fill=True), 1.0))
-        assert WakeBudget.TOPUP_S * 0.8 <= took <= 0.5, took
+        assert WakeBudget.TOPUP_S[1] * 0.8 <= took <= 0.5, took     # no srtt: the cap
         with pytest.raises(asyncio.TimeoutError):
             asyncio.run(wake_after(WakeBudget(a), 0.2))
     finally:

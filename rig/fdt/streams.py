@@ -145,20 +145,37 @@ class WakeBudget:
     often than this VM.
 
     Autotuned buffers (``fill``): until EAGAIN, and after EAGAIN the next try comes
-    on EPOLLOUT or after TOPUP_S, whichever is first.  The send buffer stops at
-    tcp_wmem's ceiling (4 MiB here) and is then the window.  The kernel reports EPOLLOUT
-    only once a third of the buffer is free, so a sender that waits for it lets the
-    queue (all of it in flight) sag: `ss -tinm` at 120 ms, N=4, showed 2.9-3.2 MB of
-    4.19 queued with nothing unsent for rig-fdt (quarter budget and plain
-    until-EAGAIN alike, 0.78-0.80 Gbit/s) against 3.8-3.98 for iperf3 (0.94); the 5 ms
-    top-up keeps it at 4.0 MB: 1.08 Gbit/s (bench/README.md, issue 16).
+    on EPOLLOUT or after a sixth of the smoothed RTT (2-20 ms), whichever is first.  The
+    send buffer stops at tcp_wmem's ceiling (4 MiB here) and is then the window.  The
+    kernel reports EPOLLOUT only once a third of the buffer is free, so a sender that
+    waits for it lets the queue (all of it in flight) sag: `ss -tinm` at 120 ms, N=4,
+    showed 2.9-3.2 MB of 4.19 queued with nothing unsent for rig-fdt (quarter budget
+    and plain until-EAGAIN alike, 0.78-0.80 Gbit/s) against 3.8-3.98 for iperf3 (0.94).
+    A top-up after 5 ms kept 4.0 MB queued (1.07 Gbit/s) for 0.49 s/GB of sender CPU;
+    after 20 ms (srtt/6 at 120 ms) 1.04 for 0.29 (iperf3 0.11, the quarter budget 0.23);
+    at 20 ms, srtt/6 keeps 5.75 Gbit/s against 4.79 without a top-up (iperf3 5.63).
+    TCP_NOTSENT_LOWAT does not replace it: it only adds a condition to EPOLLOUT (0.80
+    Gbit/s at 120 ms with 256 KiB and no top-up), and with fixed buffers it cost a third
+    of the rate at 0 ms, N=16 (bench/README.md, issue 16).
     """
 
     FILL = 1 << 30           # a wake's budget when filling: more than any send buffer
-    TOPUP_S = 0.005          # filling: try again this soon even without EPOLLOUT
+    TOPUP_RTT = 1 / 6        # filling: try again after this share of the smoothed RTT,
+    TOPUP_S = (0.002, 0.020)  # within these bounds (s), even without EPOLLOUT
+    RTT_EVERY = 32           # wakes between two reads of the RTT (TCP_INFO)
 
     def __init__(self, sock: socket.socket, *, fill: bool = False) -> None:
         self.sock, self.left, self.fill = sock, 0, fill
+        self.wakes, self.topup = 0, self.TOPUP_S[1]
+
+    def topup_s(self) -> float:
+        """Filling: how long a wake waits for EPOLLOUT before trying anyway."""
+        if self.wakes % self.RTT_EVERY == 0:
+            lo, hi = self.TOPUP_S
+            rtt = _srtt_s(self.sock)
+            self.topup = hi if rtt is None else min(hi, max(lo, rtt * self.TOPUP_RTT))
+        self.wakes += 1
+        return self.topup
 
     def per_wake(self) -> int:
         """The budget of one wake (the send buffer is re-read: autotuning grows it)."""
@@ -170,7 +187,7 @@ class WakeBudget:
     async def take(self) -> int:
         """Bytes that may be queued now, waiting for writability when spent."""
         if self.left <= 0:
-            await _writable(self.sock, self.TOPUP_S if self.fill else None)
+            await _writable(self.sock, self.topup_s() if self.fill else None)
             self.left = self.per_wake()
         return self.left
 
@@ -180,6 +197,15 @@ class WakeBudget:
     def full(self) -> None:
         """EAGAIN: wait for the next wake."""
         self.left = 0
+
+
+def _srtt_s(sock: socket.socket) -> float | None:
+    """The kernel's smoothed RTT of a TCP socket (tcp_info.tcpi_rtt, µs), None if unknown."""
+    try:
+        info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+    except OSError:
+        return None
+    return struct.unpack_from("I", info, 68)[0] / 1e6 if len(info) >= 72 else None
 
 
 async def _send_header(sock: socket.socket, header: bytes) -> None:
