@@ -231,3 +231,41 @@ def test_a_missing_http_helper_is_one_line_exit_2(tmp_path, monkeypatch):
     assert e.value.exit_status == 2 and "\n" not in str(e.value)
     assert "clients[0].library" in str(e.value) and "rig-replay-http" in str(e.value)
     require_helper(_load(tmp_path, clients=[_client(library="xrootd")]))   # root:// needs none
+
+
+def _server_conf(sc, name: str) -> str:
+    from rig.services.servers import ServerPlan, server_files
+    spec = next(s for s in sc.servers if s.name == name)
+    p = ServerPlan(spec=spec, ns=None, addr="198.18.0.2", ports={"http": 8070},
+                   workdir=Path("/w"), datadir=Path("/d"))
+    return "".join(server_files(p).values())
+
+
+def test_http_send_settings_default_to_debians_and_can_be_set(tmp_path):
+    """Apache: EnableSendfile Off unless asked (httpd's default; Debian's apache2.conf
+    leaves it unset); nginx: Debian's nginx.conf, sendfile on + tcp_nopush on. Debian's
+    nginx answers each cache fill one RTT late, nopush off does not (tests/test_caching_e2e)."""
+    sc = _load(tmp_path, servers=[
+        {"name": "a", "kind": "apache"}, {"name": "a-sf", "kind": "apache", "sendfile": True},
+        {"name": "n", "kind": "nginx"},
+        {"name": "n-off", "kind": "nginx", "tcp_nopush": False, "sendfile": False},
+        {"name": "xrootd", "kind": "xrootd"}])
+    assert "\nEnableSendfile Off\n" in _server_conf(sc, "a")
+    assert "\nEnableSendfile On\n" in _server_conf(sc, "a-sf")
+    n, off = _server_conf(sc, "n"), _server_conf(sc, "n-off")
+    assert "sendfile on;" in n and "tcp_nopush on;" in n
+    assert "sendfile off;" in off and "tcp_nopush off;" in off
+
+
+@pytest.mark.parametrize("server,key,msg", [
+    ({"name": "xrootd", "kind": "xrootd", "sendfile": True}, "servers[0].sendfile",
+     "a xrootd server has no sendfile setting (has it: apache, nginx) (got True)"),
+    ({"name": "xrootd", "kind": "apache", "tcp_nopush": False}, "servers[0].tcp_nopush",
+     "a apache server has no tcp_nopush setting (has it: nginx)"),
+    ({"name": "xrootd", "kind": "nginx", "tcp_nopush": "sometimes"}, "servers[0].tcp_nopush",
+     "sometimes"),
+])
+def test_bad_send_settings_are_one_line(tmp_path, server, key, msg):
+    with pytest.raises(InputError) as e:
+        _load(tmp_path, servers=[server, {"name": "nginx", "kind": "nginx"}])
+    assert key in str(e.value) and msg in str(e.value) and "\n" not in str(e.value)

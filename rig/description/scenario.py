@@ -279,9 +279,19 @@ class ServerSpec:
     node: str | None = S.spec(S.optional(S.text), None)   # a server node of the topology
     # HTTP third-party copy: accepts COPY requests and pulls from the Source (XrdHttpTPC)
     tpc: bool = S.spec(S.boolean, False)
+    # how an HTTP server writes its answers (None: the Debian default of its kind; see
+    # rig/services/servers/{apache,nginx}.py): sendfile(2) for file data (Apache
+    # EnableSendfile, nginx sendfile), TCP_CORK while writing an answer (nginx tcp_nopush)
+    sendfile: bool | None = S.spec(S.optional(S.boolean), None)
+    tcp_nopush: bool | None = S.spec(S.optional(S.boolean), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
+        for key in ("sendfile", "tcp_nopush"):
+            if d[key] is not None and key not in server_kinds.get(d["kind"]).settings:
+                can = ", ".join(k.kind for k in server_kinds.all_kinds() if key in k.settings)
+                raise ctx.child(key).error(f"a {d['kind']} server has no {key} setting "
+                                           f"(has it: {can})", d[key])
         if d["tpc"] and not server_kinds.get(d["kind"]).tpc:
             can = ", ".join(k.kind for k in server_kinds.all_kinds() if k.tpc)
             raise ctx.child("tpc").error(f"a {d['kind']} server cannot do third-party copy "
