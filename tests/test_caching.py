@@ -269,3 +269,29 @@ def test_bad_send_settings_are_one_line(tmp_path, server, key, msg):
     with pytest.raises(InputError) as e:
         _load(tmp_path, servers=[server, {"name": "nginx", "kind": "nginx"}])
     assert key in str(e.value) and msg in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("round_rtts, note", [
+    ([1.0, 1.05, 1.1, 1.0, 1.02], "median round 1 RTT"),
+    ([1.0, 2.0, 2.05, 2.0, 1.98], "median round 2 RTT (each answer one RTT late"),
+])
+def test_latency_bound_verdict_cites_the_median_round(tmp_path, round_rtts, note):
+    """The verdict reads extra.round_s: a median round of 2 RTT is named as answers that
+    come one RTT late (Debian's nginx, docs/caching-modes.md); 1 RTT is not."""
+    from rig.report import load_run, verdicts
+    from rig.results.store import Store, TransferRow
+    run = tmp_path / "r"
+    st = Store.create(run / "results.sqlite", "r")
+    rounds = [x * 0.02 for x in round_rtts]
+    st.add_transfer(TransferRow(
+        run_id="r", step=0, path="wan", backend="userspace", rtt_ms_configured=20.0,
+        rtt_ms_measured=20.0, client="app", tool="replay", server="nginx", streams=1,
+        concurrency=1, instance=0, repeat=0, bytes=5_000_000, duration_s=sum(rounds),
+        throughput_bps=4e7 / sum(rounds), ok=True, argv="[]",
+        extra=json.dumps({"round_s": rounds}), cache_mode="application",
+        read_library="davix", branch_fraction=0.3, requests=5, round_trips=5,
+        bytes_useful=5_000_000, bytes_wire=5_000_000))
+    st.finish()
+    v = next(iter(verdicts(load_run(run)).values()))
+    assert v.kind == "latency-bound" and note in v.detail, v.detail
+    assert ("one RTT late" in v.detail) == (round_rtts[2] > 1.5)
