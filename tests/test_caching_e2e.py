@@ -198,10 +198,10 @@ def test_application_round_trips_are_cache_fills(run_dir, client):
                "file's 13 fills were measured only in a flagged run (1.14, 1.17)",
         strict=False)),
     # libdavix sends each fill as one multi-range GET (DavixFile::readv = one preadVec),
-    # one GET per round (counted: extra.http_requests). Apache with Debian's default
-    # (EnableSendfile Off) and nginx with tcp_nopush off answer it in 1.0-1.1 RTT; Debian's
-    # nginx does not (test_nginx_default_answers_each_fill_one_rtt_late).
-    "app-davix-apache", "app-davix-nginx-nopush-off"])
+    # one GET per round (counted: extra.http_requests). nginx with tcp_nopush off answers
+    # it in 1.0-1.1 RTT; Debian's nginx in 2 (test_nginx_default_answers_each_fill_one_rtt_late);
+    # Apache in either (test_apache_answers_each_fill_in_one_or_two_rtt).
+    "app-davix-nginx-nopush-off"])
 def test_application_time_is_fills_times_rtt(run_dir, client):
     rows, rate = _rows(run_dir)
     p = _plan(client)
@@ -246,6 +246,30 @@ def test_nginx_default_answers_each_fill_one_rtt_late(run_dir):
         model = _model(rs[0], rate[step], p) + len(late) * rtt
         wall = _fastest(rs)
         assert abs(wall - model) <= 0.25 * model, (step, [r["duration_s"] for r in rs], model)
+
+
+def test_apache_answers_each_fill_in_one_or_two_rtt(run_dir):
+    """Apache (Debian's default, EnableSendfile Off) held each fill's last segment for one
+    RTT in some runs and not in others, with either sendfile setting: steady fills at
+    20.1-20.4 ms took 2.06-2.15 RTT (this test's run, sendfile Off; two runs with On) or
+    1.0-1.15 RTT (two runs, Off and On). Not established why (docs/caching-modes.md), so
+    asserted is the band: the wall between the 1-RTT model - 25 % and the model with one
+    more RTT per learn/fill round + 25 %, and no steady fill faster than 0.9 RTT."""
+    rows, rate = _rows(run_dir)
+    p = _plan("app-davix-apache")
+    late = _late_rounds(p)
+    ok = _in_spec(run_dir)
+    for step, rs in _by(rows, "app-davix-apache").items():
+        rtt = rs[0]["rtt_ms_measured"] / 1e3
+        for r in rs:
+            rounds = json.loads(r["extra"])["round_s"]
+            assert min(rounds[i] for i in late[2:]) >= 0.9 * rtt, (step, rtt, rounds)
+        if step not in ok:
+            continue
+        one = _model(rs[0], rate[step], p)
+        two = one + len(late) * rtt
+        wall = _fastest(rs)
+        assert 0.75 * one <= wall <= 1.25 * two, (step, [r["duration_s"] for r in rs], one, two)
 
 
 @pytest.mark.parametrize("lazy,plain", [
