@@ -16,9 +16,8 @@ class Apache(ServerKind):
     ports = {"http": 8070}
     version_argv = ["apache2", "-v"]
     # EnableSendfile: httpd's default (Off) is Debian's, whose apache2.conf leaves it
-    # unset. On, each part of a multi-range answer is corked, written and uncorked, and
-    # the answer's last sub-MSS segment waits one round trip for an ACK (see
-    # docs/caching-modes.md, "One more round trip per fill").
+    # unset. With either, Apache held a multi-range answer's last segment for one RTT in
+    # some runs (docs/caching-modes.md, "One more round trip per fill").
     settings = {"sendfile": False}
 
     def files(self, p: ServerPlan) -> dict[str, str]:
