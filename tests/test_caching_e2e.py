@@ -25,8 +25,8 @@ BBR paces a request/response flow at its own bandwidth estimate, which such a fl
 low (each round is app-limited), so every cache fill took 1.6-1.8 RTT at 10-20 ms (and
 each storage basket ~+2 ms) where cubic sends the window at once: 1.0-1.2 RTT measured,
 per round (`extra.round_s`). Debian's nginx answers each fill one RTT late (see
-test_nginx_default_answers_each_fill_one_rtt_late); Apache with Debian's default and nginx
-without tcp_nopush do not.
+test_nginx_default_answers_each_fill_one_rtt_late), nginx without tcp_nopush does not,
+Apache does in some runs (test_apache_answers_each_fill_in_one_or_two_rtt).
 """
 from __future__ import annotations
 
