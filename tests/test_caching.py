@@ -72,6 +72,10 @@ def test_bad_replay_clients_are_one_line(tmp_path, client, key, msg):
      "not a ROOT file"),
     ([{"name": "aod", "size": "1MiB", "branches": 3}], "files[0].branches", "only for kind: root"),
     ([{"name": "aod", "kind": "root"}], "files[0].size", "required key is missing"),
+    # the generator's own limit, named at the scenario's key (a mutation test found it
+    # reported as `rootfile.size` without the file)
+    ([{"name": "aod", "kind": "root", "size": 128}], "files[0].size",
+     "must be at least 1 KiB (got 128)"),
 ])
 def test_bad_root_files_are_one_line(tmp_path, files, key, msg):
     junk = tmp_path / "junk.root"

@@ -17,6 +17,7 @@ from rig.description import limits as L, safeyaml, schema as S
 from rig.description import topology as T
 from rig.description.profile import BACKENDS, Direction, GilbertElliott, LinkProfile
 from rig.description.rootfile.plan import MODES as READ_MODES
+from rig.errors import InputError
 from rig.services import servers as server_kinds, tools
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -230,6 +231,8 @@ class FileSpec:
         if d["size"] > L.MAX_FILE_SIZE:
             raise ctx.child("size").error(f"files above {S.fmt_size(L.MAX_FILE_SIZE)} do not "
                                           "fit a tmpfs here", S.fmt_size(d["size"]))
+        if d["kind"] == "root" and d["path"] is None:
+            _check_generated_root(ctx, d)
         return d
 
     def root_spec(self) -> Any:
@@ -238,6 +241,19 @@ class FileSpec:
         kw: dict[str, Any] = {"cluster_bytes": self.cluster} if self.cluster else {}
         return generate.FileSpec(size_bytes=self.size, n_branches=self.branches or 300,
                                  seed=self.seed or 0, **kw)
+
+
+def _check_generated_root(ctx: S.Ctx, d: dict[str, Any]) -> None:
+    """The ROOT generator's own limits (a 128-byte file, fewer bytes per event than
+    branches), named at the scenario's key rather than the generator's."""
+    from rig.description.rootfile import generate
+    kw: dict[str, Any] = {"cluster_bytes": d["cluster"]} if d["cluster"] else {}
+    try:
+        generate.FileSpec(size_bytes=d["size"], n_branches=d["branches"] or 300,
+                          seed=d["seed"] or 0, **kw)
+    except InputError as e:
+        key = (e.key or "").removeprefix("rootfile.")
+        raise ctx.child(key if key in d else "size").error(e.message, e.value) from None
 
 
 def _root_file_size(ctx: S.Ctx, path: str) -> int:
