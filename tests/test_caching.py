@@ -72,6 +72,10 @@ def test_bad_replay_clients_are_one_line(tmp_path, client, key, msg):
      "not a ROOT file"),
     ([{"name": "aod", "size": "1MiB", "branches": 3}], "files[0].branches", "only for kind: root"),
     ([{"name": "aod", "kind": "root"}], "files[0].size", "required key is missing"),
+    # the generator's own limit, named at the scenario's key (a mutation test found it
+    # reported as `rootfile.size` without the file)
+    ([{"name": "aod", "kind": "root", "size": 128}], "files[0].size",
+     "must be at least 1 KiB (got 128)"),
 ])
 def test_bad_root_files_are_one_line(tmp_path, files, key, msg):
     junk = tmp_path / "junk.root"
@@ -231,3 +235,67 @@ def test_a_missing_http_helper_is_one_line_exit_2(tmp_path, monkeypatch):
     assert e.value.exit_status == 2 and "\n" not in str(e.value)
     assert "clients[0].library" in str(e.value) and "rig-replay-http" in str(e.value)
     require_helper(_load(tmp_path, clients=[_client(library="xrootd")]))   # root:// needs none
+
+
+def _server_conf(sc, name: str) -> str:
+    from rig.services.servers import ServerPlan, server_files
+    spec = next(s for s in sc.servers if s.name == name)
+    p = ServerPlan(spec=spec, ns=None, addr="198.18.0.2", ports={"http": 8070},
+                   workdir=Path("/w"), datadir=Path("/d"))
+    return "".join(server_files(p).values())
+
+
+def test_http_send_settings_default_to_debians_and_can_be_set(tmp_path):
+    """Apache: EnableSendfile Off unless asked (httpd's default; Debian's apache2.conf
+    leaves it unset); nginx: Debian's nginx.conf, sendfile on + tcp_nopush on. Debian's
+    nginx answers each cache fill one RTT late, nopush off does not (tests/test_caching_e2e)."""
+    sc = _load(tmp_path, servers=[
+        {"name": "a", "kind": "apache"}, {"name": "a-sf", "kind": "apache", "sendfile": True},
+        {"name": "n", "kind": "nginx"},
+        {"name": "n-off", "kind": "nginx", "tcp_nopush": False, "sendfile": False},
+        {"name": "xrootd", "kind": "xrootd"}])
+    assert "\nEnableSendfile Off\n" in _server_conf(sc, "a")
+    assert "\nEnableSendfile On\n" in _server_conf(sc, "a-sf")
+    n, off = _server_conf(sc, "n"), _server_conf(sc, "n-off")
+    assert "sendfile on;" in n and "tcp_nopush on;" in n
+    assert "sendfile off;" in off and "tcp_nopush off;" in off
+
+
+@pytest.mark.parametrize("server,key,msg", [
+    ({"name": "xrootd", "kind": "xrootd", "sendfile": True}, "servers[0].sendfile",
+     "a xrootd server has no sendfile setting (has it: apache, nginx) (got True)"),
+    ({"name": "xrootd", "kind": "apache", "tcp_nopush": False}, "servers[0].tcp_nopush",
+     "a apache server has no tcp_nopush setting (has it: nginx)"),
+    ({"name": "xrootd", "kind": "nginx", "tcp_nopush": "sometimes"}, "servers[0].tcp_nopush",
+     "sometimes"),
+])
+def test_bad_send_settings_are_one_line(tmp_path, server, key, msg):
+    with pytest.raises(InputError) as e:
+        _load(tmp_path, servers=[server, {"name": "nginx", "kind": "nginx"}])
+    assert key in str(e.value) and msg in str(e.value) and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("round_rtts, note", [
+    ([1.0, 1.05, 1.1, 1.0, 1.02], "median round 1 RTT"),
+    ([1.0, 2.0, 2.05, 2.0, 1.98], "median round 2 RTT (each answer one RTT late"),
+])
+def test_latency_bound_verdict_cites_the_median_round(tmp_path, round_rtts, note):
+    """The verdict reads extra.round_s: a median round of 2 RTT is named as answers that
+    come one RTT late (Debian's nginx, docs/caching-modes.md); 1 RTT is not."""
+    from rig.report import load_run, verdicts
+    from rig.results.store import Store, TransferRow
+    run = tmp_path / "r"
+    st = Store.create(run / "results.sqlite", "r")
+    rounds = [x * 0.02 for x in round_rtts]
+    st.add_transfer(TransferRow(
+        run_id="r", step=0, path="wan", backend="userspace", rtt_ms_configured=20.0,
+        rtt_ms_measured=20.0, client="app", tool="replay", server="nginx", streams=1,
+        concurrency=1, instance=0, repeat=0, bytes=5_000_000, duration_s=sum(rounds),
+        throughput_bps=4e7 / sum(rounds), ok=True, argv="[]",
+        extra=json.dumps({"round_s": rounds}), cache_mode="application",
+        read_library="davix", branch_fraction=0.3, requests=5, round_trips=5,
+        bytes_useful=5_000_000, bytes_wire=5_000_000))
+    st.finish()
+    v = next(iter(verdicts(load_run(run)).values()))
+    assert v.kind == "latency-bound" and note in v.detail, v.detail
+    assert ("one RTT late" in v.detail) == (round_rtts[2] > 1.5)

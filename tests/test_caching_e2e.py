@@ -24,8 +24,9 @@ Why the scenario runs cubic (the seed's CC7/SLC6 hosts), not this host's default
 BBR paces a request/response flow at its own bandwidth estimate, which such a flow keeps
 low (each round is app-limited), so every cache fill took 1.6-1.8 RTT at 10-20 ms (and
 each storage basket ~+2 ms) where cubic sends the window at once: 1.0-1.2 RTT measured,
-per round (`extra.round_s`). The HTTP multi-range answers of Apache and nginx cost one
-more RTT per fill (see test_application_time_is_fills_times_rtt).
+per round (`extra.round_s`). Debian's nginx answers each fill one RTT late (see
+test_nginx_default_answers_each_fill_one_rtt_late), nginx without tcp_nopush does not,
+Apache does in some runs (test_apache_answers_each_fill_in_one_or_two_rtt).
 """
 from __future__ import annotations
 
@@ -141,7 +142,7 @@ def _plan(client: str):
 def test_every_replay_ok_and_recorded(run_dir, require_tools):
     require_tools("xrootd", "nginx", "apache2", "xrdcp", "curl")
     rows, _ = _rows(run_dir)
-    assert len(rows) == 2 * 9 * REPEATS
+    assert len(rows) == 2 * 11 * REPEATS
     bad = [(r["client"], r["step"], r["error"]) for r in rows if not r["ok"]]
     assert not bad
     for r in rows:
@@ -173,7 +174,11 @@ def test_storage_time_is_round_trips_times_rtt(run_dir, client):
         assert abs(wall - model) <= 0.20 * model, (step, [r["duration_s"] for r in rs], model)
 
 
-@pytest.mark.parametrize("client", ["app-xrootd", "app-davix-xrootd", "app-davix-apache"])
+APP_CLIENTS = ["app-xrootd", "app-davix-xrootd", "app-davix-apache", "app-davix-nginx",
+               "app-davix-nginx-nopush-off"]
+
+
+@pytest.mark.parametrize("client", APP_CLIENTS)
 def test_application_round_trips_are_cache_fills(run_dir, client):
     rows, rate = _rows(run_dir)
     p = _plan(client)
@@ -187,20 +192,15 @@ def test_application_round_trips_are_cache_fills(run_dir, client):
 
 @pytest.mark.parametrize("client", [
     "app-xrootd",
-    pytest.param("app-davix-xrootd", marks=pytest.mark.xfail(
-        reason="not always met: wall / model 1.00, 1.03, 1.16 and 1.29 in four runs (the "
-               "1.29: a learning fill of 6.2 RTT and the next fill at 2 RTT); the 64 MiB "
-               "file's 13 fills were measured only in a flagged run (1.14, 1.17)",
-        strict=False)),
+    # fastest / model in three runs (10 / 20 ms): 1.155 / 1.118 (flagged), 0.996 / 0.999,
+    # 1.019 / 1.111; 1.14 / 1.17 in an earlier flagged run (the 1.29 of the 16 MiB file
+    # was one slow learning fill among 4)
+    "app-davix-xrootd",
     # libdavix sends each fill as one multi-range GET (DavixFile::readv = one preadVec),
-    # one GET per round (counted: extra.http_requests); XrdHttp answers it in 1.0-1.1 RTT,
-    # Apache (EnableSendfile) and nginx (sendfile + tcp_nopush, Debian's defaults) in 2.0
-    # RTT, every fill, even 178 KB ones: the server holds the multipart answer's tail for
-    # one round trip. nginx with tcp_nopush off: 1.0 RTT on the same path and plan. A
-    # server's behaviour, not the replay's; the issue's formula has no term for it.
-    pytest.param("app-davix-apache", marks=pytest.mark.xfail(
-        reason="Apache's multi-range answers cost 2 RTT per fill: 0.388-0.421 s at 20.4 ms "
-               "where the model gives 0.309 s (+26 %, +36 %)", strict=False))])
+    # one GET per round (counted: extra.http_requests). nginx with tcp_nopush off answers
+    # it in 1.0-1.1 RTT; Debian's nginx in 2 (test_nginx_default_answers_each_fill_one_rtt_late);
+    # Apache in either (test_apache_answers_each_fill_in_one_or_two_rtt).
+    "app-davix-nginx-nopush-off"])
 def test_application_time_is_fills_times_rtt(run_dir, client):
     rows, rate = _rows(run_dir)
     p = _plan(client)
@@ -212,15 +212,77 @@ def test_application_time_is_fills_times_rtt(run_dir, client):
         assert abs(wall - model) <= 0.25 * model, (step, [r["duration_s"] for r in rs], model)
 
 
+def _late_rounds(p) -> list[int]:
+    """Indices of the rounds Debian's nginx answers one RTT late: the learning and cache-fill
+    rounds (MiB answers written by several sendfile calls), not the small open reads."""
+    return [i for i, x in enumerate(p.rounds) if x.phase in ("learn", "fill")]
+
+
+def test_nginx_default_answers_each_fill_one_rtt_late(run_dir):
+    """Debian's nginx.conf (`sendfile on; tcp_nopush on;`): nginx clears TCP_NODELAY, corks
+    the socket (TCP_CORK), writes the answer (writev of each part's header, sendfile of its
+    bytes) and uncorks at the end. With Nagle back on, the kernel holds the answer's last
+    sub-MSS segment (the last range's tail and the closing boundary, 192-1159 bytes) until
+    the ACK of the previous sub-MSS segment (Minshall's rule): one RTT. Seen in a header
+    capture at 20 ms: every steady fill's last segment left 20.0-20.4 ms after the rest,
+    10-20 us after that ACK (strace: TCP_NODELAY 0, TCP_CORK 1 ... 0 per answer). With
+    tcp_nopush off the same plan takes 1.0-1.1 RTT per fill (app-davix-nginx-nopush-off).
+    Asserted: a steady fill takes at least 1.8 RTT (only load could move it, and load only
+    adds), and the wall is the 1-RTT model plus one RTT per learn/fill round, within 25 %."""
+    rows, rate = _rows(run_dir)
+    p = _plan("app-davix-nginx")
+    late = _late_rounds(p)
+    assert len(late) > 3
+    ok = _in_spec(run_dir)
+    for step, rs in _by(rows, "app-davix-nginx").items():
+        rtt = rs[0]["rtt_ms_measured"] / 1e3
+        for r in rs:
+            rounds = json.loads(r["extra"])["round_s"]
+            steady = sorted(rounds[i] for i in late[2:])   # past slow start
+            assert steady[len(steady) // 2] >= 1.8 * rtt, (step, rtt, steady)
+        if step not in ok:
+            continue
+        model = _model(rs[0], rate[step], p) + len(late) * rtt
+        wall = _fastest(rs)
+        assert abs(wall - model) <= 0.25 * model, (step, [r["duration_s"] for r in rs], model)
+
+
+def test_apache_answers_each_fill_in_one_or_two_rtt(run_dir):
+    """Apache (Debian's default, EnableSendfile Off) held each fill's last segment for one
+    RTT in some runs and not in others, with either sendfile setting: steady fills at
+    20.1-20.4 ms took 2.06-2.15 RTT (this test's run, sendfile Off; two runs with On) or
+    1.0-1.15 RTT (two runs, Off and On). Not established why (docs/caching-modes.md), so
+    asserted is the band: the wall between the 1-RTT model - 25 % and the model with one
+    more RTT per learn/fill round + 25 %, and no steady fill faster than 0.9 RTT."""
+    rows, rate = _rows(run_dir)
+    p = _plan("app-davix-apache")
+    late = _late_rounds(p)
+    ok = _in_spec(run_dir)
+    for step, rs in _by(rows, "app-davix-apache").items():
+        rtt = rs[0]["rtt_ms_measured"] / 1e3
+        for r in rs:
+            rounds = json.loads(r["extra"])["round_s"]
+            assert min(rounds[i] for i in late[2:]) >= 0.9 * rtt, (step, rtt, rounds)
+        if step not in ok:
+            continue
+        one = _model(rs[0], rate[step], p)
+        two = one + len(late) * rtt
+        wall = _fastest(rs)
+        assert 0.75 * one <= wall <= 1.25 * two, (step, [r["duration_s"] for r in rs], one, two)
+
+
 @pytest.mark.parametrize("lazy,plain", [
+    # Either side of a pair can lose 0.1-1 s to the client's receive window freezing at
+    # 0.33-0.50 MB (docs/caching-modes.md, "Multi-second lazy-download stalls"); the
+    # fastest of 3 hides most of it, not all
     pytest.param("lazy-xrootd", "xrdcp", marks=pytest.mark.xfail(
-        reason="not met in the one run of the 64 MiB file (its steps flagged: host loaded): "
-               "0.376 s vs xrdcp 0.270 s at 10 ms (+39 %), 0.572 vs 0.435 s at 20 ms (+32 %), "
-               "of which the XrdCl open in the Python bindings is 0.07-0.13 s; not explained",
+        reason="not always met: fastest lazy / fastest xrdcp 1.293 / 1.250 (10 / 20 ms, "
+               "flagged), 1.261 / 0.989, 1.219 / 1.203, then 1.304 / 1.232 in the full "
+               "suite; the XrdCl open in the Python bindings is 0.04-0.13 s of it",
         strict=False)),
     pytest.param("lazy-davix-nginx", "curl-nginx", marks=pytest.mark.xfail(
-        reason="not always met: 0.262 s vs curl 0.191 s at 10 ms (+38 %) in the last unflagged "
-               "run, 0.398 vs 0.489 s at 20 ms (-19 %); +19 % / +30 % in a flagged run",
+        reason="not always met: fastest lazy / fastest curl 1.099 / 0.877 (10 / 20 ms, "
+               "flagged), 1.343 / 0.901, 1.007 / 1.486 in three runs",
         strict=False))])
 def test_lazy_download_is_near_a_plain_download(run_dir, lazy, plain):
     """CMSSW's 128 MiB segment: LocalCacheFile::cache reads it with one storage read, which

@@ -17,6 +17,7 @@ from rig.description import limits as L, safeyaml, schema as S
 from rig.description import topology as T
 from rig.description.profile import BACKENDS, Direction, GilbertElliott, LinkProfile
 from rig.description.rootfile.plan import MODES as READ_MODES
+from rig.errors import InputError
 from rig.services import servers as server_kinds, tools
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -261,6 +262,8 @@ class FileSpec:
         if d["size"] > L.MAX_FILE_SIZE:
             raise ctx.child("size").error(f"files above {S.fmt_size(L.MAX_FILE_SIZE)} do not "
                                           "fit a tmpfs here", S.fmt_size(d["size"]))
+        if d["kind"] == "root" and d["path"] is None:
+            _check_generated_root(ctx, d)
         return d
 
     def root_spec(self) -> Any:
@@ -269,6 +272,19 @@ class FileSpec:
         kw: dict[str, Any] = {"cluster_bytes": self.cluster} if self.cluster else {}
         return generate.FileSpec(size_bytes=self.size, n_branches=self.branches or 300,
                                  seed=self.seed or 0, **kw)
+
+
+def _check_generated_root(ctx: S.Ctx, d: dict[str, Any]) -> None:
+    """The ROOT generator's own limits (a 128-byte file, fewer bytes per event than
+    branches), named at the scenario's key rather than the generator's."""
+    from rig.description.rootfile import generate
+    kw: dict[str, Any] = {"cluster_bytes": d["cluster"]} if d["cluster"] else {}
+    try:
+        generate.FileSpec(size_bytes=d["size"], n_branches=d["branches"] or 300,
+                          seed=d["seed"] or 0, **kw)
+    except InputError as e:
+        key = (e.key or "").removeprefix("rootfile.")
+        raise ctx.child(key if key in d else "size").error(e.message, e.value) from None
 
 
 def _root_file_size(ctx: S.Ctx, path: str) -> int:
@@ -310,9 +326,19 @@ class ServerSpec:
     node: str | None = S.spec(S.optional(S.text), None)   # a server node of the topology
     # HTTP third-party copy: accepts COPY requests and pulls from the Source (XrdHttpTPC)
     tpc: bool = S.spec(S.boolean, False)
+    # how an HTTP server writes its answers (None: the Debian default of its kind; see
+    # rig/services/servers/{apache,nginx}.py): sendfile(2) for file data (Apache
+    # EnableSendfile, nginx sendfile), TCP_CORK while writing an answer (nginx tcp_nopush)
+    sendfile: bool | None = S.spec(S.optional(S.boolean), None)
+    tcp_nopush: bool | None = S.spec(S.optional(S.boolean), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
+        for key in ("sendfile", "tcp_nopush"):
+            if d[key] is not None and key not in server_kinds.get(d["kind"]).settings:
+                can = ", ".join(k.kind for k in server_kinds.all_kinds() if key in k.settings)
+                raise ctx.child(key).error(f"a {d['kind']} server has no {key} setting "
+                                           f"(has it: {can})", d[key])
         if d["tpc"] and not server_kinds.get(d["kind"]).tpc:
             can = ", ".join(k.kind for k in server_kinds.all_kinds() if k.tpc)
             raise ctx.child("tpc").error(f"a {d['kind']} server cannot do third-party copy "

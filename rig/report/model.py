@@ -9,6 +9,7 @@ Pure Python: must not import matplotlib, rig.realization.netns, rig.process.proc
 """
 from __future__ import annotations
 
+import json
 import math
 import sqlite3
 import statistics
@@ -77,6 +78,7 @@ class Point:
     read_library: str | None = None
     branch_fraction: float | None = None
     server: str | None = None
+    rounds_s: list[list[float]] = field(default_factory=list)   # extra.round_s, per process
 
     @property
     def n(self) -> int:
@@ -201,6 +203,9 @@ def _add_process(p: Point, r: dict) -> None:
         if r.get("round_trips") is not None and r.get("duration_s"):
             p.round_trips.append(int(r["round_trips"]))
             p.durations_s.append(float(r["duration_s"]))
+            rounds = _json_field(r.get("extra"), "round_s")
+            if isinstance(rounds, list) and rounds:
+                p.rounds_s.append([float(x) for x in rounds])
     cpu = (r.get("cpu_user_s") or 0.0) + (r.get("cpu_sys_s") or 0.0)
     if r.get("cpu_user_s") is not None or r.get("cpu_sys_s") is not None:
         p.cpu_s.append(cpu)
@@ -211,6 +216,15 @@ def _add_process(p: Point, r: dict) -> None:
         p.server_cpu_s.append((r.get("server_cpu_user_s") or 0.0)
                               + (r.get("server_cpu_sys_s") or 0.0))
         p.server_cpu_sys_s += r.get("server_cpu_sys_s") or 0.0
+
+
+def _json_field(text: Any, name: str) -> Any:
+    """One field of a row's `extra` JSON (None when absent or unreadable)."""
+    try:
+        d = json.loads(text) if isinstance(text, str) else None
+    except ValueError:
+        return None
+    return d.get(name) if isinstance(d, dict) else None
 
 
 def _attach_validations(p: Point, validations: list[dict]) -> None:

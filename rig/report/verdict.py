@@ -59,6 +59,8 @@ BDP_RTT_SPAN = 1.8
 MIN_RTT_S = 0.002
 
 LATENCY_SHARE = 0.5  # round trips x RTT >= half the wall: latency is what the time is made of
+MIN_ROUNDS = 4       # per-round times (extra.round_s) worth a median
+LATE_ROUNDS_RTT = 1.8   # median round >= 1.8 RTT: the answers come one RTT late
 
 KINDS = ("window-limited", "path-limited", "client-CPU-bound", "latency-bound",
          "emulator-limited", "unexplained", "failed", "sender-buffer-limited", "loss-limited",
@@ -271,7 +273,23 @@ def _latency(point: Point) -> tuple[float, str] | None:
         return None
     bound = point.mean_bps * wall / waited
     return bound, (f"{rt} synchronous round trips x {rtt * 1e3:.3g} ms = {waited:.3g} s "
-                   f"of the {wall:.3g} s wall ({waited / wall:.0%})")
+                   f"of the {wall:.3g} s wall ({waited / wall:.0%})" + _rounds_note(point, rtt))
+
+
+def _rounds_note(point: Point, rtt: float) -> str:
+    """The median round in RTTs (extra.round_s), and why when it is two: the answers come
+    one RTT late. Seen with Debian's nginx (sendfile + tcp_nopush): nginx clears
+    TCP_NODELAY and corks each answer; on uncork, Nagle holds the last sub-MSS segment until
+    the ACK of the previous one (docs/caching-modes.md)."""
+    rounds = sorted(x for rs in point.rounds_s for x in rs)
+    if len(rounds) < MIN_ROUNDS:
+        return ""
+    per = rounds[len(rounds) // 2] / rtt
+    note = f"; median round {per:.2g} RTT"
+    if per >= LATE_ROUNDS_RTT:
+        note += (" (each answer one RTT late: a server that holds its answer's last "
+                 "segment for an ACK, e.g. nginx with tcp_nopush on)")
+    return note
 
 
 def _distances(point: Point) -> str:

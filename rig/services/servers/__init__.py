@@ -78,11 +78,19 @@ class ServerKind:
     run_as: ClassVar[str | None] = None          # the workdir is chowned to this user
     logs: ClassVar[tuple[str, ...]] = ()         # quoted (last line) when start fails
     tpc: ClassVar[bool] = False                  # can serve HTTP third-party copy (pull)
+    # how it writes answers to the socket (scenario keys of the same names), each with the
+    # default a Debian site runs; a kind without a setting refuses the key
+    settings: ClassVar[dict[str, bool]] = {}
 
     def __init_subclass__(cls, **kw: object) -> None:
         super().__init_subclass__(**kw)
         if "logs" not in cls.__dict__ and "kind" in cls.__dict__:
             cls.logs = (f"{cls.kind}-error.log",)      # what nginx and apache write
+
+    def setting(self, p: ServerPlan, name: str) -> bool:
+        """A send setting of this instance: the scenario's value, else the kind's default."""
+        v = getattr(p.spec, name, None)
+        return self.settings[name] if v is None else bool(v)
 
     def plan_ports(self, spec: "ServerSpec", ports: dict[str, int]) -> dict[str, int]:
         """The ports an instance of `spec` really listens on, given the defaults (pure)."""

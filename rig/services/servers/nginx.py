@@ -11,9 +11,15 @@ class Nginx(ServerKind):
     ports = {"http": 8080}
     tls_ports = {"https": 8443}
     version_argv = ["nginx", "-v"]
+    # Debian's /etc/nginx/nginx.conf: sendfile on; tcp_nopush on. With both, an answer is
+    # written under TCP_CORK with Nagle on, and a multi-range answer's last sub-MSS segment
+    # waits one round trip for an ACK (docs/caching-modes.md, "One more round trip ...")
+    settings = {"sendfile": True, "tcp_nopush": True}
 
     def files(self, p: ServerPlan) -> dict[str, str]:
         w = p.workdir
+        onoff = {True: "on", False: "off"}
+        sendfile, nopush = (onoff[self.setting(p, k)] for k in ("sendfile", "tcp_nopush"))
         tls = (f"""
         listen {p.addr}:{p.ports['https']} ssl;
         ssl_certificate {w / TLS_CERT};
@@ -27,8 +33,8 @@ error_log {w / 'nginx-error.log'} warn;
 events {{ worker_connections 1024; }}
 http {{
     access_log off;
-    sendfile on;
-    tcp_nopush on;
+    sendfile {sendfile};
+    tcp_nopush {nopush};
     client_body_temp_path {w / 'tmp'};
     proxy_temp_path {w / 'tmp'};
     fastcgi_temp_path {w / 'tmp'};
