@@ -255,7 +255,7 @@ def main() -> int:
         print(f"{tool}: {statistics.median(rates):.2f} Gbit/s "
               f"[{', '.join(f'{x:.2f}' for x in rates)}]")
         for side in ("sender", "receiver"):
-            def med(k: str, side: str = side) -> float:
+            def med(k: str, side: str = side, runs: list = runs) -> float:
                 return statistics.median(r[side][k] for r in runs)
             keys = sorted({k for r in runs for k in r[side]["calls"]})
             calls = " ".join(
