@@ -421,7 +421,8 @@ def receiver(reasm: Reassembly | FileSet, fds: dict[int, int], block: int,
     size = min(block, RECV_BUFFER)
 
     def run(i: int, sock: socket.socket, stop: threading.Event) -> None:
-        lowat, flags, step = min(size, RECV_LOWAT), socket.MSG_WAITALL, min(size, RECV_LOWAT)
+        lowat = step = min(size, RECV_LOWAT)
+        flags: int = socket.MSG_WAITALL
         if sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) >= 4 * RECV_LOWAT:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, lowat)
             flags, step = 0, size
