@@ -300,8 +300,9 @@ def test_tcp_receivers_land_4mib_blocks_with_a_fixed_or_autotuned_buffer(
             def send() -> None:
                 for k, (off, n) in enumerate(reversed(blocks)):
                     theirs[k % 2].sendall(p.BlockHeader(1, off, n).pack() + data[off:off + n])
-                for s in theirs:
-                    s.sendall(p.BlockHeader.end(1).pack())
+                for s in theirs:        # END, then FIN as send_stream does: with
+                    s.sendall(p.BlockHeader.end(1).pack())   # SO_RCVLOWAT the kernel wakes
+                    s.shutdown(socket.SHUT_WR)   # a reader for less only at FIN
             await asyncio.gather(asyncio.to_thread(send), run_all(futs, progress=progress,
                                                                    stall_s=10))
             reasm.verify(p.Done(len(data), progress.per_stream, zlib.adler32(data)))

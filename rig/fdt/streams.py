@@ -40,6 +40,8 @@ from rig.fdt.transport import Progress, TransferError, run_all
 # SO_RCVLOWAT makes it wait for RECV_LOWAT first (as MSG_WAITALL of 256 KiB did).  0 ms,
 # 4 MiB, 3 rounds: receiver 3,122 -> 1,022 recvfrom and 0.281 -> 0.214 s/GB at N=16
 # (Java FDT reads ~1 MiB a call: 911 reads/GB, 0.233 s/GB), bench/README.md, issue 16.
+# The kernel wakes a sleeping reader only once RECV_LOWAT bytes are queued or at FIN
+# (tcp_data_ready), even for a shorter read: a stream ends with END and FIN (send_stream).
 # Autotuned buffers keep MSG_WAITALL of RECV_LOWAT: setting SO_RCVLOWAT while the
 # buffer is still small clamps the window to it (tcp_set_rcvlowat), 120 ms N=4 fell
 # from 1.04 to 0.33-1.04 Gbit/s.
