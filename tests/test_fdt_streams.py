@@ -260,3 +260,60 @@ def test_autotuned_budget_retries_a_full_socket_without_epollout() -> None:
     finally:
         a.close()
         b.close()
+
+
+def _tcp_pairs(n: int, rcvbuf: int | None) -> tuple[list[socket.socket], list[socket.socket]]:
+    """n loopback TCP connections (receiving end, sending end); rcvbuf fixes SO_RCVBUF."""
+    ours, theirs = [], []
+    with socket.socket() as lsock:
+        lsock.bind(("127.0.0.1", 0))
+        lsock.listen(n)
+        for _ in range(n):
+            c = socket.create_connection(lsock.getsockname(), timeout=5)
+            s, _ = lsock.accept()
+            if rcvbuf is not None:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+            ours.append(s)
+            theirs.append(c)
+    return ours, theirs
+
+
+@pytest.mark.parametrize("rcvbuf", [4 << 20, None])
+def test_tcp_receivers_land_4mib_blocks_with_a_fixed_or_autotuned_buffer(
+        tmp_path: Path, rcvbuf: int | None) -> None:
+    """Fixed buffer: 1 MiB reads with SO_RCVLOWAT 256 KiB; autotuned: MSG_WAITALL, no
+    SO_RCVLOWAT (it would clamp the window).  Either way every byte lands by offset."""
+    block = 4 << 20
+    data = os.urandom(2 * block + (1 << 20) + 777)
+    blocks = list(iter(p.BlockScheduler(len(data), block).next_block, None))
+    out = tmp_path / "out.bin"
+
+    async def main() -> list[int]:
+        ours, theirs = _tcp_pairs(2, rcvbuf)
+        fd = os.open(out, os.O_WRONLY | os.O_CREAT, 0o644)
+        reasm = p.Reassembly(len(data), 1, 2)
+        progress = Progress(2)
+        workers = StreamWorkers(ours)
+        try:
+            futs = workers.start(receiver(reasm, {1: fd}, block, progress, checksum=True))
+
+            def send() -> None:
+                for k, (off, n) in enumerate(reversed(blocks)):
+                    theirs[k % 2].sendall(p.BlockHeader(1, off, n).pack() + data[off:off + n])
+                for s in theirs:        # END, then FIN as send_stream does: with
+                    s.sendall(p.BlockHeader.end(1).pack())   # SO_RCVLOWAT the kernel wakes
+                    s.shutdown(socket.SHUT_WR)   # a reader for less only at FIN
+            await asyncio.gather(asyncio.to_thread(send), run_all(futs, progress=progress,
+                                                                   stall_s=10))
+            reasm.verify(p.Done(len(data), progress.per_stream, zlib.adler32(data)))
+            return [s.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT) for s in ours]
+        finally:
+            workers.close()
+            os.close(fd)
+            for s in theirs:
+                s.close()
+
+    lowats = asyncio.run(main())
+    assert out.read_bytes() == data
+    assert lowats == ([256 << 10] * 2 if rcvbuf else [1, 1])
+    assert _stream_threads() == []

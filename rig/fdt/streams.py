@@ -36,7 +36,17 @@ from rig.fdt.transport import Progress, TransferError, run_all
 
 # recv_into target per stream: small enough that N of them stay in cache (2 MiB L2 here).
 # 0 ms path, 8 streams, memory mode: 256 KiB 28-41 Gbit/s vs 1 MiB 22-25; file mode level.
-RECV_BUFFER = 256 << 10
+# With a fixed receive buffer (--bufsize): one recv_into takes up to RECV_BUFFER, and
+# SO_RCVLOWAT makes it wait for RECV_LOWAT first (as MSG_WAITALL of 256 KiB did).  0 ms,
+# 4 MiB, 3 rounds: receiver 3,122 -> 1,022 recvfrom and 0.281 -> 0.214 s/GB at N=16
+# (Java FDT reads ~1 MiB a call: 911 reads/GB, 0.233 s/GB), bench/README.md, issue 16.
+# The kernel wakes a sleeping reader only once RECV_LOWAT bytes are queued or at FIN
+# (tcp_data_ready), even for a shorter read: a stream ends with END and FIN (send_stream).
+# Autotuned buffers keep MSG_WAITALL of RECV_LOWAT: setting SO_RCVLOWAT while the
+# buffer is still small clamps the window to it (tcp_set_rcvlowat), 120 ms N=4 fell
+# from 1.04 to 0.33-1.04 Gbit/s.
+RECV_BUFFER = 1 << 20
+RECV_LOWAT = 256 << 10
 POLL_S = 0.5              # blocked calls return this often to look at the stop flag
 JOIN_S = 5.0              # bound on close(): shutdown() normally ends a thread at once
 
@@ -380,12 +390,12 @@ def file_adler32(fd: int, size: int) -> int:
 # ----------------------------------------------------------------------- receivers
 
 def _recv_exact(sock: socket.socket, view: memoryview, stop: threading.Event, stream: int,
-                progress: Progress | None) -> None:
+                progress: Progress | None, flags: int = socket.MSG_WAITALL) -> None:
     """Fill view from sock (MSG_WAITALL: one syscall when the data flows)."""
     got, want = 0, len(view)
     while got < want:
         try:
-            n = sock.recv_into(view[got:], want - got, socket.MSG_WAITALL)
+            n = sock.recv_into(view[got:], want - got, flags)
         except (BlockingIOError, InterruptedError):     # SO_RCVTIMEO: look at stop
             if stop.is_set():
                 raise Stopped() from None
@@ -413,7 +423,12 @@ def receiver(reasm: Reassembly | FileSet, fds: dict[int, int], block: int,
     size = min(block, RECV_BUFFER)
 
     def run(i: int, sock: socket.socket, stop: threading.Event) -> None:
-        buf, hbuf = memoryview(bytearray(size)), bytearray(HEADER_SIZE)
+        lowat = step = min(size, RECV_LOWAT)
+        flags: int = socket.MSG_WAITALL
+        if sock.getsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF) >= 4 * RECV_LOWAT:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, lowat)
+            flags, step = 0, size
+        buf, hbuf = memoryview(bytearray(step)), bytearray(HEADER_SIZE)
         hview = memoryview(hbuf)
         while True:
             _recv_exact(sock, hview, stop, i, None)
@@ -425,8 +440,8 @@ def receiver(reasm: Reassembly | FileSet, fds: dict[int, int], block: int,
             done, adler = 0, 1
             fd = fds.get(h.file_id)
             while done < h.length:
-                chunk = buf[:min(size, h.length - done)]
-                _recv_exact(sock, chunk, stop, i, progress)
+                chunk = buf[:min(step, h.length - done)]
+                _recv_exact(sock, chunk, stop, i, progress, flags)
                 if checksum:
                     adler = zlib.adler32(chunk, adler)
                 if fd is not None:
