@@ -35,6 +35,22 @@ def _others() -> dict[str, int | None]:
     return out
 
 
+def _run_prefix(p: subprocess.Popen, deadline: float, seen: list[str]) -> str:
+    """The run's prefix from its state file; if the run ended or never wrote one, fail
+    with its exit code and stderr (a bare StopIteration once hid why, in a suite run
+    beside another suite)."""
+    while time.monotonic() < deadline:
+        for s in netns.read_states().values():
+            if s.get("pid") == p.pid:
+                return s["prefix"]
+        if p.poll() is not None:
+            break
+        time.sleep(0.05)
+    rc = p.poll()
+    tail = ("".join(seen) + ("" if rc is None else p.stderr.read()))[-2000:]
+    pytest.fail(f"no state file of the run (pid {p.pid}, exit {rc}); stderr tail: {tail}")
+
+
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM])
 def test_killed_mid_tls_transfers_leaves_nothing(tmp_path, require_tools, sig):
     require_tools("xrootd", "xrdcp", "nginx", "curl", "openssl")
@@ -45,12 +61,13 @@ def test_killed_mid_tls_transfers_leaves_nothing(tmp_path, require_tools, sig):
     prefix, procs = None, {}
     try:
         deadline = time.monotonic() + 180
+        seen: list[str] = []
         while time.monotonic() < deadline and p.poll() is None:
             line = p.stderr.readline()
+            seen.append(line)
             if "validate (before)" in line:
                 break
-        prefix = next(s["prefix"] for s in netns.read_states().values()
-                      if s.get("pid") == p.pid)
+        prefix = _run_prefix(p, deadline, seen)
         client_ns = f"{prefix}-0c"
         while time.monotonic() < deadline and p.poll() is None:    # transfers under way
             clients = [q for q in netns.ns_pids(client_ns) if "xrdcp" in _cmd(q)]
