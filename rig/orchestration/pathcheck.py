@@ -20,6 +20,7 @@ import contextlib
 import json
 import math
 import re
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Iterator
@@ -170,9 +171,7 @@ def still_ramping(intervals_bps: list[float], rtt_ms: float | None,
     so the first measured second would sit far below the rest."""
     if not rtt_ms or rtt_ms < 1.0 or omit_s >= 2 * ramp_s(rtt_ms) or len(intervals_bps) < 2:
         return None
-    first, rest = intervals_bps[0], sorted(intervals_bps[1:])
-    med = rest[len(rest) // 2] if len(rest) % 2 else (rest[len(rest) // 2 - 1]
-                                                      + rest[len(rest) // 2]) / 2
+    first, med = intervals_bps[0], statistics.median(intervals_bps[1:])
     if first < RAMPING * med:
         return (f"not measured: iperf3 still in slow start ({first / 1e9:.3g} Gbit/s in "
                 f"the first measured second, then {med / 1e9:.3g})")

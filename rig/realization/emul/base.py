@@ -12,6 +12,7 @@ from typing import Protocol
 
 from rig.description.linkstats import EmulStats
 from rig.description.profile import Direction, LinkProfile, MTU_WIRE_BYTES
+from rig.process import proc
 from rig.process.remote import Host
 
 
@@ -67,11 +68,6 @@ def where(site: LinkSite) -> str:
     return site.router_ns or f"router host {site.host.name if site.host else '?'}"
 
 
-def in_ns(ns: str, argv: list[str]) -> list[str]:
-    """argv inside namespace ns; an empty ns is a remote router host's own network."""
-    return ["ip", "netns", "exec", ns, *argv] if ns else list(argv)
-
-
 def tbf_burst_bytes(rate_bps: float) -> int:
     """Token bucket depth: >= 256 KB (measured need at 1 Gbit/s), ~1 ms of rate above."""
     return max(256 * 1024, int(rate_bps / 8 * 0.001))
@@ -90,7 +86,7 @@ def tbf_argv(ns: str, dev: str, d: Direction, rtt_s: float, *, parent: str = "ro
              handle: str = "1:") -> list[str]:
     """`tc qdisc replace` of a TBF rate limiter on dev, run inside namespace ns."""
     assert d.rate_bps
-    return in_ns(ns, ["tc", "qdisc", "replace", "dev", dev,
+    return proc.ns_argv(ns, ["tc", "qdisc", "replace", "dev", dev,
                       *(["root"] if parent == "root" else ["parent", parent]), "handle", handle,
                       "tbf", "rate", f"{int(d.rate_bps)}bit",
                       "burst", str(tbf_burst_bytes(d.rate_bps)),
@@ -98,4 +94,4 @@ def tbf_argv(ns: str, dev: str, d: Direction, rtt_s: float, *, parent: str = "ro
 
 
 def qdisc_del_argv(ns: str, dev: str) -> list[str]:
-    return in_ns(ns, ["tc", "qdisc", "del", "dev", dev, "root"])
+    return proc.ns_argv(ns, ["tc", "qdisc", "del", "dev", dev, "root"])

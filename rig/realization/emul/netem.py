@@ -19,7 +19,7 @@ import json
 from rig.process import proc
 from rig.errors import RigError, StepAborted
 from rig.description.linkstats import EmulStats, StatsFormatError, qdisc_dir_stats
-from rig.realization.emul.base import LinkSite, in_ns, where, qdisc_del_argv, tbf_argv
+from rig.realization.emul.base import LinkSite, where, qdisc_del_argv, tbf_argv
 from rig.description.profile import Direction, LinkProfile
 
 CMD_TIMEOUT = 20.0
@@ -60,7 +60,7 @@ def netem_argv(ns: str, dev: str, d: Direction, rtt_s: float) -> list[str]:
     a remote router host's own network)."""
     if not dev:
         raise ValueError("netem needs a device")
-    return in_ns(ns, ["tc", "qdisc", "replace", "dev", dev, "root",
+    return proc.ns_argv(ns, ["tc", "qdisc", "replace", "dev", dev, "root",
                       "handle", "1:", "netem", *netem_params(d, rtt_s)])
 
 
@@ -85,7 +85,7 @@ def plan_argv(site: LinkSite, profile: LinkProfile) -> list[list[str]]:
 
 
 def show_argv(ns: str, dev: str) -> list[str]:
-    return in_ns(ns, ["tc", "-s", "-j", "qdisc", "show", "dev", dev])
+    return proc.ns_argv(ns, ["tc", "-s", "-j", "qdisc", "show", "dev", dev])
 
 
 def parse_qdiscs(stdout: str) -> list[dict]:

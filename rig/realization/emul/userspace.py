@@ -25,7 +25,7 @@ from pathlib import Path
 from rig.process import proc
 from rig.errors import RigError, StepAborted
 from rig.description.linkstats import EmulStats, StatsFormatError
-from rig.realization.emul.base import LinkSite, in_ns, where, qdisc_del_argv, tbf_argv
+from rig.realization.emul.base import LinkSite, where, qdisc_del_argv, tbf_argv
 from rig.realization.emul.engine import control
 from rig.description.profile import Direction, LinkProfile
 
@@ -57,7 +57,7 @@ def nfqueue_rule_argv(site: LinkSite, action: str, in_if: str, out_if: str,
     """iptables -I/-D/-C of one direction's NFQUEUE rule (fail-closed: no bypass)."""
     if action not in ("-I", "-D", "-C"):
         raise ValueError(f"bad iptables action {action!r}")
-    return in_ns(site.router_ns, [
+    return proc.ns_argv(site.router_ns, [
         _iptables(site), "-w", "5", action, "FORWARD", "-i", in_if, "-o", out_if,
         "-m", "comment", "--comment", site.prefix, "-j", "NFQUEUE", "--queue-num", str(queue)])
 
