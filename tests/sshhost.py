@@ -14,7 +14,10 @@ import contextlib
 import ipaddress
 import os
 import shutil
+import signal
 import socket
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -186,3 +189,26 @@ def reachable(addr: str, port: int = 22) -> bool:
             return True
     except OSError:
         return False
+
+
+def start_run(scenario: Path, out: Path, *until: str,
+              dir_marker: str = "run directory ") -> tuple[subprocess.Popen, str | None]:
+    """`rig run SCENARIO` in its own session, its stderr read until a line holding one of
+    `until`; returns the process (still running, or ended) and the prefix named by its
+    run-directory line (None if it printed none). The caller SIGKILLs or waits for it."""
+    p = subprocess.Popen([sys.executable, "-m", "rig", "run", str(scenario), "--out", str(out)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                         start_new_session=True)
+    prefix = None
+    try:
+        assert p.stderr is not None
+        for line in p.stderr:
+            if dir_marker in line:
+                prefix = line.rsplit("/", 1)[1].strip()
+            if any(u in line for u in until):
+                break
+    except BaseException:
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+        raise
+    return p, prefix

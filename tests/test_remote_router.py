@@ -27,7 +27,7 @@ from rig.orchestration import clean
 from rig.orchestration.pathcheck import rtt_flag
 from rig.realization import netns
 
-from sshhost import pids_with, three_hosts
+from sshhost import pids_with, start_run, three_hosts
 
 pytestmark = pytest.mark.e2e
 RIG = [sys.executable, "-m", "rig"]
@@ -144,18 +144,9 @@ def test_emulated_path_through_a_router_host(three, tmp_path):
 def test_sigkill_then_rig_clean_leaves_nothing_on_the_router_host(three, tmp_path):
     s, c, r, cl, sl = three
     before = _router_state(r)
-    p = subprocess.Popen([*RIG, "run", str(_scenario(tmp_path, three, rate="2gbit",
-                                                      iperf_s=20)),
-                          "--out", str(tmp_path / "out")], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
-    prefix = None
+    p, prefix = start_run(_scenario(tmp_path, three, rate="2gbit", iperf_s=20),
+                          tmp_path / "out", "applying userspace emulation")
     try:
-        assert p.stderr is not None
-        for line in p.stderr:
-            if "run directory " in line:
-                prefix = line.rsplit("/", 1)[1].strip()
-            if "applying userspace emulation" in line:
-                break
         assert prefix, "the run did not reach the hosts"
         deadline = time.monotonic() + 60     # the rules go in last: then all is in place
         while len(_router_state(r)["rules"]) < 2 and time.monotonic() < deadline:

@@ -19,7 +19,7 @@ import pytest
 from rig.orchestration import clean
 from rig.realization import netns
 
-from sshhost import pids_with, ssh_host
+from sshhost import pids_with, ssh_host, start_run
 
 pytestmark = pytest.mark.e2e
 RIG = [sys.executable, "-m", "rig"]
@@ -98,16 +98,9 @@ def test_servers_on_a_remote_host_clients_here(dtn1, tmp_path):
 
 def test_sigkill_then_rig_clean_cleans_the_remote_host(dtn1, tmp_path):
     out = tmp_path / "out"
-    p = subprocess.Popen([*RIG, "run", str(_scenario(tmp_path, dtn1, iperf_s=20)),
-                          "--out", str(out)], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
-    prefix = None
+    p, prefix = start_run(_scenario(tmp_path, dtn1, iperf_s=20), out,
+                          "validate", "iperf3", "server fdt", dir_marker="run directory /dev/shm/")
     try:
-        for line in p.stderr:
-            if "run directory /dev/shm/" in line:
-                prefix = line.rsplit("/", 1)[1].strip()
-            if "validate" in line or "iperf3" in line or "server fdt" in line:
-                break
         assert prefix, "the run did not reach dtn1"
         pids = Path(f"/dev/shm/{prefix}/pids")
         end = time.monotonic() + 60

@@ -24,7 +24,7 @@ import yaml
 from rig.orchestration import clean
 from rig.realization import netns
 
-from sshhost import link_hosts, pids_with, ssh_host
+from sshhost import link_hosts, pids_with, ssh_host, start_run
 
 pytestmark = pytest.mark.e2e
 RIG = [sys.executable, "-m", "rig"]
@@ -158,17 +158,9 @@ def test_clients_on_one_remote_host_servers_on_another(two, tmp_path):
 def test_sigkill_then_rig_clean_restores_tuning_on_both_hosts(two, tmp_path):
     a, b, link = two
     before = (_state(a.ns, link.a_dev), _state(b.ns, link.b_dev))
-    p = subprocess.Popen([*RIG, "run", str(_copy_of_example(tmp_path, a, b, link, iperf_s=20)),
-                          "--out", str(tmp_path / "out")], stdout=subprocess.DEVNULL,
-                         stderr=subprocess.PIPE, text=True, start_new_session=True)
-    prefix = None
+    p, prefix = start_run(_copy_of_example(tmp_path, a, b, link, iperf_s=20),
+                          tmp_path / "out", "validate", "server xrootd")
     try:
-        assert p.stderr is not None
-        for line in p.stderr:
-            if "run directory " in line:
-                prefix = line.rsplit("/", 1)[1].strip()
-            if "validate" in line or "server xrootd" in line:
-                break
         assert prefix, "the run did not reach the hosts"
     finally:
         os.kill(p.pid, signal.SIGKILL)       # only rig itself: its ssh children live on
