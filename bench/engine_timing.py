@@ -2,7 +2,7 @@
 
 For each variant of the engine's timing (rig/realization/emul/engine/server.py `Timing`,
 set through RIG_ENGINE_TIMING) and each RTT, on one client—router—server path:
-  idle    ping (--pings at 10 ms) through the engine; the engine's own lateness over it
+  idle    ping (--pings at --ping-interval, 10 ms) through the engine; the engine's own lateness over it
   loaded  the same ping while iperf3 -P8 -R carries data through the path (--secs); the
           iperf3 throughput; the engine's lateness, CPU and run-queue wait over it
 Variants run alternately (variant order rotates each repeat) so drift of this shared
@@ -51,6 +51,8 @@ VARIANTS = {
     "pin": "spin_us=0,comp=1,rt_all=1,cpu=1",            # engine pinned to CPU 1
     # batch+hold with both windows grown with the RTT tolerance (x4 at 120 ms)
     "scaled": "spin_us=0,comp=1,rt_all=1,batch_us=400,hold_us=200,scale=1",
+    # session 6: scaled, plus the wake-up -> send lag learned and counted (the default)
+    "lag": "spin_us=0,comp=1,rt_all=1,batch_us=400,hold_us=200,scale=1,lag=1",
 }
 
 
@@ -75,14 +77,15 @@ def lateness(st: EmulStats, rtt_s: float) -> dict:
 
 def one(net, be, variant: str, rtt_ms: float, a) -> dict:
     # every knob explicit: a later change of Timing's defaults must not move a variant
-    os.environ["RIG_ENGINE_TIMING"] = "batch_us=0,hold_us=0,cpu=-1,scale=0," + VARIANTS[variant]
+    os.environ["RIG_ENGINE_TIMING"] = ("batch_us=0,hold_us=0,cpu=-1,scale=0,lag=0,"
+                                       + VARIANTS[variant])
     be.apply(net.site, LinkProfile.symmetric(rtt_ms / 1e3))
     try:
         s0 = be.stats(net.site)
-        idle = ping(net, a.pings, 0.01)
+        idle = ping(net, a.pings, a.ping_interval)
         s1 = be.stats(net.site)
         box: dict = {}
-        t = threading.Thread(target=lambda: box.update(ping=ping(net, a.pings, 0.01)))
+        t = threading.Thread(target=lambda: box.update(ping=ping(net, a.pings, a.ping_interval)))
         time.sleep(0)
         t.start()
         j = iperf3_json(net, ["-R", "-P", "8", "-t", str(a.secs)], a.secs, "-P8 -R")
@@ -95,6 +98,8 @@ def one(net, be, variant: str, rtt_ms: float, a) -> dict:
             "loaded_ping_ms": box["ping"]["avg_ms"],
             "loaded": lateness(s2.since(s1), rtt_ms / 1e3),
             "gbps": j["end"]["sum_received"]["bits_per_second"] / 1e9,
+            "send_lag_us": (s2.extra.get("send_lag_s") or 0.0) * 1e6,
+            "wake_comp_us": (s2.extra.get("wake_compensation_s") or 0.0) * 1e6,
             "retransmits": j["end"].get("sum_sent", {}).get("retransmits")}
 
 
@@ -132,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     ap.add_argument("--secs", type=int, default=6)
     ap.add_argument("--pings", type=int, default=200)
+    ap.add_argument("--ping-interval", type=float, default=0.01,
+                    help="seconds between pings (the path check's default: 0.05)")
     ap.add_argument("--json", type=Path, default=None)
     a = ap.parse_args(argv)
     be = UserspaceBackend(bypass_passthrough=False)

@@ -184,3 +184,14 @@ def test_rtt_flag_allows_the_standard_error_of_a_jittered_mean():
     assert validate.rtt_flag(80.0, 81.3, abs_ms=0.3, rel=0.01, stddev_ms=1.25, count=10)
     # without jitter the tight tolerance holds
     assert validate.rtt_flag(80.0, 80.9, abs_ms=0.3, rel=0.01, stddev_ms=0.1, count=20)
+
+
+def test_rtt_flag_without_jitter_does_not_let_one_slow_echo_widen_the_tolerance():
+    # seen on an idle make run: 120 ms step, mean 122.174 with one slow echo (stddev
+    # 5.2 ms over 20): 3 SE = 3.5 ms would pass it; without configured jitter it is flagged
+    assert validate.rtt_flag(120.0, 122.174, abs_ms=0.3, rel=0.01, stddev_ms=5.2, count=20,
+                             jittered=False)
+    assert validate.rtt_flag(120.0, 122.174, abs_ms=0.3, rel=0.01, stddev_ms=5.2,
+                             count=20) is None
+    assert validate.rtt_flag(120.0, 121.1, abs_ms=0.3, rel=0.01, stddev_ms=5.2, count=20,
+                             jittered=False) is None          # 1 % of 120 ms

@@ -114,13 +114,17 @@ def test_emulated_path_through_a_router_host(three, tmp_path):
     vals = db.execute("SELECT * FROM validations ORDER BY rowid").fetchall()
     assert [v["phase"] for v in vals] == ["before", "after"]
     for v in vals:
-        # ping on dtn2 through the engine on rtr: never early (each way waits its half),
-        # and within the e2e suite's bound for emulated paths under load (test_e2e.py)
-        assert RTT_MS <= v["rtt_ms_measured"] <= RTT_MS + max(0.5, 0.15 * RTT_MS), dict(v)
-        # the rig judged it with a local path's tolerance (max(0.3 ms, 1 %, 3 SE)); seen
+        # ping on dtn2 through the engine on rtr: not early beyond the engine's release
+        # window (batching releases within +-0.2 ms of the deadline, centred on it since
+        # the wake-up -> send lag is compensated), and within the e2e suite's bound for
+        # emulated paths under load (test_e2e.py)
+        assert RTT_MS - 0.2 <= v["rtt_ms_measured"] <= RTT_MS + max(0.5, 0.15 * RTT_MS), \
+            dict(v)
+        # the rig judged it with a local path's tolerance (max(0.3 ms, 1 %); no jitter,
+        # so no 3 SE term); seen
         # here: 20.13-20.37 ms over 14 validations, flagged (> 20.3) in one run of seven
         tol = rtt_flag(RTT_MS, v["rtt_ms_measured"], abs_ms=0.3, rel=0.01,
-                       stddev_ms=v["rtt_ms_stddev"] or 0.0, count=20)
+                       stddev_ms=v["rtt_ms_stddev"] or 0.0, count=20, jittered=False)
         assert (tol is not None) == ("RTT" in (v["flag_reason"] or "")), dict(v)
         assert v["iperf_bps"] > 1e7, dict(v)
     st = db.execute("SELECT * FROM engine_stats").fetchall()

@@ -201,15 +201,19 @@ def _window_here(client_ns: str | None) -> tuple[int | None, int | None]:
 
 
 def rtt_flag(configured_ms: float | None, measured_ms: float | None, *,
-             abs_ms: float, rel: float, stddev_ms: float = 0.0, count: int = 1) -> str | None:
+             abs_ms: float, rel: float, stddev_ms: float = 0.0, count: int = 1,
+             jittered: bool = True) -> str | None:
     """Why the step is flagged, or None: |measured - configured| > max(abs,
-    rel*configured, 3 standard errors of the mean). The last term only matters with
-    configured jitter: 10 pings with 2 ms jitter cannot pin a mean to 0.3 ms."""
+    rel*configured, 3 standard errors of the mean). The last term is for configured
+    jitter (`jittered`): 10 pings with 2 ms jitter cannot pin a mean to 0.3 ms. Without
+    jitter it is left out: there one slow echo (seen: a 120 ms step's 22 ms outlier,
+    stddev 5.2 ms) would widen the tolerance to 3.5 ms and hide the very delay it adds."""
     if configured_ms is None:
         return None
     if measured_ms is None:
         return "no RTT measured (ping lost every echo)"
-    tol = max(abs_ms, rel * configured_ms, 3.0 * (stddev_ms or 0.0) / max(count, 1) ** 0.5)
+    se = 3.0 * (stddev_ms or 0.0) / max(count, 1) ** 0.5 if jittered else 0.0
+    tol = max(abs_ms, rel * configured_ms, se)
     if abs(measured_ms - configured_ms) > tol:
         return (f"RTT {measured_ms:.3f} ms vs configured {configured_ms:.3f} ms "
                 f"(tolerance {tol:.3f} ms)")
@@ -218,6 +222,7 @@ def rtt_flag(configured_ms: float | None, measured_ms: float | None, *,
 
 def validate_path(*, client_ns: str | None, server_addr: str, iperf_port: int,
                   configured_rtt_ms: float | None, v, rate_bps: float | None = None,
+                  jitter_ms: float = 0.0,
                   host=None, rundir: str | None = None, own_ns: tuple[str, ...] = ()) -> dict:
     """Run ping and iperf3 from the client side (on `host` when the client is remote);
     return a validations row (partial). `own_ns`: the rig's own client and server
@@ -248,7 +253,7 @@ def validate_path(*, client_ns: str | None, server_addr: str, iperf_port: int,
     reasons = []
     flag = rtt_flag(configured_rtt_ms, ping.mean_ms, abs_ms=v.rtt_tolerance_ms,
                     rel=v.rtt_tolerance_rel, stddev_ms=ping.stddev_ms or 0.0,
-                    count=ping.received)
+                    count=ping.received, jittered=jitter_ms > 0)
     if flag:
         reasons.append(flag)
     if ip.error:

@@ -519,6 +519,7 @@ class Run:
         v = validate_path(client_ns=live.client_ns, server_addr=live.server_addr,
                           iperf_port=live.iperf_port, configured_rtt_ms=step.rtt_ms,
                           v=self.sc.validation, rate_bps=live.spec.rate_bps,
+                          jitter_ms=live.spec.jitter_s * 1e3 if step.profile else 0.0,
                           own_ns=() if live.spec.kind == "real" else tuple(
                               ns for ns in (live.client_ns, live.server_ns) if ns),
                           **self._where(live.client_host))
