@@ -6,6 +6,7 @@ and `rig plan` naming the end host."""
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 
 import pytest
@@ -180,8 +181,24 @@ def test_clean_record_of_an_end_host():
     json.dumps(rec)
 
 
+def test_the_engine_on_an_end_host_delays_what_it_receives_by_the_whole_rtt():
+    j = dict(jitter_s=0.001, jitter_dist="uniform")
+    prof = LinkProfile(forward=Direction(delay_s=0.010, **j),
+                       reverse=Direction(delay_s=0.010, loss=0.01, **j))
+    s = userspace.end_profile(_site("dtn1"), prof)       # server end receives forward
+    assert (s.forward.delay_s, s.forward.jitter_s, s.forward.loss) == (0.020, 0.002, 0.0)
+    assert (s.reverse.delay_s, s.reverse.jitter_s, s.reverse.loss) == (0.0, 0.0, 0.01)
+    c = userspace.end_profile(_site("dtn2"), prof)       # client end receives reverse
+    assert (c.reverse.delay_s, c.reverse.loss, c.forward.delay_s) == (0.020, 0.01, 0.0)
+    assert s.rtt_s == c.rtt_s == prof.rtt_s
+    third = dataclasses.replace(_site("dtn1"), end="", ifb="")
+    assert userspace.end_profile(third, prof) is prof
+
+
 def test_plan_prints_the_end_hosts_commands_with_its_host():
-    lines = plan.plan_lines(_parse(BASE))
+    d = copy.deepcopy(BASE)
+    d["paths"][0]["loss"] = "1%"         # on what dtn1 sends: its OUTPUT rule
+    lines = plan.plan_lines(_parse(d))
     at = [ln for ln in lines if ln.startswith("@dtn1 ")]
     assert any("-I INPUT -i eth1 -d 192.0.2.7" in ln and "--comment rig0000" in ln for ln in at)
     assert any("-I OUTPUT -o eth1 -s 192.0.2.7" in ln for ln in at)

@@ -83,6 +83,27 @@ def end_rule_match(site: LinkSite, queue: int) -> list[str]:
     return ["INPUT", "-i", site.to_client_if, *peer]
 
 
+def end_profile(site: LinkSite, profile: LinkProfile) -> LinkProfile:
+    """What the engine applies on an end host: the delay and jitter of both directions on
+    the one the host receives; what it sends keeps its loss and duplication (no hold).
+
+    Why: a packet the host itself sends stays charged to its socket while the engine
+    holds it (NFQUEUE does not orphan it, netem does), and TCP small queues then let a
+    socket keep only ~1 ms of its pacing rate in the host: a sender delayed 10 ms in its
+    own OUTPUT chain collapsed to 4.5 Mbit/s here (curl, 20 ms, tests/test_end_router.py
+    before this fold). The round trip, which is what TCP and ping see, is unchanged."""
+    if not site.end:
+        return profile
+    own = egress_direction(site)
+    sent, recv = ((profile.forward, profile.reverse) if own == "forward"
+                  else (profile.reverse, profile.forward))
+    recv = replace(recv, delay_s=recv.delay_s + sent.delay_s,
+                   jitter_s=recv.jitter_s + sent.jitter_s)
+    sent = replace(sent, delay_s=0.0, jitter_s=0.0)
+    return (LinkProfile(forward=sent, reverse=recv) if own == "forward"
+            else LinkProfile(forward=recv, reverse=sent))
+
+
 def rate_devs(site: LinkSite, profile: LinkProfile) -> list[tuple[str, Direction]]:
     """(device, direction profile) of each direction that has a rate: its egress on a
     forwarding router; on an end host the interface for what it sends and the IFB for
@@ -187,6 +208,7 @@ class UserspaceBackend:
                 if not (self.bypass_passthrough and is_passthrough(d))}
 
     def plan(self, site: LinkSite, profile: LinkProfile) -> list[list[str]]:
+        profile = end_profile(site, profile)
         return ([proc.ns_argv(site.router_ns or None,
                               engine_argv(site, python=self.python, seed=self.seed))]
                 + rate_argv(site, profile)
@@ -198,6 +220,7 @@ class UserspaceBackend:
         if key in self._engines:
             raise RigError(f"{where(site)}: userspace emulation already applied")
         name = f"{site.prefix}-{site.path}-engine"
+        profile = end_profile(site, profile)
         if site.host is None:
             site.workdir.mkdir(parents=True, exist_ok=True)
         _write_profile(site, profile)
@@ -269,6 +292,7 @@ class UserspaceBackend:
     def update(self, site: LinkSite, profile: LinkProfile) -> None:
         if self._key(site) not in self._engines:
             raise RigError(f"{where(site)}: userspace emulation not applied")
+        profile = end_profile(site, profile)
         _write_profile(site, profile)
         try:
             control.configure(control_path(site), profile.to_dict(), timeout=CONTROL_TIMEOUT,
