@@ -181,16 +181,15 @@ def test_clean_record_of_an_end_host():
     json.dumps(rec)
 
 
-def test_the_engine_on_an_end_host_delays_what_it_receives_by_the_whole_rtt():
+def test_the_engine_on_an_end_host_puts_the_whole_rtt_on_the_forward_direction():
     j = dict(jitter_s=0.001, jitter_dist="uniform")
     prof = LinkProfile(forward=Direction(delay_s=0.010, **j),
                        reverse=Direction(delay_s=0.010, loss=0.01, **j))
-    s = userspace.end_profile(_site("dtn1"), prof)       # server end receives forward
-    assert (s.forward.delay_s, s.forward.jitter_s, s.forward.loss) == (0.020, 0.002, 0.0)
-    assert (s.reverse.delay_s, s.reverse.jitter_s, s.reverse.loss) == (0.0, 0.0, 0.01)
-    c = userspace.end_profile(_site("dtn2"), prof)       # client end receives reverse
-    assert (c.reverse.delay_s, c.reverse.loss, c.forward.delay_s) == (0.020, 0.01, 0.0)
-    assert s.rtt_s == c.rtt_s == prof.rtt_s
+    for end in ("dtn1", "dtn2"):       # what the server receives, what the client sends
+        e = userspace.end_profile(_site(end), prof)
+        assert (e.forward.delay_s, e.forward.jitter_s, e.forward.loss) == (0.020, 0.002, 0.0)
+        assert (e.reverse.delay_s, e.reverse.jitter_s, e.reverse.loss) == (0.0, 0.0, 0.01)
+        assert e.rtt_s == prof.rtt_s
     third = dataclasses.replace(_site("dtn1"), end="", ifb="")
     assert userspace.end_profile(third, prof) is prof
 

@@ -85,23 +85,24 @@ def end_rule_match(site: LinkSite, queue: int) -> list[str]:
 
 def end_profile(site: LinkSite, profile: LinkProfile) -> LinkProfile:
     """What the engine applies on an end host: the delay and jitter of both directions on
-    the one the host receives; what it sends keeps its loss and duplication (no hold).
+    the forward one (client -> server: what the server end receives, what the client end
+    sends); the reverse (data) direction keeps its loss and duplication, held by nobody.
 
-    Why: a packet the host itself sends stays charged to its socket while the engine
-    holds it (NFQUEUE does not orphan it, netem does), and TCP small queues then let a
-    socket keep only ~1 ms of its pacing rate in the host: a sender delayed 10 ms in its
-    own OUTPUT chain collapsed to 4.5 Mbit/s here (curl, 20 ms, tests/test_end_router.py
-    before this fold). The round trip, which is what TCP and ping see, is unchanged."""
+    Why not half each way: (1) a packet the host itself sends stays charged to its socket
+    while the engine holds it (NFQUEUE does not orphan it; netem does), and TCP small
+    queues then let a socket keep only ~1 ms of its pacing rate in the host: the server
+    delayed 10 ms in its own OUTPUT chain moved 4.5 Mbit/s here (curl, 20 ms,
+    tests/test_end_router.py); (2) a packet the host receives is timestamped by the
+    kernel before INPUT, so ping (SO_TIMESTAMP) on the client end does not see a delay
+    added there (it read 0.058 ms for 20 ms). The round trip, which is what TCP and ping
+    measure, is the configured one. A client end that sends bulk data (an upload) is
+    still throttled by (1): put the router role on the server end for uploads."""
     if not site.end:
         return profile
-    own = egress_direction(site)
-    sent, recv = ((profile.forward, profile.reverse) if own == "forward"
-                  else (profile.reverse, profile.forward))
-    recv = replace(recv, delay_s=recv.delay_s + sent.delay_s,
-                   jitter_s=recv.jitter_s + sent.jitter_s)
-    sent = replace(sent, delay_s=0.0, jitter_s=0.0)
-    return (LinkProfile(forward=sent, reverse=recv) if own == "forward"
-            else LinkProfile(forward=recv, reverse=sent))
+    f, r = profile.forward, profile.reverse
+    return LinkProfile(forward=replace(f, delay_s=f.delay_s + r.delay_s,
+                                       jitter_s=f.jitter_s + r.jitter_s),
+                       reverse=replace(r, delay_s=0.0, jitter_s=0.0))
 
 
 def rate_devs(site: LinkSite, profile: LinkProfile) -> list[tuple[str, Direction]]:
