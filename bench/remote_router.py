@@ -194,6 +194,10 @@ def main_end(args: list[str]) -> None:
                           f"min {min(v):.3f}, max {max(v):.3f} (n={len(v)})")
             three = (t.server, t.client, t.router, t.client_link, t.server_link)
             remote = _scenario(tmp, three, iperf_s=3, repeats=repeats, size=size)
+            d = yaml.safe_load(remote.read_text())      # not the test's base: its fixture
+            for name, h in d["hosts"].items():           # removes that when it ends
+                h["rundir"] = f"/dev/shm/rig-bench-end/three-{name}"
+            remote.write_text(yaml.safe_dump(d, sort_keys=False))
             runs = {"end host (dtn1)": end_scenario(tmp, t, link, size=size, repeats=repeats),
                     "third host (rtr)": remote, "local router": local_copy(tmp, remote)}
             got: dict[str, list[dict]] = {k: [] for k in runs}
