@@ -69,8 +69,10 @@ def _drop(key):
      r"paths\[0\]\.router_ifaces\.server: the two router interfaces must differ \(got 'eth1'\)"),
     (_set("router_ifaces", {"client": "eth1", "server": "a-name-too-long-for-linux"}),
      r"paths\[0\]\.router_ifaces\.server: expected an interface name"),
-    (_set("router_host", "dtn1"), r"paths\[0\]\.router_host: the router on an end host \(IFB "
-                                  r"ingress\) is not built: name a third host \(got 'dtn1'\)"),
+    (_set("router_host", "dtn1"), r"paths\[0\]\.router_ifaces: the router role on an end "
+                                  r"host takes that end's interface on the path: router_iface"),
+    (_set("router_iface", "eth1"), r"paths\[0\]\.router_iface: router_iface is for the router "
+                                   r"role on an end host.* \(got 'eth1'\)$"),
     (_drop("server_addr"), r"paths\[0\]\.server_addr: an emulated path between hosts needs"),
     (_set("client_host", "local"), r"paths\[0\]\.client_host: an emulated path through a "
                                    r"router host runs between two remote hosts"),

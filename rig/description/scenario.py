@@ -171,11 +171,14 @@ class PathSpec:
     # carries the emulation (rig.realization.remote_router), and its two interfaces
     router_host: str | None = S.spec(S.optional(S.name), None)
     router_ifaces: RouterIfaces | None = S.spec(S.optional(S.section(RouterIfaces)), None)
+    # the router role on an end host (router_host = client_host or server_host): that
+    # end's one interface on the path, which carries both directions
+    router_iface: str | None = S.spec(S.optional(_ifname), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
         if d["kind"] == "real":
-            for k in ("router_host", "router_ifaces"):
+            for k in ("router_host", "router_ifaces", "router_iface"):
                 if d[k] is not None:
                     raise ctx.child(k).error("a real path has no router: use kind: "
                                              "emulated", d[k])
@@ -509,15 +512,26 @@ def _check_remote_router(ctx: S.Ctx, d: dict[str, Any]) -> None:
         raise ctx.child("router_host").error("an emulated path between hosts names the host "
                                              "that forwards between them and emulates")
     if d["router_host"] in (d["client_host"], d["server_host"]):
-        raise ctx.child("router_host").error(
-            "the router on an end host (IFB ingress) is not built: name a third host",
-            d["router_host"])
-    if d["router_ifaces"] is None:
-        raise ctx.child("router_ifaces").error("name the router host's interfaces: "
-                                               "{client: IF, server: IF}")
-    if d["router_ifaces"].client == d["router_ifaces"].server:
-        raise ctx.child("router_ifaces").child("server").error(
-            "the two router interfaces must differ", d["router_ifaces"].server)
+        # the router role on an end host (rig.realization.end_router): one interface
+        if d["router_ifaces"] is not None:
+            raise ctx.child("router_ifaces").error(
+                "the router role on an end host takes that end's interface on the path: "
+                "router_iface: IF")
+        if d["router_iface"] is None:
+            raise ctx.child("router_iface").error(
+                f"name host {d['router_host']}'s interface on the path (it carries both "
+                "directions there)")
+    else:
+        if d["router_iface"] is not None:
+            raise ctx.child("router_iface").error(
+                "router_iface is for the router role on an end host; a third host names "
+                "router_ifaces: {client: IF, server: IF}", d["router_iface"])
+        if d["router_ifaces"] is None:
+            raise ctx.child("router_ifaces").error("name the router host's interfaces: "
+                                                   "{client: IF, server: IF}")
+        if d["router_ifaces"].client == d["router_ifaces"].server:
+            raise ctx.child("router_ifaces").child("server").error(
+                "the two router interfaces must differ", d["router_ifaces"].server)
     if not d["server_addr"]:
         raise ctx.child("server_addr").error("an emulated path between hosts needs the "
                                              "server host's address, as the client reaches it")

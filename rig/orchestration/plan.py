@@ -76,10 +76,16 @@ def plan_lines(sc: Scenario) -> list[str]:
             n = names[p.name] = dataclasses.replace(netns.real_path(
                 i, p.name, client_ns=None, server_ns=None, server_addr=p.server_addr),
                 site=rsite)
-            out.append(f"@{p.router_host} " + _comment(
-                f"check {rsite.to_client_if} and {rsite.to_server_if} exist and do not carry "
-                f"the SSH connection; record {remote_router.FORWARD} in the run's state, "
-                "then set it to 1 (restored at the end)"))
+            if rsite.end:
+                out.append(f"@{p.router_host} " + _comment(
+                    f"the router role on the {rsite.end} end: check {rsite.to_client_if} "
+                    "exists and does not carry the SSH connection; record the NFQUEUE rules "
+                    f"and {rsite.ifb} in the run's state; {remote_router.FORWARD} untouched"))
+            else:
+                out.append(f"@{p.router_host} " + _comment(
+                    f"check {rsite.to_client_if} and {rsite.to_server_if} exist and do not "
+                    f"carry the SSH connection; record {remote_router.FORWARD} in the run's "
+                    "state, then set it to 1 (restored at the end)"))
             swd = _host_wd(sc, p.server_host, wd)
             out += [f"@{p.server_host} # write {swd}/data/{f.name}: {f.size} random bytes"
                     for f in sc.files]
@@ -157,7 +163,11 @@ def plan_lines(sc: Scenario) -> list[str]:
     out.append("# teardown: stop servers and engines, ip netns del every namespace above, "
                "umount the tmpfs, restore host sysctls")
     for p in sc.paths:
-        if p.router_host is not None:
+        if p.router_host is not None and remote_router.end_of(p):
+            out.append(f"@{p.router_host} # teardown: delete the NFQUEUE rules (comment "
+                       f"{PREFIX}), stop the engine, delete the root qdisc, the ingress "
+                       f"filter, clsact and {remote_router.ifb_name(PREFIX, sc.paths.index(p))}")
+        elif p.router_host is not None:
             out.append(f"@{p.router_host} # teardown: delete the NFQUEUE rules (comment "
                        f"{PREFIX}), stop the engine, delete the root qdiscs, restore "
                        f"{remote_router.FORWARD}")

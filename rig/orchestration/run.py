@@ -171,16 +171,22 @@ class Run:
             i, p.name, client_ns=None, server_ns=None, server_addr=p.server_addr), site=site),
             backend, client_host=self.hosts[p.client_host],
             server_host=self.hosts[p.server_host])
-        before = remote_router.read_forwarding(h)
+        # an end host does not forward: its ip_forward is never read or written
+        before = None if site.end else remote_router.read_forwarding(h)
         # recorded before anything is made there: `rig clean` undoes it after a SIGKILL
         self.state.data["hosts"][h.name].setdefault("router", {})[p.name] = \
             remote_router.record(site, before)
         self.state.save()
         stack.callback(self._unroute, h, p.name, before)
-        remote_router.set_forwarding(h, "1")
+        if site.end:
+            self.say(f"host {h.name}: emulates path {p.name} on its {site.end} end "
+                     f"({site.to_client_if}, ingress through {site.ifb})")
+        else:
+            remote_router.set_forwarding(h, "1")
         stack.callback(self._remove_backend, live)
-        self.say(f"host {h.name}: routes path {p.name} ({site.to_client_if} <-> "
-                 f"{site.to_server_if}), {remote_router.FORWARD}=1 (was {before})")
+        if not site.end:
+            self.say(f"host {h.name}: routes path {p.name} ({site.to_client_if} <-> "
+                     f"{site.to_server_if}), {remote_router.FORWARD}=1 (was {before})")
         return live
 
     def _unroute(self, h: Host, path: str, before: str | None) -> None:

@@ -1,5 +1,8 @@
 """The router role on a remote host: an emulated path between two remote hosts through a
-third one that forwards between two interfaces (`router_host`, `router_ifaces`).
+third one that forwards between two interfaces (`router_host`, `router_ifaces`), or on
+one of the two end hosts (`router_host` = an end, `router_iface`: its interface on the
+path; rules in OUTPUT/INPUT, the received direction's qdisc on an IFB; ip_forward is not
+touched there).
 
 The emulation backends do the work (rig.realization.emul: the LinkSite carries the host,
 every command runs there through the agent); this module holds what is particular to a
@@ -22,7 +25,7 @@ from rig.description.scenario import PathSpec
 from rig.errors import InputError, RigError
 from rig.process import proc
 from rig.process.remote import Host
-from rig.realization.emul.base import LinkSite, qdisc_del_argv
+from rig.realization.emul.base import LinkSite, ifb_teardown_argv, qdisc_del_argv
 from rig.realization.emul.netem import parse_qdiscs, show_argv
 from rig.realization.emul.userspace import nfqueue_rule_argv
 
@@ -38,8 +41,27 @@ def queue_base(prefix: str, index: int) -> int:
     return 1024 + 2 * ((int(prefix[3:], 16) * 8 + index) % QUEUE_SPAN)
 
 
+def end_of(p: PathSpec) -> str:
+    """"client" or "server" when the router role is on that end host, else ""."""
+    return ("client" if p.router_host == p.client_host else
+            "server" if p.router_host == p.server_host else "")
+
+
+def ifb_name(prefix: str, index: int) -> str:
+    """The end host's IFB device of path `index`: carries the run's prefix (<= 15 chars)."""
+    return f"{prefix}-{index}ifb"
+
+
 def make_site(prefix: str, index: int, p: PathSpec, host: Host) -> LinkSite:
-    assert p.router_ifaces is not None and p.server_addr is not None
+    assert p.server_addr is not None
+    if end_of(p):           # the router role on an end host: its one interface
+        assert p.router_iface is not None
+        return LinkSite(path=p.name, prefix=prefix, router_ns="", to_client_if=p.router_iface,
+                        to_server_if=p.router_iface, client_net=p.server_addr,
+                        server_net=p.server_addr, queue_base=queue_base(prefix, index),
+                        workdir=Path(host.rundir(prefix), p.name), host=host,
+                        end=end_of(p), ifb=ifb_name(prefix, index))
+    assert p.router_ifaces is not None
     return LinkSite(path=p.name, prefix=prefix, router_ns="",
                     to_client_if=p.router_ifaces.client, to_server_if=p.router_ifaces.server,
                     client_net=p.server_addr, server_net=p.server_addr,
@@ -76,8 +98,13 @@ def check(h: Host, p: PathSpec, index: int, source: str, backend: str) -> str:
     the rig's SSH connection, and the userspace engine can start there. Returns the
     backend the host gets (InputError naming file, key and value; RigError naming the
     host when it lacks something)."""
-    assert p.router_ifaces is not None
-    key = f"paths[{index}].router_ifaces"
+    if end_of(p):
+        assert p.router_iface is not None
+        devs = [(f"paths[{index}].router_iface", p.router_iface)]
+    else:
+        assert p.router_ifaces is not None
+        devs = [(f"paths[{index}].router_ifaces.{role}", getattr(p.router_ifaces, role))
+                for role in ("client", "server")]
     info = proc.remote_op(h, {"op": "info", "tools": ["ip", "tc", "iptables"]}, timeout=30)
     name = backend_name(backend, bool(info.get("kernel_netem")))
     res = proc.run(["ip", "-j", "addr", "show"], timeout=CMD_TIMEOUT, host=h)
@@ -85,16 +112,16 @@ def check(h: Host, p: PathSpec, index: int, source: str, backend: str) -> str:
         raise RigError(f"host {h.name} ({h.ssh}): ip -j addr show: {res.tail(200)}")
     have = addresses(res.stdout)
     mine = ssh_local_addr(info.get("ssh_connection"))
-    for role in ("client", "server"):
-        dev = getattr(p.router_ifaces, role)
+    for key, dev in devs:
         if dev not in have:
             raise InputError(f"no such interface on host {h.name} (has: "
-                             f"{', '.join(sorted(have))})", file=source, key=f"{key}.{role}",
-                             value=dev)
+                             f"{', '.join(sorted(have))})", file=source, key=key, value=dev)
         if mine and mine in have[dev]:
             raise InputError(f"carries the rig's own SSH connection to host {h.name} "
                              f"({mine}): delay or loss there would cut the rig off",
-                             file=source, key=f"{key}.{role}", value=dev)
+                             file=source, key=key, value=dev)
+    if end_of(p) and (name == "netem" or p.rate_bps):
+        _check_ingress_free(h, devs[0][1], index)
     need = ["ip"] + (["iptables"] if name == "userspace" else []) + \
         (["tc"] if name == "netem" or p.rate_bps else [])
     missing = [t for t in need if not info["tools"].get(t)]
@@ -111,6 +138,18 @@ def check(h: Host, p: PathSpec, index: int, source: str, backend: str) -> str:
     return name
 
 
+def _check_ingress_free(h: Host, dev: str, index: int) -> None:
+    """The end host's ingress redirect needs the interface's clsact qdisc: refused when
+    one (or an ingress qdisc) is there already, since removing it would take the host's
+    own filters with it."""
+    res = proc.run(show_argv("", dev), timeout=CMD_TIMEOUT, host=h)
+    if not res.ok:
+        raise RigError(f"host {h.name} ({h.ssh}): tc qdisc show dev {dev}: {res.tail(200)}")
+    if any(q.get("kind") in ("clsact", "ingress") for q in parse_qdiscs(res.stdout)):
+        raise RigError(f"host {h.name} ({h.ssh}): {dev} already has an ingress (clsact) "
+                       f"qdisc; the rig will not share it (paths[{index}].router_iface)")
+
+
 def record(site: LinkSite, forward_before: str | None) -> dict:
     """What `rig clean` undoes on the router host after a SIGKILL, written in the run's
     state before any of it is made: the rules the run may insert (exact argv to delete
@@ -119,6 +158,9 @@ def record(site: LinkSite, forward_before: str | None) -> dict:
                                site.queue_base),
              nfqueue_rule_argv(site, "-D", site.to_server_if, site.to_client_if,
                                site.queue_base + 1)]
+    if site.end:     # one interface; an IFB (named with the prefix) and its redirect
+        return {"forward_before": None, "devs": [site.to_client_if], "rules": rules,
+                "ifb": site.ifb, "ifb_teardown": ifb_teardown_argv(site)}
     return {"forward_before": forward_before, "devs": [site.to_client_if, site.to_server_if],
             "rules": rules}
 
@@ -151,6 +193,12 @@ def undo(h: Host, rec: dict) -> list[str]:
         if any(q.get("kind") in ("tbf", "netem") and q.get("handle") == "1:" for q in roots):
             if proc.run(qdisc_del_argv("", dev), timeout=CMD_TIMEOUT, host=h).ok:
                 done.append(f"removed root qdisc of {dev}")
+    ifb = rec.get("ifb")
+    # set up IFB first, then clsact and the filter: no IFB of the run, none of them its own
+    if ifb and proc.run(["ip", "link", "show", "dev", ifb], timeout=CMD_TIMEOUT, host=h).ok:
+        for argv in rec.get("ifb_teardown", []):
+            proc.run(argv, timeout=CMD_TIMEOUT, host=h)
+        done.append(f"removed {ifb} and the ingress redirect to it")
     before = rec.get("forward_before")
     if before is not None and now != before:
         set_forwarding(h, before)

@@ -26,6 +26,11 @@ class LinkSite:
     `host`: a remote router host (rig.realization.remote_router); its commands run there
     through the agent, in that host's own network (`router_ns` is then empty), and
     `workdir` is a directory of the run on that host.
+
+    `end`: the router role on an end host ("client" or "server": that end of the path
+    emulates on its one interface, `to_client_if` == `to_server_if`). Its own direction
+    leaves by that interface (egress); the other arrives on it (ingress), and a qdisc
+    for that direction sits on `ifb`, an IFB device the ingress is redirected to.
     """
     path: str                 # path name in the scenario
     prefix: str               # run prefix, e.g. "rig3f2a"; everything created carries it
@@ -37,6 +42,8 @@ class LinkSite:
     queue_base: int           # first NFQUEUE number this site may use (two are used)
     workdir: Path             # run-private directory for sockets, logs, stats
     host: Host | None = None  # the router host (None: this one)
+    end: str = ""             # "client" | "server": the router role on that end host
+    ifb: str = ""             # the end host's IFB device for the ingress direction
 
 
 class Backend(Protocol):
@@ -95,3 +102,47 @@ def tbf_argv(ns: str, dev: str, d: Direction, rtt_s: float, *, parent: str = "ro
 
 def qdisc_del_argv(ns: str, dev: str) -> list[str]:
     return proc.ns_argv(ns, ["tc", "qdisc", "del", "dev", dev, "root"])
+
+
+# --- the router role on an end host: one interface, ingress through an IFB -----------------
+
+def egress_direction(site: LinkSite) -> str:
+    """The direction that leaves an end host's interface: the client sends `forward`
+    (client -> server), the server `reverse`."""
+    assert site.end in ("client", "server"), site.end
+    return "forward" if site.end == "client" else "reverse"
+
+
+def _peer_match(site: LinkSite) -> list[str]:
+    """u32 words matching the ingress direction's packets: from the server's address on
+    the client end, to it on the server end (only the path's traffic; not the SSH's)."""
+    v6 = ":" in site.server_net
+    addr = site.server_net.split("/")[0] + ("/128" if v6 else "/32")
+    which = "src" if site.end == "client" else "dst"
+    return ["protocol", "ipv6" if v6 else "ip", "u32", "match", "ip6" if v6 else "ip",
+            which, addr]
+
+
+INGRESS_PREF = "49"       # the rig's ingress filter's priority on the end host's interface
+
+
+def ifb_setup_argv(site: LinkSite) -> list[list[str]]:
+    """The end host's ingress for the path's packets, redirected to the run's IFB device
+    (named with the prefix), where the ingress direction's qdisc (netem, TBF) sits."""
+    dev, ifb = site.to_client_if, site.ifb
+    assert site.end and ifb, site
+    return [proc.ns_argv(site.router_ns, a) for a in (
+        ["ip", "link", "add", ifb, "type", "ifb"],
+        ["ip", "link", "set", "dev", ifb, "up"],
+        ["tc", "qdisc", "add", "dev", dev, "clsact"],
+        ["tc", "filter", "add", "dev", dev, "ingress", "pref", INGRESS_PREF, *_peer_match(site),
+         "action", "mirred", "egress", "redirect", "dev", ifb])]
+
+
+def ifb_teardown_argv(site: LinkSite) -> list[list[str]]:
+    """Undo ifb_setup_argv, filter first (a redirect to a missing device drops)."""
+    dev, ifb = site.to_client_if, site.ifb
+    return [proc.ns_argv(site.router_ns, a) for a in (
+        ["tc", "filter", "del", "dev", dev, "ingress", "pref", INGRESS_PREF],
+        ["tc", "qdisc", "del", "dev", dev, "clsact"],
+        ["ip", "link", "del", "dev", ifb])]

@@ -19,7 +19,8 @@ import json
 from rig.process import proc
 from rig.errors import RigError, StepAborted
 from rig.description.linkstats import EmulStats, StatsFormatError, qdisc_dir_stats
-from rig.realization.emul.base import LinkSite, where, qdisc_del_argv, tbf_argv
+from rig.realization.emul.base import (LinkSite, egress_direction, ifb_setup_argv,
+                                       ifb_teardown_argv, qdisc_del_argv, tbf_argv, where)
 from rig.description.profile import Direction, LinkProfile
 
 CMD_TIMEOUT = 20.0
@@ -70,13 +71,18 @@ def rate_child_argv(ns: str, dev: str, d: Direction, rtt_s: float) -> list[str]:
 
 
 def egresses(site: LinkSite, profile: LinkProfile) -> list[tuple[str, str, Direction]]:
-    """(direction, egress device, profile): forward leaves towards the server."""
+    """(direction, egress device, profile): forward leaves towards the server. On an end
+    host the direction it receives leaves the IFB its ingress is redirected to."""
+    if site.end:
+        own = egress_direction(site)
+        return [(name, site.to_client_if if name == own else site.ifb, d)
+                for name, d in (("forward", profile.forward), ("reverse", profile.reverse))]
     return [("forward", site.to_server_if, profile.forward),
             ("reverse", site.to_client_if, profile.reverse)]
 
 
 def plan_argv(site: LinkSite, profile: LinkProfile) -> list[list[str]]:
-    cmds = []
+    cmds = ifb_setup_argv(site) if site.end else []
     for _, dev, d in egresses(site, profile):
         cmds.append(netem_argv(site.router_ns, dev, d, profile.rtt_s))
         if d.rate_bps:
@@ -116,6 +122,7 @@ class NetemBackend:
 
     def __init__(self) -> None:
         self._rated: dict[str, set[str]] = {}
+        self._ifbs: set[str] = set()
 
     def plan(self, site: LinkSite, profile: LinkProfile) -> list[list[str]]:
         return plan_argv(site, profile)
@@ -128,6 +135,10 @@ class NetemBackend:
             raise
 
     def _install(self, site: LinkSite, profile: LinkProfile) -> None:
+        if site.end and site.ifb not in self._ifbs:     # an end host's ingress: its IFB
+            self._ifbs.add(site.ifb)
+            for argv in ifb_setup_argv(site):
+                proc.run(argv, timeout=CMD_TIMEOUT, check=True, host=site.host)
         rated = self._rated.setdefault(site.router_ns, set())
         for _, dev, d in egresses(site, profile):
             if dev in rated and not d.rate_bps:
@@ -169,6 +180,10 @@ class NetemBackend:
         for _, dev, _ in egresses(site, LinkProfile()):
             proc.run(qdisc_del_argv(site.router_ns, dev), timeout=CMD_TIMEOUT, host=site.host)
         self._rated.pop(site.router_ns, None)
+        if site.end and site.ifb in self._ifbs:
+            self._ifbs.discard(site.ifb)
+            for argv in ifb_teardown_argv(site):
+                proc.run(argv, timeout=CMD_TIMEOUT, host=site.host)
 
 
 def netem_probe_argv() -> list[str]:

@@ -1,4 +1,5 @@
-"""The userspace emulation backend: NFQUEUE rules in the router's FORWARD chain feed the
+"""The userspace emulation backend: NFQUEUE rules in the router's FORWARD chain (on an end
+host in its OUTPUT and INPUT chains, matched on the path's server address) feed the
 rig's own engine process (`python -m rig.realization.emul.engine`), which delays, drops and
 duplicates packets; rate limiting is the kernel's TBF on the router's egress.
 
@@ -25,7 +26,8 @@ from pathlib import Path
 from rig.process import proc
 from rig.errors import RigError, StepAborted
 from rig.description.linkstats import EmulStats, StatsFormatError
-from rig.realization.emul.base import LinkSite, where, qdisc_del_argv, tbf_argv
+from rig.realization.emul.base import (LinkSite, egress_direction, ifb_setup_argv,
+                                       ifb_teardown_argv, qdisc_del_argv, tbf_argv, where)
 from rig.realization.emul.engine import control
 from rig.description.profile import Direction, LinkProfile
 
@@ -57,9 +59,62 @@ def nfqueue_rule_argv(site: LinkSite, action: str, in_if: str, out_if: str,
     """iptables -I/-D/-C of one direction's NFQUEUE rule (fail-closed: no bypass)."""
     if action not in ("-I", "-D", "-C"):
         raise ValueError(f"bad iptables action {action!r}")
+    if site.end:
+        return proc.ns_argv(site.router_ns, [_iptables(site), "-w", "5", action,
+                                             *end_rule_match(site, queue)] + [
+            "-m", "comment", "--comment", site.prefix, "-j", "NFQUEUE", "--queue-num",
+            str(queue)])
     return proc.ns_argv(site.router_ns, [
         _iptables(site), "-w", "5", action, "FORWARD", "-i", in_if, "-o", out_if,
         "-m", "comment", "--comment", site.prefix, "-j", "NFQUEUE", "--queue-num", str(queue)])
+
+
+def end_rule_match(site: LinkSite, queue: int) -> list[str]:
+    """Chain and match of one direction's rule on an end host: the packets it sends
+    leave in OUTPUT by its interface, those it receives arrive in INPUT (after any IFB
+    redirect), both matched on the path's server address, so nothing else the host
+    says (the rig's own SSH, the agent) is ever queued."""
+    direction = "forward" if queue == site.queue_base else "reverse"
+    addr = site.server_net.split("/")[0]
+    # forward goes to the server address, reverse comes from it
+    peer = ["-d", addr] if direction == "forward" else ["-s", addr]
+    if direction == egress_direction(site):
+        return ["OUTPUT", "-o", site.to_client_if, *peer]
+    return ["INPUT", "-i", site.to_client_if, *peer]
+
+
+def end_profile(site: LinkSite, profile: LinkProfile) -> LinkProfile:
+    """What the engine applies on an end host: the delay and jitter of both directions on
+    the forward one (client -> server: what the server end receives, what the client end
+    sends); the reverse (data) direction keeps its loss and duplication, held by nobody.
+
+    Why not half each way: (1) a packet the host itself sends stays charged to its socket
+    while the engine holds it (NFQUEUE does not orphan it; netem does), and TCP small
+    queues then let a socket keep only ~1 ms of its pacing rate in the host: the server
+    delayed 10 ms in its own OUTPUT chain moved 4.5 Mbit/s here (curl, 20 ms,
+    tests/test_end_router.py); (2) a packet the host receives is timestamped by the
+    kernel before INPUT, so ping (SO_TIMESTAMP) on the client end does not see a delay
+    added there (it read 0.058 ms for 20 ms). The round trip, which is what TCP and ping
+    measure, is the configured one. A client end that sends bulk data (an upload) is
+    still throttled by (1): put the router role on the server end for uploads."""
+    if not site.end:
+        return profile
+    f, r = profile.forward, profile.reverse
+    return LinkProfile(forward=replace(f, delay_s=f.delay_s + r.delay_s,
+                                       jitter_s=f.jitter_s + r.jitter_s),
+                       reverse=replace(r, delay_s=0.0, jitter_s=0.0))
+
+
+def rate_devs(site: LinkSite, profile: LinkProfile) -> list[tuple[str, Direction]]:
+    """(device, direction profile) of each direction that has a rate: its egress on a
+    forwarding router; on an end host the interface for what it sends and the IFB for
+    what it receives."""
+    out = []
+    for name, _, out_if, _, d in legs(site, profile):
+        if d.rate_bps:
+            out.append((out_if if not site.end or name == egress_direction(site)
+                        else site.ifb, d))
+    return out
 
 
 def is_passthrough(d: Direction) -> bool:
@@ -87,9 +142,11 @@ def engine_argv(site: LinkSite, *, python: str = sys.executable,
 
 
 def rate_argv(site: LinkSite, profile: LinkProfile) -> list[list[str]]:
-    """TBF on each egress whose direction has a rate (forward leaves to the server)."""
-    return [tbf_argv(site.router_ns, out_if, d, profile.rtt_s)
-            for _, _, out_if, _, d in legs(site, profile) if d.rate_bps]
+    """TBF on each egress whose direction has a rate (forward leaves to the server); on
+    an end host the received direction's TBF sits on the IFB (made first)."""
+    devs = rate_devs(site, profile)
+    pre = ifb_setup_argv(site) if any(dev == site.ifb for dev, _ in devs) else []
+    return pre + [tbf_argv(site.router_ns, dev, d, profile.rtt_s) for dev, d in devs]
 
 
 def _remote_exchange(site: LinkSite) -> control.Exchange:
@@ -141,6 +198,7 @@ class UserspaceBackend:
         self._rated: dict[tuple[str, int], set[str]] = {}
         self._rules: dict[tuple[str, int], set[tuple[str, str, int]]] = {}
         self._checked: dict[tuple[str, int], float] = {}    # remote: last full check
+        self._ifbs: set[tuple[str, int]] = set()             # end hosts' IFB made
 
     @staticmethod
     def _key(site: LinkSite) -> tuple[str, int]:
@@ -151,6 +209,7 @@ class UserspaceBackend:
                 if not (self.bypass_passthrough and is_passthrough(d))}
 
     def plan(self, site: LinkSite, profile: LinkProfile) -> list[list[str]]:
+        profile = end_profile(site, profile)
         return ([proc.ns_argv(site.router_ns or None,
                               engine_argv(site, python=self.python, seed=self.seed))]
                 + rate_argv(site, profile)
@@ -162,6 +221,7 @@ class UserspaceBackend:
         if key in self._engines:
             raise RigError(f"{where(site)}: userspace emulation already applied")
         name = f"{site.prefix}-{site.path}-engine"
+        profile = end_profile(site, profile)
         if site.host is None:
             site.workdir.mkdir(parents=True, exist_ok=True)
         _write_profile(site, profile)
@@ -201,16 +261,22 @@ class UserspaceBackend:
             return False
 
     def _set_rates(self, site: LinkSite, profile: LinkProfile) -> None:
-        rated = self._rated.setdefault(self._key(site), set())
-        for _, _, out_if, _, d in legs(site, profile):
-            if d.rate_bps:
-                proc.run(tbf_argv(site.router_ns, out_if, d, profile.rtt_s),
+        key = self._key(site)
+        rated = self._rated.setdefault(key, set())
+        want = dict(rate_devs(site, profile))
+        if site.ifb in want and key not in self._ifbs:     # an end host's ingress rate
+            self._ifbs.add(key)
+            for argv in ifb_setup_argv(site):
+                proc.run(argv, timeout=CMD_TIMEOUT, check=True, host=site.host)
+        for dev in sorted({*want, *rated}):
+            if dev in want:
+                proc.run(tbf_argv(site.router_ns, dev, want[dev], profile.rtt_s),
                          timeout=CMD_TIMEOUT, check=True, host=site.host)
-                rated.add(out_if)
-            elif out_if in rated:
-                proc.run(qdisc_del_argv(site.router_ns, out_if), timeout=CMD_TIMEOUT,
+                rated.add(dev)
+            else:
+                proc.run(qdisc_del_argv(site.router_ns, dev), timeout=CMD_TIMEOUT,
                          host=site.host)
-                rated.discard(out_if)
+                rated.discard(dev)
 
     def _set_rules(self, site: LinkSite, profile: LinkProfile) -> None:
         have = self._rules.setdefault(self._key(site), set())
@@ -227,6 +293,7 @@ class UserspaceBackend:
     def update(self, site: LinkSite, profile: LinkProfile) -> None:
         if self._key(site) not in self._engines:
             raise RigError(f"{where(site)}: userspace emulation not applied")
+        profile = end_profile(site, profile)
         _write_profile(site, profile)
         try:
             control.configure(control_path(site), profile.to_dict(), timeout=CONTROL_TIMEOUT,
@@ -284,6 +351,10 @@ class UserspaceBackend:
             svc.stop()
         for dev in self._rated.pop(key, set()):
             proc.run(qdisc_del_argv(site.router_ns, dev), timeout=CMD_TIMEOUT, host=site.host)
+        if key in self._ifbs:
+            self._ifbs.discard(key)
+            for argv in ifb_teardown_argv(site):
+                proc.run(argv, timeout=CMD_TIMEOUT, host=site.host)
         if site.host is None:     # on a router host: removed with the run's directory
             for p in (control_path(site), profile_path(site)):
                 p.unlink(missing_ok=True)
