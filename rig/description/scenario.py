@@ -361,7 +361,7 @@ class ServerSpec:
 
 
 _OPTIONS = ("page_checksum", "block", "buffer", "mode", "library", "cache_size", "segment",
-            "branches", "sources", "multiplex")
+            "branches", "sources", "multiplex", "shadow_dir")
 
 
 def _branch_fraction(v: Any) -> float:
@@ -398,6 +398,8 @@ class ClientSpec:
     cache_size: int | None = S.spec(S.optional(S.size_in(64 << 10, 4 << 30)), None)
     segment: int | None = S.spec(S.optional(S.size_in(1 << 20, 4 << 30)), None)
     branches: float | None = S.spec(S.optional(_branch_fraction), None)
+    # lazy-download's shadow file: a directory, or `memory` (docs/caching-modes.md)
+    shadow_dir: str | None = S.spec(S.optional(S.path_text), None)
     # off | control | all; None: sweep.tls decides (off without one)
     tls: str | None = S.spec(S.optional(_tls_mode), None)
     cpus: str | None = S.spec(S.optional(S.cpu_set), None)   # taskset -c, as seed 000 pinned
