@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import http.client
-import mmap
 import os
 import resource
 import tempfile
@@ -192,8 +191,9 @@ def _multipart(ctype: str, body: bytes) -> list[bytes]:
 
 class _Shadow:
     """CMSSW's LocalCacheFile shadow file: an unlinked temporary file in `directory`, the
-    size of the remote file; each answer is written into a MAP_SHARED mapping of its span
-    as it arrives (LocalCacheFile::cache maps the segment and reads into it)."""
+    size of the remote file. LocalCacheFile::cache maps the segment and XrdCl reads into
+    the mapping; the Python bindings hand over a bytes object instead, so each answer is
+    written (pwrite, in the callback, while the next request is in flight) as it arrives."""
 
     def __init__(self, directory: str, size: int) -> None:
         fd, name = tempfile.mkstemp(prefix="rig-shadow-", dir=directory)
@@ -202,16 +202,17 @@ class _Shadow:
         self.fd = fd
 
     def writer(self, q: Request, thunk: Callable[[Callable], None]) -> Callable[[Callable], None]:
-        lo = min(o for o, _ in q.ranges) // mmap.PAGESIZE * mmap.PAGESIZE
-        hi = max(o + n for o, n in q.ranges)
-
         def go(done: Callable) -> None:
             def into(pieces: object, err: str | None = None) -> None:
                 if err is None and isinstance(pieces, list) and len(pieces) == len(q.ranges) \
                         and all(len(p) == n for p, (_, n) in zip(pieces, q.ranges)):
-                    with mmap.mmap(self.fd, hi - lo, mmap.MAP_SHARED, offset=lo) as m:
+                    try:
                         for (o, n), p in zip(q.ranges, pieces):
-                            m[o - lo:o - lo + n] = p
+                            if os.pwrite(self.fd, p, o) != n:
+                                raise OSError(f"short write at {o}")
+                    except OSError as e:
+                        done(None, f"shadow file: {e}")
+                        return
                     pieces = [len(p) for p in pieces]       # the bytes live in the file now
                 done(pieces, err)
             thunk(into)
