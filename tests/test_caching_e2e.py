@@ -57,6 +57,8 @@ def run_dir(tmp_path_factory):
     assert r.returncode == 0, r.stderr[-3000:]
     prefix = Store.open(out).environment()["prefix"]
     assert not [n for n in netns.list_namespaces() if n.startswith(prefix)]
+    # the plain downloads' files (dest_dir) are gone, the shadow files were never named
+    assert not [f for f in Path("/var/tmp").iterdir() if f.name.startswith(f"{prefix}-")]
     return out
 
 
@@ -295,8 +297,11 @@ def test_lazy_download_is_near_a_plain_download(run_dir, lazy, plain):
     segment = 128 * MiB
     touched = [x for x in p.rounds if x.phase == "segment"]
     assert len(touched) == math.ceil(pl[0][0]["file_bytes"] / segment)
+    for r in pl[0]:                 # like with like: the download went to the same disk
+        assert "/var/tmp/" in r["argv"]
     for step, rs in lz.items():
         for r in rs:
+            assert json.loads(r["extra"])["shadow_dir"] == "/var/tmp"
             assert r["branch_fraction"] == 1.0
             assert r["bytes_wire"] == sum(x.wire_bytes for x in touched) \
                 == pl[step][0]["file_bytes"]
