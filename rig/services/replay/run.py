@@ -192,31 +192,41 @@ def _multipart(ctype: str, body: bytes) -> list[bytes]:
 class _Shadow:
     """CMSSW's LocalCacheFile shadow file: an unlinked temporary file in `directory`, the
     size of the remote file. LocalCacheFile::cache maps the segment and XrdCl reads into
-    the mapping; the Python bindings hand over a bytes object instead, so each answer is
-    written (pwrite, in the callback, while the next request is in flight) as it arrives."""
+    the mapping, so the copy overlaps the next request; the Python bindings hand over a
+    bytes object instead, which a writer thread `pwrite`s while the next request is in
+    flight. `flush()` waits for the round's writes (inside the round's time)."""
 
     def __init__(self, directory: str, size: int) -> None:
         fd, name = tempfile.mkstemp(prefix="rig-shadow-", dir=directory)
         os.unlink(name)
         os.ftruncate(fd, size)
         self.fd = fd
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay-shadow")
+        self.pending: list = []
+
+    def _write(self, q: Request, pieces: list[bytes]) -> None:
+        for (o, n), p in zip(q.ranges, pieces):
+            if os.pwrite(self.fd, p, o) != n:
+                raise OSError(f"short write at offset {o}")
 
     def writer(self, q: Request, thunk: Callable[[Callable], None]) -> Callable[[Callable], None]:
         def go(done: Callable) -> None:
             def into(pieces: object, err: str | None = None) -> None:
                 if err is None and isinstance(pieces, list) and len(pieces) == len(q.ranges) \
                         and all(len(p) == n for p, (_, n) in zip(pieces, q.ranges)):
-                    try:
-                        for (o, n), p in zip(q.ranges, pieces):
-                            if os.pwrite(self.fd, p, o) != n:
-                                raise OSError(f"short write at {o}")
-                    except OSError as e:
-                        done(None, f"shadow file: {e}")
-                        return
-                    pieces = [len(p) for p in pieces]       # the bytes live in the file now
+                    self.pending.append(self.pool.submit(self._write, q, pieces))
+                    pieces = [len(p) for p in pieces]       # the bytes go to the file
                 done(pieces, err)
             thunk(into)
         return go
+
+    def flush(self) -> None:
+        pending, self.pending = self.pending, []
+        for f in pending:
+            try:
+                f.result()
+            except OSError as e:
+                raise RigError(f"replay: shadow file: {e}") from None
 
     def crc(self, plan: Plan) -> int:
         crc = 0
@@ -227,6 +237,7 @@ class _Shadow:
         return crc
 
     def close(self) -> None:
+        self.pool.shutdown(wait=True)
         os.close(self.fd)
 
 
@@ -253,6 +264,8 @@ def replay(plan: Plan, url: str, *, timeout: float = 300.0,
             if shadow is not None:
                 thunks = [shadow.writer(q, t) for q, t in zip(rnd.requests, thunks)]
             out = _Windowed(thunks, rnd.window, deadline).run()
+            if shadow is not None:
+                shadow.flush()
             times.append(time.monotonic() - r0)
             for q, pieces in zip(rnd.requests, out):
                 assert isinstance(pieces, (list, tuple))
