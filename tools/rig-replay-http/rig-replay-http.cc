@@ -176,7 +176,7 @@ double now() {
 // file system takes every byte while the socket is being read).
 class Dest {
  public:
-  Dest(const Round &r, int shadow_fd) : r_(r), fd_(shadow_fd) {
+  Dest(const Round &r, int shadow_fd) : fd_(shadow_fd) {
     ptr_.resize(r.requests.size());
     if (fd_ < 0) {
       bufs_.resize(r.requests.size());
@@ -223,7 +223,6 @@ class Dest {
   }
 
  private:
-  const Round &r_;
   int fd_;
   std::vector<std::vector<char>> bufs_;
   std::vector<std::vector<char *>> ptr_;
