@@ -54,6 +54,15 @@ def test_replay_client_and_root_file_load(tmp_path):
     (_client(mode=None), "clients[0].mode", "needs a mode"),
     (_client(library="xrootd", server="nginx"), "clients[0].server", "does not serve root"),
     (_client(cache_size="20MiB"), "clients[0].cache_size", "only for mode application"),
+    (_client(shadow_dir="/var/tmp"), "clients[0].shadow_dir", "only for mode lazy-download"),
+    (_client(mode="lazy-download", shadow_dir="/nonexistent"), "clients[0].shadow_dir",
+     "not an existing absolute directory (or memory) (got '/nonexistent')"),
+    (_client(mode="lazy-download", shadow_dir="tmp"), "clients[0].shadow_dir",
+     "not an existing absolute directory"),
+    ({"name": "x", "tool": "curl", "file": "aod", "server": "nginx", "dest_dir": "/nonexistent"},
+     "clients[0].dest_dir", "not an existing absolute directory"),
+    ({"name": "x", "tool": "iperf3", "dest_dir": "/var/tmp"}, "clients[0].dest_dir",
+     "only for"),
     ({"name": "x", "tool": "curl", "file": "aod", "mode": "storage"}, "clients[0].mode",
      "only for replay"),
 ])
@@ -132,6 +141,50 @@ def test_replay_argv_and_row_fields(tmp_path):
         assert a[a.index(k) + 1] == v
     assert t.row_fields(job, {}) == {"cache_mode": "lazy-download", "read_library": "davix",
                                      "branch_fraction": 0.3}
+
+
+def test_shadow_file_goes_to_local_disk_unless_told(tmp_path):
+    """Lazy-download writes its shadow file (CMSSW: the job's directory, a worker node's
+    disk): /var/tmp unless `shadow_dir` names another directory or `memory`; the other
+    modes have none."""
+    t = tools.get("replay")
+
+    def arg(**kw):
+        c = _load(tmp_path, clients=[_client(**kw)]).clients[0]
+        a = t.argv(Job(c, 1, url="http://h:1/aod", local="/d/aod", timeout_s=60))
+        return a[a.index("--shadow-dir") + 1] if "--shadow-dir" in a else None
+    assert arg(mode="lazy-download") == "/var/tmp"
+    assert arg(mode="lazy-download", shadow_dir=str(tmp_path)) == str(tmp_path)
+    assert arg(mode="lazy-download", shadow_dir="memory") is None
+    assert arg(mode="application") is None
+
+
+def test_dest_dir_names_the_runs_own_file(tmp_path):
+    """A plain download with `dest_dir` writes `<dir>/<prefix>-<client>-<i>` (so `rig
+    clean` can tell a dead run's files), curl and xrdcp alike; without it, /dev/null."""
+    from rig.orchestration import plan as rplan
+    sc = _load(tmp_path, clients=[
+        {"name": "c", "tool": "curl", "file": "aod", "server": "nginx",
+         "dest_dir": str(tmp_path)},
+        {"name": "x", "tool": "xrdcp", "file": "aod", "server": "xrootd",
+         "dest_dir": str(tmp_path)},
+        {"name": "n", "tool": "curl", "file": "aod", "server": "nginx"}])
+    text = "\n".join(rplan.plan_lines(sc))
+    assert f"--output {tmp_path}/rig0000-c-0 " in text
+    assert f"root://198.18.0.6:1094//aod {tmp_path}/rig0000-x-0" in text
+    assert "--output /dev/null" in text
+
+
+def test_clean_removes_a_dead_runs_downloads_only(tmp_path):
+    from rig.orchestration import clean
+    mine, other, keep = (tmp_path / "rigdead-c-0", tmp_path / "rigaaaa-c-0",
+                         tmp_path / "rigdeadx")
+    for f in (mine, other, keep):
+        f.write_text("x")
+    said: list[str] = []
+    clean._remove_downloads("rigdead", {"dest_dirs": [str(tmp_path)]}, said.append)
+    assert not mine.exists() and other.exists() and keep.exists()
+    assert said == [f"removed {mine}"]
 
 
 def test_replay_parse_captured_output():

@@ -178,3 +178,30 @@ def test_helper_honours_its_deadline(server, tmp_path):
             took = time.monotonic() - t0
             assert r.returncode in (1, 4) and not r.timed_out, (lib, r.returncode, r.stderr)
             assert 1.5 < took < 6, (lib, took)
+
+
+@pytest.mark.parametrize("library", ["davix", "curl", "xrootd"])
+def test_lazy_download_into_a_shadow_file(server, library, tmp_path):
+    """As CMSSW's LocalCacheFile: the segments land in an unlinked shadow file in the
+    directory given (nothing is left there), and the checksum read back from it is the
+    local file's. With the lazy plan's 4 segments of 4 MiB, a wrong offset in the mapping
+    or a missing write changes the checksum."""
+    from rig.services.replay import run
+    sp, path, lay = server
+    p = plan.make(lay, select.by_percent(lay, 100, seed=4), "lazy-download",
+                  OPTS if library == "xrootd" else
+                  plan.Options(segment_size=4 * MiB, read_chunk=4 * MiB, read_window=1))
+    assert len([r for r in p.rounds if r.phase == "segment"]) >= 4
+    shadow = tmp_path / "shadow"
+    shadow.mkdir()
+    if library == "xrootd":
+        pytest.importorskip("XRootD")
+        r = run.replay(p, sp.url("root", "f.root"), timeout=60, shadow_dir=str(shadow))
+        checksum, received = r.checksum, r.bytes_received
+    else:
+        out = _helper().run(p, sp.url("http", "f.root"), library, timeout=60,
+                            shadow_dir=str(shadow))
+        checksum, received = out["checksum"], out["bytes_received"]
+    assert checksum == run.expected_checksum(p, str(path))
+    assert received == p.bytes_wire
+    assert list(shadow.iterdir()) == []

@@ -364,7 +364,7 @@ class ServerSpec:
 
 
 _OPTIONS = ("page_checksum", "block", "buffer", "mode", "library", "cache_size", "segment",
-            "branches", "sources", "multiplex")
+            "branches", "sources", "multiplex", "shadow_dir", "dest_dir")
 
 
 def _branch_fraction(v: Any) -> float:
@@ -401,6 +401,11 @@ class ClientSpec:
     cache_size: int | None = S.spec(S.optional(S.size_in(64 << 10, 4 << 30)), None)
     segment: int | None = S.spec(S.optional(S.size_in(1 << 20, 4 << 30)), None)
     branches: float | None = S.spec(S.optional(_branch_fraction), None)
+    # lazy-download's shadow file: a directory, or `memory` (docs/caching-modes.md)
+    shadow_dir: str | None = S.spec(S.optional(S.path_text), None)
+    # a plain download written into a file in this directory instead of /dev/null
+    # (removed after each transfer): compare it with a lazy-download's shadow file there
+    dest_dir: str | None = S.spec(S.optional(S.path_text), None)
     # off | control | all; None: sweep.tls decides (off without one)
     tls: str | None = S.spec(S.optional(_tls_mode), None)
     cpus: str | None = S.spec(S.optional(S.cpu_set), None)   # taskset -c, as seed 000 pinned
@@ -433,6 +438,10 @@ class ClientSpec:
             speaks = " or ".join(f"{p}://" if p == "root" else p
                                  for p in caps.protocols) or "nothing"
             raise ctx.child("protocol").error(f"{tool} here speaks {speaks}", proto)
+        if d["dest_dir"] is not None and not (os.path.isabs(d["dest_dir"])
+                                              and os.path.isdir(d["dest_dir"])):
+            raise ctx.child("dest_dir").error("not an existing absolute directory",
+                                              d["dest_dir"])
         if d["multiplex"] is not None and d["sources"] is None:
             raise ctx.child("multiplex").error("only with sources (extreme copy)", d["multiplex"])
         if caps.needs_file and not d["file"]:

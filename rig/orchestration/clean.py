@@ -132,6 +132,17 @@ def _clean_hosts(prefix: str, st: dict, say) -> bool:
     return ok
 
 
+def _remove_downloads(prefix: str, st: dict, say) -> None:
+    """A dead run's plain-download files (`dest_dir`): `<prefix>-*` in the directories
+    its state file names, nothing else."""
+    for d in st.get("dest_dirs", []):
+        with contextlib.suppress(OSError):
+            for f in Path(d).iterdir():
+                if f.name.startswith(f"{prefix}-") and f.is_file():
+                    f.unlink()
+                    say(f"removed {f}")
+
+
 def _cmdline(pid: int) -> list[str]:
     try:
         raw = open(f"/proc/{pid}/cmdline", "rb").read()
@@ -166,6 +177,7 @@ def clean(*, force: bool = False, say: Callable[[str], None] = print,
             say(f"restored {', '.join(st['sysctls_restore'])} recorded by {p}")
         if not _clean_hosts(p, st, say):
             unreachable.add(p)
+        _remove_downloads(p, st, say)
     for ns in netns.list_namespaces():
         m = netns.NS_RE.match(ns)
         if m is None:

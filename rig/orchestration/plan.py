@@ -134,7 +134,7 @@ def plan_lines(sc: Scenario) -> list[str]:
                       " -P raised where the windows cannot carry 20 Gbit/s"))
         plans = _server_plans(sc, n, _host_wd(sc, step.path.server_host, wd))
         for g in S.groups(sc):
-            jobs = build_jobs(sc, g, plans, addr, servers.IPERF3_PORT)
+            jobs = build_jobs(sc, g, plans, addr, servers.IPERF3_PORT, PREFIX)
             a = tools.get(g.client.tool)
             if site is not None and capture.wanted(step.path.capture, g.client.capture):
                 name = capture.group_name(g.client.name, g.streams, g.concurrency,

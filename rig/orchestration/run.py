@@ -108,6 +108,8 @@ class Run:
         self._store: Store | None = None
         self.lives: list[Live] = []
         self.state = RunState(self.prefix, out_dir)
+        # plain downloads' files (`dest_dir`): `rig clean` removes <prefix>-* there
+        self.state.data["dest_dirs"] = sorted({c.dest_dir for c in sc.clients if c.dest_dir})
         self.tcp_cost: dict[str, Any] = {"interval_s": sc.sampling.tcp_info_s, "groups": 0, "ticks": 0,
                          "cpu_s": 0.0, "wall_s": 0.0, "samples": 0, "errors": 0}
         self.ca: tls.Ca | None = None
@@ -605,7 +607,8 @@ class Run:
 
     def _group(self, step: S.Step, live: Live, g: S.Group, common: dict, pos: str) -> None:
         self._check(live)
-        jobs = transfer.build_jobs(self.sc, g, live.servers, live.server_addr, live.iperf_port)
+        jobs = transfer.build_jobs(self.sc, g, live.servers, live.server_addr, live.iperf_port,
+                                   self.prefix)
         # the server's CPU from /proc: only where the server runs on this host
         # the server's CPU from /proc (every origin of it): where it runs on this host
         spids = [live.server_pids[p.origin] for p in live.servers.get(g.client.server or "", [])

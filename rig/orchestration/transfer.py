@@ -6,8 +6,10 @@ Must not import reports.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
+import os
 import threading
 import time
 from dataclasses import dataclass
@@ -35,10 +37,11 @@ class Outcome:
 
 
 def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, list[ServerPlan]],
-               server_addr: str, iperf_port: int) -> list[Job]:
+               server_addr: str, iperf_port: int, prefix: str = "rig") -> list[Job]:
     """The `g.concurrency` client processes of one group (pure); each tool says what
     its instance i talks to. A server with several instances (origins) serves the
-    group round-robin: process i talks to instance i mod K."""
+    group round-robin: process i talks to instance i mod K. A client with `dest_dir`
+    writes to `<dest_dir>/<prefix>-<client>-<i>` (removed after the transfer)."""
     c = g.client
     tool = tools.get(c.tool)
     origins = server_plans.get(c.server, []) if c.server else []
@@ -57,8 +60,16 @@ def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, list[ServerPlan]]
             src = sources[i % len(sources)]
             job = dataclasses.replace(job, source_url=src.url(c.protocol, file.name,
                                                               tls=g.tls != "off"))
+        if c.dest_dir:
+            job = dataclasses.replace(job, dest=dest_path(c.dest_dir, prefix, c.name, i))
         jobs.append(job)
     return jobs
+
+
+def dest_path(directory: str, prefix: str, client: str, instance: int) -> str:
+    """Where a plain download with `dest_dir` writes (`rig clean` removes a dead run's
+    `<prefix>-*` there)."""
+    return os.path.join(directory, f"{prefix}-{client}-{instance}")
 
 
 def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list, i: int,
@@ -87,6 +98,10 @@ def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list,
         out[i] = Outcome(job, argv, env, res, started_at, t0)
     except Exception as e:  # noqa: BLE001 - recorded as a failed transfer, not fatal
         out[i] = Outcome(job, argv, env, None, started_at, t0, error=str(e)[:300])
+    finally:
+        if job.client.dest_dir and not where:        # a local client's file
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(job.dest)
 
 
 WATCH_INTERVAL_S = 0.5

@@ -4,7 +4,9 @@
 // libcurl (one Range GET per request, up to the round's window in flight).
 //
 // Usage: rig-replay-http --library davix|curl --url http://HOST:PORT/PATH --plan FILE
-//                        --timeout SECONDS
+//                        --timeout SECONDS [--shadow DIR]
+// --shadow DIR (lazy-download): the bytes go into an unlinked shadow file in DIR, as
+// LocalCacheFile's; its checksum is read back after the replay, outside wall_s.
 // The plan (written by rig.services.replay.planjson) is JSON:
 //   {"version": 1, "rounds": [[window, [[off, len], ...], [[off, len], ...]], ...]}
 // a round is its window (max requests in flight, 0 = all) then its requests, each a
@@ -20,8 +22,12 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include <chrono>
 #include <cmath>
@@ -162,6 +168,72 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// ---- where a round's bytes go ------------------------------------------------------
+// In memory (application, storage: ROOT's buffers), or, with --shadow DIR, straight into
+// a local shadow file as CMSSW's LocalCacheFile::cache does for lazy-download: an
+// unlinked temporary file in DIR the size of the remote file, each round's span mapped
+// MAP_SHARED and the remote bytes read into the mapping (so the page cache of DIR's
+// file system takes every byte while the socket is being read).
+class Dest {
+ public:
+  Dest(const Round &r, int shadow_fd) : fd_(shadow_fd) {
+    ptr_.resize(r.requests.size());
+    if (fd_ < 0) {
+      bufs_.resize(r.requests.size());
+      for (size_t k = 0; k < r.requests.size(); ++k) {
+        long long total = 0;
+        for (const Range &x : r.requests[k].ranges) total += x.len;
+        bufs_[k].resize(total);
+        long long at = 0;
+        for (const Range &x : r.requests[k].ranges) {
+          ptr_[k].push_back(bufs_[k].data() + at);
+          at += x.len;
+        }
+      }
+      return;
+    }
+    long long lo = -1, hi = 0, page = sysconf(_SC_PAGESIZE);
+    for (const Request &q : r.requests)
+      for (const Range &x : q.ranges) {
+        lo = lo < 0 ? x.off : std::min(lo, x.off);
+        hi = std::max(hi, x.off + x.len);
+      }
+    lo_ = lo / page * page;
+    len_ = hi - lo_;
+    struct stat st;
+    if (fstat(fd_, &st) != 0 || st.st_size < hi)
+      if (ftruncate(fd_, hi) != 0) die(1, std::string("shadow: ftruncate: ") + std::strerror(errno));
+    map_ = static_cast<char *>(mmap(nullptr, len_, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, lo_));
+    if (map_ == MAP_FAILED) die(1, std::string("shadow: mmap: ") + std::strerror(errno));
+    for (size_t k = 0; k < r.requests.size(); ++k)
+      for (const Range &x : r.requests[k].ranges) ptr_[k].push_back(map_ + (x.off - lo_));
+  }
+  ~Dest() { unmap(); }
+  void unmap() {                        // LocalCacheFile::cache unmaps before it returns
+    if (map_ && map_ != MAP_FAILED) munmap(map_, len_);
+    map_ = nullptr;
+  }
+  Dest(const Dest &) = delete;
+  Dest &operator=(const Dest &) = delete;
+  char *at(size_t request, size_t range) { return ptr_[request][range]; }
+  // crc32 of the round's ranges in plan order (memory mode only: a shadow file is
+  // checksummed after the replay, outside its wall)
+  uLong crc(uLong c, long long &received) const {
+    for (const auto &b : bufs_) {
+      c = crc32(c, reinterpret_cast<const Bytef *>(b.data()), (uInt)b.size());
+      received += (long long)b.size();
+    }
+    return c;
+  }
+
+ private:
+  int fd_;
+  std::vector<std::vector<char>> bufs_;
+  std::vector<std::vector<char *>> ptr_;
+  char *map_ = nullptr;
+  long long lo_ = 0, len_ = 0;
+};
+
 // ---- libcurl ----------------------------------------------------------------------
 struct Sink { char *buf; long long want, got; };
 
@@ -188,7 +260,7 @@ class CurlClient {
 
   // One round: its single-range requests, at most `window` in flight (0 = all). Each
   // easy handle keeps its connection (keep-alive) for later rounds.
-  void round(const Round &r, std::vector<std::vector<char>> &bufs) {
+  void round(const Round &r, Dest &dst) {
     size_t n = r.requests.size(), window = r.window > 0 ? (size_t)r.window : n;
     while (pool_.size() < std::min(window, n)) pool_.push_back(curl_easy_init());
     std::vector<Sink> sinks(n);
@@ -201,8 +273,7 @@ class CurlClient {
         if (q.ranges.size() != 1) die(1, "curl: vector reads are not replayed with libcurl");
         CURL *e = free_.back();
         free_.pop_back();
-        bufs[next].resize(q.ranges[0].len);
-        sinks[next] = {bufs[next].data(), q.ranges[0].len, 0};
+        sinks[next] = {dst.at(next, 0), q.ranges[0].len, 0};
         std::string rng = std::to_string(q.ranges[0].off) + "-" +
                           std::to_string(q.ranges[0].off + q.ranges[0].len - 1);
         long left_ms = (long)std::max(1.0, (deadline_ - now()) * 1000);
@@ -285,19 +356,14 @@ class DavixClient {
   // A round of one single-range request is one pread; anything else is one preadVec
   // of all the round's ranges (DavixFile::readv: libdavix packs and splits them into
   // multi-range GETs itself).
-  void round(const Round &r, std::vector<std::vector<char>> &bufs) {
+  void round(const Round &r, Dest &dst) {
     Davix::DavixError *err = nullptr;
     std::vector<Davix::DavIOVecInput> in;
-    for (size_t k = 0; k < r.requests.size(); ++k) {
-      long long total = 0;
-      for (const Range &x : r.requests[k].ranges) total += x.len;
-      bufs[k].resize(total);
-      long long at = 0;
-      for (const Range &x : r.requests[k].ranges) {
-        in.push_back({bufs[k].data() + at, (dav_off_t)x.off, (dav_size_t)x.len});
-        at += x.len;
+    for (size_t k = 0; k < r.requests.size(); ++k)
+      for (size_t j = 0; j < r.requests[k].ranges.size(); ++j) {
+        const Range &x = r.requests[k].ranges[j];
+        in.push_back({dst.at(k, j), (dav_off_t)x.off, (dav_size_t)x.len});
       }
-    }
     if (in.size() == 1) {
       ssize_t s = posix_.pread64(fd_, in[0].diov_buffer, in[0].diov_size, in[0].diov_offset, &err);
       check(err, s, (long long)in[0].diov_size, "pread");
@@ -344,9 +410,13 @@ int main(int argc, char **argv) {
   std::map<std::string, std::string> a;
   for (int i = 1; i < argc; ++i) {
     std::string k = argv[i];
-    if (k.rfind("--", 0) != 0 || i + 1 >= argc) die(2, "usage: --library davix|curl --url URL --plan FILE --timeout S");
+    if (k.rfind("--", 0) != 0 || i + 1 >= argc) die(2, "usage: --library davix|curl --url URL --plan FILE --timeout S [--shadow DIR]");
     a[k.substr(2)] = argv[++i];
   }
+  for (const auto &kv : a)
+    if (kv.first != "library" && kv.first != "url" && kv.first != "plan" &&
+        kv.first != "timeout" && kv.first != "shadow")
+      die(2, "unknown option --" + kv.first);
   for (const char *k : {"library", "url", "plan", "timeout"})
     if (!a.count(k)) die(2, std::string("missing --") + k);
   const std::string lib = a["library"], url = a["url"];
@@ -355,6 +425,15 @@ int main(int argc, char **argv) {
   double timeout = std::atof(a["timeout"].c_str());
   if (!(timeout > 0)) die(2, "--timeout must be > 0 (got " + a["timeout"] + ")");
   std::vector<Round> plan = load_plan(a["plan"]);
+  int shadow_fd = -1;
+  if (a.count("shadow")) {             // as LocalCacheFile: mkstemp in the directory, unlink
+    std::string pattern = a["shadow"] + "/rig-shadow-XXXXXX";
+    std::vector<char> name(pattern.begin(), pattern.end());
+    name.push_back('\0');
+    shadow_fd = mkstemp(name.data());
+    if (shadow_fd < 0) die(1, "shadow: cannot create " + pattern + ": " + std::strerror(errno));
+    unlink(name.data());
+  }
   g_debug = std::getenv("RIG_REPLAY_HTTP_DEBUG") != nullptr;
 
   signal(SIGALRM, on_alarm);
@@ -373,17 +452,28 @@ int main(int argc, char **argv) {
   long long received = 0;
   std::vector<double> times;
   for (const Round &r : plan) {
-    std::vector<std::vector<char>> bufs(r.requests.size());
     double s = now();
-    if (cc) cc->round(r, bufs); else dc->round(r, bufs);
+    Dest dst(r, shadow_fd);
+    if (cc) cc->round(r, dst); else dc->round(r, dst);
+    dst.unmap();
     times.push_back(now() - s);
-    for (const auto &b : bufs) {
-      crc = crc32(crc, reinterpret_cast<const Bytef *>(b.data()), (uInt)b.size());
-      received += (long long)b.size();
-    }
+    crc = dst.crc(crc, received);       // memory mode: outside the round, inside the wall
   }
   double wall = now() - t0;
   getrusage(RUSAGE_SELF, &r1);
+  if (shadow_fd >= 0) {                 // the local copy, read back outside the wall
+    std::vector<char> b;
+    for (const Round &r : plan)
+      for (const Request &q : r.requests)
+        for (const Range &x : q.ranges) {
+          b.resize(x.len);
+          if (pread(shadow_fd, b.data(), x.len, x.off) != x.len)
+            die(1, "shadow: short read back");
+          crc = crc32(crc, reinterpret_cast<const Bytef *>(b.data()), (uInt)b.size());
+          received += x.len;
+        }
+    close(shadow_fd);
+  }
   long long http = cc ? cc->http_requests : g_davix_requests;
   cc.reset();
   dc.reset();

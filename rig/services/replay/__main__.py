@@ -28,6 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--segment", type=int)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--timeout", type=float, default=300.0)
+    ap.add_argument("--shadow-dir", help="lazy-download: write the segments into an unlinked "
+                    "shadow file in this directory, as CMSSW's LocalCacheFile (default: "
+                    "keep them in memory)")
     ap.add_argument("--http-engine", default="helper", choices=["helper", "python"],
                     help="davix/curl: the native helper (libdavix/libcurl, default) or the "
                          "Python http.client baseline (overhead measurements, tests)")
@@ -41,16 +44,20 @@ def main(argv: list[str] | None = None) -> int:
         p = plan.make(lay, select.by_percent(lay, a.branches * 100.0, seed=a.seed), a.mode,
                       plan_options(a.mode, a.library, a.cache_size, a.segment))
         plan_s = time.monotonic() - t0
+        shadow = a.shadow_dir if p.mode == "lazy-download" else None
+        if shadow and any(x.phase != "segment" for x in p.rounds):
+            raise RigError("replay: a shadow file holds segments only (this plan reads "
+                           "the remote file too)")
         ru = resource.getrusage(resource.RUSAGE_SELF)
         if a.library in http_helper.LIBRARIES and a.http_engine == "helper":
-            h = http_helper.run(p, a.url, a.library, timeout=a.timeout)
+            h = http_helper.run(p, a.url, a.library, timeout=a.timeout, shadow_dir=shadow)
             r = dict(wall_s=h["wall_s"], open_s=h["open_s"], bytes_received=h["bytes_received"],
                      cpu_user_s=h["cpu_user_s"], cpu_sys_s=h["cpu_sys_s"],
                      checksum=h["checksum"], round_s=h["round_s"])
             extra = {"transport": TRANSPORT[a.library], "http_requests": h["http_requests"],
                      "library_version": h["library_version"]}
         else:
-            rr = run.replay(p, a.url, timeout=a.timeout)
+            rr = run.replay(p, a.url, timeout=a.timeout, shadow_dir=shadow)
             r = {k: getattr(rr, k) for k in ("wall_s", "open_s", "bytes_received", "cpu_user_s",
                                              "cpu_sys_s", "checksum", "round_s")}
             extra = {"transport": TRANSPORT[a.library] if a.library == "xrootd"
@@ -72,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
            # every round's time (the physics tests read them); capped so a huge storage
            # plan does not bloat the row
            "round_s": [round(x, 6) for x in r["round_s"]] if len(r["round_s"]) <= 4096 else None,
-           "segments": sum(1 for x in p.rounds if x.phase == "segment")}
+           "segments": sum(1 for x in p.rounds if x.phase == "segment"),
+           "shadow_dir": shadow}
     print(json.dumps(out))
     return 0 if r["checksum"] == expected else 1
 

@@ -42,9 +42,11 @@ def plan_json(plan: Plan) -> str:
     return json.dumps({"version": 1, "mode": plan.mode, "rounds": rounds}, separators=(",", ":"))
 
 
-def run(plan: Plan, url: str, library: str, *, timeout: float) -> dict:
+def run(plan: Plan, url: str, library: str, *, timeout: float,
+        shadow_dir: str | None = None) -> dict:
     """Replay `plan` against `url` with the helper; its JSON answer (wall_s, open_s,
-    http_requests, bytes_received, cpu_user_s, cpu_sys_s, checksum, round_s, ...)."""
+    http_requests, bytes_received, cpu_user_s, cpu_sys_s, checksum, round_s, ...).
+    `shadow_dir`: the bytes go into an unlinked shadow file there (lazy-download)."""
     from rig.process import proc
     exe = path()
     if exe is None:
@@ -54,8 +56,9 @@ def run(plan: Plan, url: str, library: str, *, timeout: float) -> dict:
     with tempfile.NamedTemporaryFile("w", prefix="rig-replay-plan-", suffix=".json") as fh:
         fh.write(plan_json(plan))
         fh.flush()
+        shadow = ["--shadow", shadow_dir] if shadow_dir else []
         r = proc.run([exe, "--library", library, "--url", url, "--plan", fh.name,
-                      "--timeout", f"{timeout:g}"], timeout=timeout + 10)
+                      "--timeout", f"{timeout:g}", *shadow], timeout=timeout + 10)
     if not r.ok:
         why = "deadline passed" if r.timed_out else (r.stderr.strip().splitlines() or
                                                       [f"exit {r.returncode}"])[-1]

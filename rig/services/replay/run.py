@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import dataclasses
 import http.client
+import os
 import resource
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -187,11 +189,70 @@ def _multipart(ctype: str, body: bytes) -> list[bytes]:
     return parts
 
 
-def replay(plan: Plan, url: str, *, timeout: float = 300.0) -> ReplayResult:
-    """Execute `plan` against `url` (root://host:port//path or http://host:port/path)."""
+class _Shadow:
+    """CMSSW's LocalCacheFile shadow file: an unlinked temporary file in `directory`, the
+    size of the remote file. LocalCacheFile::cache maps the segment and XrdCl reads into
+    the mapping, so the copy overlaps the next request; the Python bindings hand over a
+    bytes object instead, which a writer thread `pwrite`s while the next request is in
+    flight. `flush()` waits for the round's writes (inside the round's time)."""
+
+    def __init__(self, directory: str, size: int) -> None:
+        fd, name = tempfile.mkstemp(prefix="rig-shadow-", dir=directory)
+        os.unlink(name)
+        os.ftruncate(fd, size)
+        self.fd = fd
+        self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay-shadow")
+        self.pending: list = []
+
+    def _write(self, q: Request, pieces: list[bytes]) -> None:
+        for (o, n), p in zip(q.ranges, pieces):
+            if os.pwrite(self.fd, p, o) != n:
+                raise OSError(f"short write at offset {o}")
+
+    def writer(self, q: Request, thunk: Callable[[Callable], None]) -> Callable[[Callable], None]:
+        def go(done: Callable) -> None:
+            def into(pieces: object, err: str | None = None) -> None:
+                if err is None and isinstance(pieces, list) and len(pieces) == len(q.ranges) \
+                        and all(len(p) == n for p, (_, n) in zip(pieces, q.ranges)):
+                    self.pending.append(self.pool.submit(self._write, q, pieces))
+                    pieces = [len(p) for p in pieces]       # the bytes go to the file
+                done(pieces, err)
+            thunk(into)
+        return go
+
+    def flush(self) -> None:
+        pending, self.pending = self.pending, []
+        for f in pending:
+            try:
+                f.result()
+            except OSError as e:
+                raise RigError(f"replay: shadow file: {e}") from None
+
+    def crc(self, plan: Plan) -> int:
+        crc = 0
+        for rnd in plan.rounds:
+            for q in rnd.requests:
+                for off, n in q.ranges:
+                    crc = _crc(crc, os.pread(self.fd, n, off))
+        return crc
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=True)
+        os.close(self.fd)
+
+
+def replay(plan: Plan, url: str, *, timeout: float = 300.0,
+           shadow_dir: str | None = None) -> ReplayResult:
+    """Execute `plan` against `url` (root://host:port//path or http://host:port/path).
+    `shadow_dir`: the answers go into a shadow file there (lazy-download), checksummed
+    after the wall; otherwise they stay in memory and are checksummed as they come."""
     proto = urllib.parse.urlsplit(url).scheme
     t_open = time.monotonic()
     transport = _RootTransport(url, timeout) if proto in ("root", "xroot") else _HttpTransport(url, timeout)
+    shadow = None
+    if shadow_dir:
+        size = max(o + n for r in plan.rounds for q in r.requests for o, n in q.ranges)
+        shadow = _Shadow(shadow_dir, size)
     deadline = time.monotonic() + timeout
     ru0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
     open_s = t0 - t_open
@@ -199,20 +260,31 @@ def replay(plan: Plan, url: str, *, timeout: float = 300.0) -> ReplayResult:
     try:
         for rnd in plan.rounds:
             r0 = time.monotonic()
-            out = _Windowed([transport.thunk(q) for q in rnd.requests], rnd.window, deadline).run()
+            thunks = [transport.thunk(q) for q in rnd.requests]
+            if shadow is not None:
+                thunks = [shadow.writer(q, t) for q, t in zip(rnd.requests, thunks)]
+            out = _Windowed(thunks, rnd.window, deadline).run()
+            if shadow is not None:
+                shadow.flush()
             times.append(time.monotonic() - r0)
             for q, pieces in zip(rnd.requests, out):
                 assert isinstance(pieces, (list, tuple))
-                if len(pieces) != len(q.ranges) or any(len(p) != n for p, (_, n) in zip(pieces, q.ranges)):
+                sizes = [p if isinstance(p, int) else len(p) for p in pieces]
+                if len(pieces) != len(q.ranges) or any(m != n for m, (_, n) in zip(sizes, q.ranges)):
                     raise RigError(f"replay: short answer in round {len(times) - 1} "
-                                   f"({sum(map(len, pieces))} of {q.nbytes} bytes)")
+                                   f"({sum(sizes)} of {q.nbytes} bytes)")
+                received += sum(sizes)
                 for p in pieces:
-                    received += len(p)
-                    crc = _crc(crc, p)
+                    if not isinstance(p, int):
+                        crc = _crc(crc, p)
+        wall = time.monotonic() - t0
+        ru1 = resource.getrusage(resource.RUSAGE_SELF)
+        if shadow is not None:
+            crc = shadow.crc(plan)
     finally:
         transport.close()
-    wall = time.monotonic() - t0
-    ru1 = resource.getrusage(resource.RUSAGE_SELF)
+        if shadow is not None:
+            shadow.close()
     return ReplayResult(proto, url, plan.mode, wall, plan.requests, plan.round_trips,
                         plan.bytes_useful, plan.bytes_wire, received,
                         ru1.ru_utime - ru0.ru_utime, ru1.ru_stime - ru0.ru_stime,

@@ -150,6 +150,7 @@ all_tools = _TOOLS.all
 
 # Capabilities shared by the plain HTTP fetchers (one stream, data phase from /proc io).
 HTTP_FETCHER = Capabilities(servers=frozenset({"xrootd", "nginx", "apache"}), protocols=("http",),
-                            timed_by_written_bytes=True, tls=frozenset({"all"}))
+                            timed_by_written_bytes=True, tls=frozenset({"all"}),
+                            options=frozenset({"dest_dir"}))
 
 _TOOLS.load(__name__, __path__)

@@ -12,6 +12,7 @@ make; the row's `extra.transport` says so. Pure: argv builder and parser only.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +39,7 @@ class Replay(ClientTool):
     caps = Capabilities(servers=frozenset({"xrootd", "nginx", "apache"}),
                         protocols=("root", "http"),
                         options=frozenset({"mode", "library", "cache_size", "segment",
-                                           "branches"}))
+                                           "branches", "shadow_dir"}))
 
     def checked(self, ctx: Any, d: dict[str, Any]) -> dict[str, Any]:
         if d["mode"] is None:
@@ -55,6 +56,12 @@ class Replay(ClientTool):
             raise ctx.child("cache_size").error("only for mode application", d["cache_size"])
         if d["segment"] is not None and d["mode"] != "lazy-download":
             raise ctx.child("segment").error("only for mode lazy-download", d["segment"])
+        sd = d["shadow_dir"]
+        if sd is not None and d["mode"] != "lazy-download":
+            raise ctx.child("shadow_dir").error("only for mode lazy-download", sd)
+        if sd not in (None, SHADOW_MEMORY) and not (os.path.isabs(sd) and os.path.isdir(sd)):
+            raise ctx.child("shadow_dir").error(
+                f"not an existing absolute directory (or {SHADOW_MEMORY})", sd)
         return dict(d, library=lib, protocol=proto)
 
     def job(self, c: "ClientSpec", streams: int, instance: int, *,
@@ -75,6 +82,8 @@ class Replay(ClientTool):
             out += ["--cache-size", str(c.cache_size)]
         if c.segment:
             out += ["--segment", str(c.segment)]
+        if shadow_dir(c):
+            out += ["--shadow-dir", shadow_dir(c) or ""]
         return out
 
     def env(self, job: Job) -> dict[str, str]:
@@ -117,6 +126,22 @@ def require_helper(sc: "Scenario") -> None:
         if c.tool == "replay" and c.library in http_helper.LIBRARIES and http_helper.path() is None:
             raise InputError(f"library {c.library} {http_helper.MISSING}", file=sc.source,
                              key=f"clients[{i}].library", value=c.library)
+
+
+# CMSSW's LocalCacheFile puts its shadow file in the first of ".:$TMPDIR" (the job's
+# working directory) with 4 GB free: a worker node's local disk. /var/tmp is local disk on
+# Debian, where /tmp may be a tmpfs (Debian 13). `memory`: no file, the segments stay in
+# the client's memory (what the replay did before).
+SHADOW_DEFAULT = "/var/tmp"
+SHADOW_MEMORY = "memory"
+
+
+def shadow_dir(c: "ClientSpec") -> str | None:
+    """Where a lazy-download replay writes its shadow file (None: not a lazy client, or
+    `memory`)."""
+    if c.mode != "lazy-download" or c.shadow_dir == SHADOW_MEMORY:
+        return None
+    return c.shadow_dir or SHADOW_DEFAULT
 
 
 def branch_fraction(c: "ClientSpec") -> float:

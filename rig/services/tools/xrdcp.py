@@ -24,7 +24,7 @@ XRD_FAIL_FAST = {"XRD_CONNECTIONRETRY": "1", "XRD_CONNECTIONWINDOW": "5",
 class Xrdcp(ClientTool):
     name = "xrdcp"
     caps = Capabilities(servers=frozenset({"xrootd"}), protocols=("root",), max_streams=15,
-                        options=frozenset({"page_checksum", "sources", "multiplex"}),
+                        options=frozenset({"page_checksum", "sources", "multiplex", "dest_dir"}),
                         timed_by_written_bytes=True, tls=frozenset({"control", "all"}))
 
     def with_origins(self, job: Job, origins: "list[ServerPlan]", instance: int) -> Job:
