@@ -56,21 +56,28 @@ def engine_cost(t, n: int, tmp: Path) -> dict[str, list[float]]:
                                       host=host, **common),
              "local (ip netns exec)": LinkSite(router_ns=r.ns, workdir=tmp / "local",
                                                **common)}
-    out: dict[str, list[float]] = {f"{k} {w}": [] for k in sites for w in ("apply", "remove")}
+    out: dict[str, list[float]] = {}
     try:
-        for _ in range(n):
-            for label, site in sites.items():
-                be = UserspaceBackend(local_logs=tmp / "logs")
-                t0 = time.monotonic()
-                be.apply(site, prof)
-                t1 = time.monotonic()
-                be.remove(site)
-                t2 = time.monotonic()
-                out[f"{label} apply"].append(t1 - t0)
-                out[f"{label} remove"].append(t2 - t1)
+        out = apply_remove_times(sites, n, tmp, prof)
     finally:
         proc.run(["rm", "-rf", f"/dev/shm/{prefix}"], timeout=20)
         master.stop()
+    return out
+
+
+def apply_remove_times(sites: dict, n: int, tmp: Path, prof) -> dict[str, list[float]]:
+    """Wall of the userspace engine's apply and remove on each site, n rounds alternating."""
+    out: dict[str, list[float]] = {f"{k} {w}": [] for k in sites for w in ("apply", "remove")}
+    for _ in range(n):
+        for label, site in sites.items():
+            be = UserspaceBackend(local_logs=tmp / "logs")
+            t0 = time.monotonic()
+            be.apply(site, prof)
+            t1 = time.monotonic()
+            be.remove(site)
+            t2 = time.monotonic()
+            out[f"{label} apply"].append(t1 - t0)
+            out[f"{label} remove"].append(t2 - t1)
     return out
 
 
@@ -128,18 +135,9 @@ def end_engine_cost(t, link, n: int, tmp: Path) -> dict[str, list[float]]:
                                     server_net="10.0.0.4/30", queue_base=4002,
                                     workdir=Path(f"/dev/shm/{prefix}/bench3"),
                                     host=hs["third host"])}
-    out: dict[str, list[float]] = {f"{k} {w}": [] for k in sites for w in ("apply", "remove")}
+    out: dict[str, list[float]] = {}
     try:
-        for _ in range(n):
-            for label, site in sites.items():
-                be = UserspaceBackend(local_logs=tmp / "logs")
-                t0 = time.monotonic()
-                be.apply(site, prof)
-                t1 = time.monotonic()
-                be.remove(site)
-                t2 = time.monotonic()
-                out[f"{label} apply"].append(t1 - t0)
-                out[f"{label} remove"].append(t2 - t1)
+        out = apply_remove_times(sites, n, tmp, prof)
     finally:
         proc.run(["rm", "-rf", f"/dev/shm/{prefix}"], timeout=20)
         for m in masters:

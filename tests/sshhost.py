@@ -212,3 +212,42 @@ def start_run(scenario: Path, out: Path, *until: str,
         p.wait()
         raise
     return p, prefix
+
+
+TOOLS = ("ssh", "nginx", "xrootd", "xrdcp", "curl", "iperf3", "iptables")
+
+
+def missing_tools() -> list[str]:
+    """What the emulated-router e2e tests need and this machine lacks (`make install`)."""
+    return [t for t in TOOLS if not shutil.which(t)]
+
+
+def remote_scenario(example: Path, hosts: dict, shm: str, *, size: str = "32MiB",
+                    repeats: int = 1, iperf_s: int = 1) -> dict:
+    """An example scenario pointed at the test's sshd hosts ({name: SshHost}, run
+    directories under `shm`), with one file, no tuning and a short validation."""
+    import yaml
+    d = yaml.safe_load(example.read_text())
+    for name, h in hosts.items():
+        d["hosts"][name].update(ssh=f"root@{h.addr}", identity=str(h.identity),
+                                known_hosts=str(h.known_hosts), rundir=f"{shm}/{name}")
+    d["files"] = [{"name": "f256M", "size": size}]
+    d["sweep"] = {"repeats": repeats}
+    d["tuning"] = {}
+    d["validation"] = {"ping_count": 20, "iperf_duration": f"{iperf_s}s", "iperf_streams": 2}
+    d["transfer_timeout"] = "60s"
+    return d
+
+
+def run_then_sigkill(scenario: Path, out: Path, until: str, ready) -> str | None:
+    """Start `rig run`, wait (<= 60 s) until `ready()` says all is in place, SIGKILL rig
+    itself (its ssh children live on, as after a crash); return the run's prefix."""
+    p, prefix = start_run(scenario, out, until)
+    try:
+        deadline = time.monotonic() + 60
+        while prefix and not ready() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+    return prefix

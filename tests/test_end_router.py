@@ -15,9 +15,7 @@ removes the engine, the rules, the TBFs and the IFB.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -31,7 +29,8 @@ from rig.orchestration import clean
 from rig.orchestration.pathcheck import rtt_flag
 from rig.realization import netns
 
-from sshhost import link_hosts, pids_with, ssh_host, start_run
+from sshhost import (link_hosts, missing_tools, pids_with, remote_scenario, run_then_sigkill,
+                     ssh_host)
 
 pytestmark = pytest.mark.e2e
 RIG = [sys.executable, "-m", "rig"]
@@ -44,9 +43,7 @@ RATE_BPS = 2e9
 
 @pytest.fixture(scope="module")
 def two(tmp_path_factory):
-    missing = [t for t in ("ssh", "nginx", "xrootd", "xrdcp", "curl", "iperf3", "iptables")
-               if not shutil.which(t)]
-    assert not missing, f"missing tools (make install): {missing}"
+    assert not missing_tools(), f"missing tools (make install): {missing_tools()}"
     tmp = tmp_path_factory.mktemp("hosts")
     for d in ("dtn1", "dtn2"):
         (tmp / d).mkdir()
@@ -60,18 +57,11 @@ def two(tmp_path_factory):
 
 def _scenario(tmp: Path, two, end: str, *, iperf_s: int = 1, loss: str = "0%") -> Path:
     s, c, link = two
-    d = yaml.safe_load((ROOT / "scenarios/end-router.example.yaml").read_text())
-    for name, h in (("dtn1", s), ("dtn2", c)):
-        d["hosts"][name].update(ssh=f"root@{h.addr}", identity=str(h.identity),
-                                known_hosts=str(h.known_hosts), rundir=f"{SHM}/{name}")
+    d = remote_scenario(ROOT / "scenarios/end-router.example.yaml", {"dtn1": s, "dtn2": c},
+                        SHM, iperf_s=iperf_s)
     p = d["paths"][0]
     p.update(server_addr=link.a_addr, router_host=end, rate=f"{int(RATE_BPS)}bit", loss=loss,
              router_iface=link.a_dev if end == "dtn1" else link.b_dev)
-    d["files"] = [{"name": "f256M", "size": "32MiB"}]
-    d["sweep"] = {"repeats": 1}
-    d["tuning"] = {}
-    d["validation"] = {"ping_count": 20, "iperf_duration": f"{iperf_s}s", "iperf_streams": 2}
-    d["transfer_timeout"] = "60s"
     f = tmp / "end-router.yaml"
     f.write_text(yaml.safe_dump(d, sort_keys=False))
     return f
@@ -180,16 +170,11 @@ def test_emulated_path_with_the_router_on_an_end_host(two, tmp_path, end, loss):
 def test_sigkill_then_rig_clean_leaves_nothing_on_the_end_host(two, tmp_path):
     s, c, link = two
     before = _state(s)
-    p, prefix = start_run(_scenario(tmp_path, two, "dtn1", iperf_s=20, loss="0.1%"),
-                          tmp_path / "out", "applying userspace emulation")
-    try:
-        assert prefix, "the run did not reach the hosts"
-        deadline = time.monotonic() + 60     # the rules go in last: then all is in place
-        while len(_state(s)["rules"]) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
-    finally:
-        os.kill(p.pid, signal.SIGKILL)       # only rig itself: its ssh children live on
-        p.wait()
+    # the rules go in last: then all is in place
+    prefix = run_then_sigkill(_scenario(tmp_path, two, "dtn1", iperf_s=20, loss="0.1%"),
+                              tmp_path / "out", "applying userspace emulation",
+                              lambda: len(_state(s)["rules"]) >= 2)
+    assert prefix, "the run did not reach the hosts"
     said: list[str] = []
     try:
         during = _state(s)

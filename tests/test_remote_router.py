@@ -12,8 +12,6 @@ engine, its NFQUEUE rules and the TBF on rtr and restoring ip_forward.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -27,7 +25,7 @@ from rig.orchestration import clean
 from rig.orchestration.pathcheck import rtt_flag
 from rig.realization import netns
 
-from sshhost import pids_with, start_run, three_hosts
+from sshhost import missing_tools, pids_with, remote_scenario, run_then_sigkill, three_hosts
 
 pytestmark = pytest.mark.e2e
 RIG = [sys.executable, "-m", "rig"]
@@ -40,9 +38,7 @@ RTT_MS = 20.0
 @pytest.fixture(scope="module")
 def three(tmp_path_factory):
     import shutil
-    missing = [t for t in ("ssh", "nginx", "xrootd", "xrdcp", "curl", "iperf3", "iptables")
-               if not shutil.which(t)]
-    assert not missing, f"missing tools (make install): {missing}"
+    assert not missing_tools(), f"missing tools (make install): {missing_tools()}"
     try:
         with three_hosts(tmp_path_factory.mktemp("hosts")) as t:
             # cl: rtr a_dev <-> dtn2 b_dev; sl: dtn1 a_dev <-> rtr b_dev
@@ -54,19 +50,13 @@ def three(tmp_path_factory):
 def _scenario(tmp: Path, three, *, rate: str | None = None, iperf_s: int = 1,
               repeats: int = 1, size: str = "32MiB") -> Path:
     s, c, r, cl, sl = three
-    d = yaml.safe_load((ROOT / "scenarios/three-hosts.example.yaml").read_text())
-    for name, h in (("dtn1", s), ("dtn2", c), ("rtr", r)):
-        d["hosts"][name].update(ssh=f"root@{h.addr}", identity=str(h.identity),
-                                known_hosts=str(h.known_hosts), rundir=f"{SHM}/{name}")
+    d = remote_scenario(ROOT / "scenarios/three-hosts.example.yaml",
+                        {"dtn1": s, "dtn2": c, "rtr": r}, SHM, size=size, repeats=repeats,
+                        iperf_s=iperf_s)
     p = d["paths"][0]
     p.update(server_addr=sl.a_addr, router_ifaces={"client": cl.a_dev, "server": sl.b_dev})
     if rate:
         p["rate"] = rate
-    d["files"] = [{"name": "f256M", "size": size}]
-    d["sweep"] = {"repeats": repeats}
-    d["tuning"] = {}
-    d["validation"] = {"ping_count": 20, "iperf_duration": f"{iperf_s}s", "iperf_streams": 2}
-    d["transfer_timeout"] = "60s"
     f = tmp / "three-hosts.yaml"
     f.write_text(yaml.safe_dump(d, sort_keys=False))
     return f
@@ -148,16 +138,11 @@ def test_emulated_path_through_a_router_host(three, tmp_path):
 def test_sigkill_then_rig_clean_leaves_nothing_on_the_router_host(three, tmp_path):
     s, c, r, cl, sl = three
     before = _router_state(r)
-    p, prefix = start_run(_scenario(tmp_path, three, rate="2gbit", iperf_s=20),
-                          tmp_path / "out", "applying userspace emulation")
-    try:
-        assert prefix, "the run did not reach the hosts"
-        deadline = time.monotonic() + 60     # the rules go in last: then all is in place
-        while len(_router_state(r)["rules"]) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
-    finally:
-        os.kill(p.pid, signal.SIGKILL)       # only rig itself: its ssh children live on
-        p.wait()
+    # the rules go in last: then all is in place
+    prefix = run_then_sigkill(_scenario(tmp_path, three, rate="2gbit", iperf_s=20),
+                              tmp_path / "out", "applying userspace emulation",
+                              lambda: len(_router_state(r)["rules"]) >= 2)
+    assert prefix, "the run did not reach the hosts"
     said: list[str] = []
     try:
         during = _router_state(r)
