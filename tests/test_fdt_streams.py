@@ -318,8 +318,8 @@ def test_autotuned_budget_retries_a_full_socket_without_epollout() -> None:
             timer.cancel()
             a.close()
             b.close()
-        if fill:        # 0.4 s / 20 ms = 20 tries at most; a busy host may give fewer
-            assert 4 <= budget.wakes <= 21, budget.wakes
+        if fill:        # 1 + 0.4 s / 20 ms = 21 here (3 runs); fewer on a busy host,
+            assert 4 <= budget.wakes <= 25, budget.wakes    # thousands if it spun
         else:           # the first try only: the socket never polls writable
             assert budget.wakes == 1, budget.wakes
 
