@@ -124,6 +124,8 @@ def send_streams(socks: list[socket.socket], budgets: list[Budget],
                     st.full, st.retry_at = True, now + st.budget.topup_s()
                 else:
                     st.full = False
+            if not live:         # the last END is queued: no wait (it cost 0.2 s a run)
+                break
             retry = [st.retry_at for st in live.values() if st.full]
             timeout = min([POLL_S, *(t - time.monotonic() for t in retry)])
             ready = {fd for fd, _ in ep.poll(max(0.0, timeout))}
