@@ -1,12 +1,12 @@
-"""Data streams of the FDT-style copy: asyncio senders, one blocking thread per receiver.
+"""Data streams of the FDT-style copy: one sending thread, one blocking thread per receiver.
 
 Why receiving threads: at 0 ms RTT the receiver is CPU-bound in the kernel (the copy
 out of the socket and TCP processing), and a single asyncio thread keeps that work on
 one core however many streams there are (measured: the client at 0.99 CPU, the other
 core half idle).  A thread per stream blocks in ``recv_into(..., MSG_WAITALL)`` for a
 whole 256 KiB chunk with the GIL released, so the kernel work of N streams spreads over
-every core and each chunk costs one syscall and no loop wake-up.  Senders stay on the
-event loop (zero-copy ``os.sendfile``, little CPU; see the note above ``send_stream``).
+every core and each chunk costs one syscall and no loop wake-up.  One thread sends on
+every stream (``rig.fdt.sender``; see the note above ``WakeBudget``).
 
 The event loop stays in charge: ``StreamWorkers.start`` returns one asyncio future per
 stream (set from the thread with ``call_soon_threadsafe``), which ``run_all`` awaits
@@ -30,6 +30,7 @@ import time
 import zlib
 from typing import Callable
 
+from rig.fdt import sender
 from rig.fdt.protocol import (HEADER_SIZE, BlockHeader, BlockScheduler, FileSet, Reassembly,
                        adler32_combine, adler32_repeat)
 from rig.fdt.transport import Progress, TransferError, run_all
@@ -41,7 +42,7 @@ from rig.fdt.transport import Progress, TransferError, run_all
 # 4 MiB, 3 rounds: receiver 3,122 -> 1,022 recvfrom and 0.281 -> 0.214 s/GB at N=16
 # (Java FDT reads ~1 MiB a call: 911 reads/GB, 0.233 s/GB), bench/README.md, issue 16.
 # The kernel wakes a sleeping reader only once RECV_LOWAT bytes are queued or at FIN
-# (tcp_data_ready), even for a shorter read: a stream ends with END and FIN (send_stream).
+# (tcp_data_ready), even for a shorter read: a stream ends with END and FIN (sender._write).
 # Autotuned buffers keep MSG_WAITALL of RECV_LOWAT: setting SO_RCVLOWAT while the
 # buffer is still small clamps the window to it (tcp_set_rcvlowat), 120 ms N=4 fell
 # from 1.04 to 0.33-1.04 Gbit/s.
@@ -121,28 +122,13 @@ def _set_io_timeout(sock: socket.socket, seconds: float) -> None:
 
 
 # ------------------------------------------------------------------------- senders
-# The sending side stays on the event loop: non-blocking os.sendfile of up to a wake's
-# budget (see WakeBudget) per call.  One loop thread measured 5-8 % faster than a thread per stream (0 ms,
-# 8 and 16 streams), because the sender needs little CPU (no copy) and N more runnable
-# threads compete with the receiver's on two cores.
-
-async def _writable(sock: socket.socket, timeout: float | None = None) -> None:
-    """Until the socket polls writable or, given, `timeout` seconds pass."""
-    loop = asyncio.get_running_loop()
-    fut = loop.create_future()
-    fd = sock.fileno()
-    def wake() -> None:
-        if not fut.done():
-            fut.set_result(None)
-    loop.add_writer(fd, wake)
-    timer = loop.call_later(timeout, wake) if timeout is not None else None
-    try:
-        await fut
-    finally:
-        loop.remove_writer(fd)
-        if timer is not None:
-            timer.cancel()
-
+# One thread sends every stream (rig.fdt.sender: one epoll over the N sockets, each
+# registered once); the sources below queue bytes without blocking: os.sendfile from
+# the page cache, or the memory pattern.  On the event loop (before issue 16's change)
+# each wake cost a future, add/remove_writer (two epoll_ctl) and a timer in Python:
+# 120 ms, N=4, autotuned, sender 0.319 -> 0.183 s/GB (iperf3 0.150), bench/README.md.
+# Still one thread, not one per stream: a thread per stream measured 5-8 % slower at
+# 0 ms (8 and 16 streams), N runnable threads competing with the receiver's for 2 cores.
 
 class WakeBudget:
     """How much one stream queues per writability wake-up.
@@ -167,6 +153,9 @@ class WakeBudget:
     TCP_NOTSENT_LOWAT does not replace it: it only adds a condition to EPOLLOUT (0.80
     Gbit/s at 120 ms with 256 KiB and no top-up), and with fixed buffers it cost a third
     of the rate at 0 ms, N=16 (bench/README.md, issue 16).
+
+    In both modes a short write ends the wake as EAGAIN would (the failed send would
+    only confirm the buffer is full): 120 ms, N=4, sendto 7,885 -> 6,835 per GB.
     """
 
     FILL = 1 << 30           # a wake's budget when filling: more than any send buffer
@@ -175,7 +164,7 @@ class WakeBudget:
     RTT_EVERY = 32           # wakes between two reads of the RTT (TCP_INFO)
 
     def __init__(self, sock: socket.socket, *, fill: bool = False) -> None:
-        self.sock, self.left, self.fill = sock, 0, fill
+        self.sock, self.fill = sock, fill
         self.wakes, self.topup = 0, self.TOPUP_S[1]
 
     def topup_s(self) -> float:
@@ -194,20 +183,6 @@ class WakeBudget:
         sndbuf = self.sock.getsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF)
         return max(64 << 10, sndbuf // 4)
 
-    async def take(self) -> int:
-        """Bytes that may be queued now, waiting for writability when spent."""
-        if self.left <= 0:
-            await _writable(self.sock, self.topup_s() if self.fill else None)
-            self.left = self.per_wake()
-        return self.left
-
-    def spent(self, n: int) -> None:
-        self.left -= n
-
-    def full(self) -> None:
-        """EAGAIN: wait for the next wake."""
-        self.left = 0
-
 
 def _srtt_s(sock: socket.socket) -> float | None:
     """The kernel's smoothed RTT of a TCP socket (tcp_info.tcpi_rtt, µs), None if unknown."""
@@ -218,16 +193,6 @@ def _srtt_s(sock: socket.socket) -> float | None:
     return struct.unpack_from("I", info, 68)[0] / 1e6 if len(info) >= 72 else None
 
 
-async def _send_header(sock: socket.socket, header: bytes) -> None:
-    """Header with MSG_MORE so it leaves in one segment with the payload after it."""
-    try:
-        n = sock.send(header, socket.MSG_MORE)
-    except (BlockingIOError, InterruptedError):
-        n = 0
-    if n < len(header):
-        await asyncio.get_running_loop().sock_sendall(sock, header[n:])
-
-
 class FileSource:
     """Blocks of a regular file, sent with os.sendfile (zero copy from page cache)."""
 
@@ -235,34 +200,23 @@ class FileSource:
         self.fd = fd
         self.zero_copy = True
 
-    async def send(self, sock: socket.socket, offset: int, length: int,
-                   progress: Progress, stream: int, budget: WakeBudget) -> None:
-        end = offset + length
-        while offset < end:
-            if not self.zero_copy:
-                data = os.pread(self.fd, min(end - offset, 1 << 20), offset)
-                if not data:
-                    raise TransferError(f"source file shrank below {end} bytes")
-                await asyncio.get_running_loop().sock_sendall(sock, data)
-                offset += len(data)
-                progress.add(stream, len(data))
-                continue
-            allowed = await budget.take()
+    def put(self, sock: socket.socket, offset: int, done: int, length: int) -> tuple[int, int]:
+        """Queue up to length bytes from offset: (bytes queued, bytes tried); fewer
+        queued than tried, or BlockingIOError, means the send buffer is full."""
+        if self.zero_copy:
             try:
-                n = os.sendfile(sock.fileno(), self.fd, offset, min(end - offset, allowed))
-            except (BlockingIOError, InterruptedError):
-                budget.full()
-                continue
+                n = os.sendfile(sock.fileno(), self.fd, offset, length)
             except OSError as e:
-                if e.errno in (22, 38) and progress.total == 0:   # EINVAL/ENOSYS
-                    self.zero_copy = False
-                    continue
-                raise
-            if n == 0:
-                raise TransferError(f"source file shrank below {end} bytes")
-            budget.spent(n)
-            offset += n
-            progress.add(stream, n)
+                if e.errno not in (22, 38) or done != 0:   # EINVAL/ENOSYS: no sendfile
+                    raise
+                self.zero_copy = False
+                return self.put(sock, offset, done, length)
+        else:
+            data = os.pread(self.fd, min(length, 1 << 20), offset)
+            n, length = (sock.send(data), len(data)) if data else (0, length)
+        if n == 0 and length:
+            raise TransferError(f"source file shrank below {offset + length} bytes")
+        return n, length
 
 
 class MemSource:
@@ -284,38 +238,15 @@ class MemSource:
             total = adler32_combine(total, zlib.adler32(self.buf[:rest]), rest)
         return total
 
-    async def send(self, sock: socket.socket, offset: int, length: int,
-                   progress: Progress, stream: int, budget: WakeBudget) -> None:
-        plen = len(self.buf)
-        while length:
-            view = self.buf[:min(plen, length)]
-            length -= len(view)
-            while view:
-                allowed = await budget.take()
-                try:
-                    n = sock.send(view[:allowed])
-                except (BlockingIOError, InterruptedError):
-                    budget.full()
-                    continue
-                budget.spent(n)
-                view = view[n:]
-                progress.add(stream, n)
+    def put(self, sock: socket.socket, offset: int, done: int, length: int) -> tuple[int, int]:
+        """Queue up to length bytes of the block, `done` bytes into it (never across
+        the pattern's end: byte k of a block is pattern[k % len])."""
+        pos = done % len(self.buf)
+        view = self.buf[pos:pos + length]
+        return sock.send(view), len(view)
 
 
 Source = FileSource | MemSource
-
-
-async def send_stream(sock: socket.socket, stream: int, sources: dict[int, Source],
-                      sched: BlockScheduler, progress: Progress, fill: bool = False) -> None:
-    """One data stream's sender: take the next block, send it, repeat; then END."""
-    budget = WakeBudget(sock, fill=fill)
-    while (blk := sched.next_file_block()) is not None:
-        file_id, offset, length = blk
-        await _send_header(sock, BlockHeader(file_id, offset, length).pack())
-        await sources[file_id].send(sock, offset, length, progress, stream, budget)
-    await asyncio.get_running_loop().sock_sendall(sock, BlockHeader.end(1).pack())
-    with contextlib.suppress(OSError):     # a vanished peer shows up in the verdict
-        sock.shutdown(socket.SHUT_WR)        # nothing follows END on this stream
 
 
 async def send_all(socks: list[socket.socket], sources: list[Source], sizes: list[int],
@@ -325,8 +256,8 @@ async def send_all(socks: list[socket.socket], sources: list[Source], sizes: lis
                    ) -> tuple[int, list[int | None]]:
     """Send the files (file ids 1..k, in order) or, timed, what fits in `duration`.
 
-    `autotuned`: the sockets have no fixed SO_SNDBUF; each wake writes until EAGAIN
-    (see WakeBudget).
+    `autotuned`: the sockets have no fixed SO_SNDBUF; each wake writes until the buffer
+    is full (see WakeBudget).  One thread sends on every socket (rig.fdt.sender).
 
     Returns (bytes sent, each file's adler32 or None).  Files are checksummed in a
     thread while the data flows; memory mode from the pattern, afterwards.
@@ -338,9 +269,9 @@ async def send_all(socks: list[socket.socket], sources: list[Source], sizes: lis
         adler = loop.run_in_executor(None, files_adler32,
                                      [s.fd for s in sources if isinstance(s, FileSource)], sizes)
     timer = loop.call_later(duration, sched.stop) if duration else None
-    by_id = {i + 1: src for i, src in enumerate(sources)}
-    aws = [send_stream(sock, i, by_id, sched, progress, autotuned)
-           for i, sock in enumerate(socks)]
+    by_id: dict[int, sender.Source] = {i + 1: src for i, src in enumerate(sources)}
+    budgets: list[sender.Budget] = [WakeBudget(s, fill=autotuned) for s in socks]
+    aws = [_in_thread(sender.send_streams, socks, budgets, by_id, sched, progress)]
     try:
         await run_all(aws, progress=progress, stall_s=stall_s, what=what,
                       background=background)
@@ -360,6 +291,29 @@ async def send_all(socks: list[socket.socket], sources: list[Source], sizes: lis
     assert isinstance(source, MemSource)
     adlers: list[int | None] = [mem_adler32(source, sent, block)]
     return sent, adlers
+
+
+async def _in_thread(fn: Callable[..., None], *args: object) -> None:
+    """fn(*args, stop) in a thread of its own; cancelling sets stop and joins it."""
+    loop = asyncio.get_running_loop()
+    fut = loop.create_future()
+    stop = threading.Event()
+
+    def run() -> None:
+        exc: BaseException | None = None
+        try:
+            fn(*args, stop)
+        except BaseException as e:          # noqa: BLE001 -- handed to the awaiting side
+            exc = e
+        with contextlib.suppress(RuntimeError):    # the loop is gone: nobody is waiting
+            loop.call_soon_threadsafe(_settle, fut, exc)
+    t = threading.Thread(target=run, name="rig-fdt-sender", daemon=True)
+    t.start()
+    try:
+        await fut
+    finally:
+        stop.set()
+        t.join(JOIN_S)           # the thread looks at stop every sender.POLL_S
 
 
 def mem_adler32(source: MemSource, size: int, block: int) -> int:
