@@ -232,15 +232,7 @@ def main() -> None:
                 for label, f in (("remote router", remote), ("local router", local)):
                     got[label].append(run_once(f, tmp / f"{label[:5]}-{i}"))
             for label, rs in got.items():
-                pings = [p for r in rs for p in r["ping"]]
-                print(f"{label}: ping RTT median {statistics.median(pings):.3f} ms, min "
-                      f"{min(pings):.3f}, max {max(pings):.3f} (n={len(pings)} validations "
-                      f"of 20 pings, {rounds} runs); EMULATION LATE steps "
-                      f"{sum(x for r in rs for x in r['late'])}/{sum(len(r['late']) for r in rs)}")
-                for client in rs[0]["tput"]:
-                    v = [x for r in rs for x in r["tput"][client]]
-                    print(f"  {client}: median {statistics.median(v):.3f} Gbit/s, min "
-                          f"{min(v):.3f}, max {max(v):.3f} (n={len(v)}, {size})")
+                report(label, rs, rounds, size)
 
 
 if __name__ == "__main__":

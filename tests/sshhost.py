@@ -251,3 +251,15 @@ def run_then_sigkill(scenario: Path, out: Path, until: str, ready) -> str | None
         os.kill(p.pid, signal.SIGKILL)
         p.wait()
     return prefix
+
+
+def gone_after_clean(prefix: str, leftovers) -> None:
+    """After `rig clean`: within 5 s neither `leftovers(prefix)` (processes, run
+    directories) nor the path's engine remain, and the run's state file is gone."""
+    deadline = time.monotonic() + 5
+    while (leftovers(prefix) or pids_with(f"{prefix}-wan-engine")) \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not leftovers(prefix), leftovers(prefix)
+    assert not pids_with(f"{prefix}-wan-engine")
+    assert not (netns.STATE_DIR / f"{prefix}.json").exists()

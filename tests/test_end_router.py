@@ -19,7 +19,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -29,8 +28,8 @@ from rig.orchestration import clean
 from rig.orchestration.pathcheck import rtt_flag
 from rig.realization import netns
 
-from sshhost import (link_hosts, missing_tools, pids_with, remote_scenario, run_then_sigkill,
-                     ssh_host)
+from sshhost import (gone_after_clean, link_hosts, missing_tools, pids_with, remote_scenario,
+                     run_then_sigkill, ssh_host)
 
 pytestmark = pytest.mark.e2e
 RIG = [sys.executable, "-m", "rig"]
@@ -198,13 +197,7 @@ def test_sigkill_then_rig_clean_leaves_nothing_on_the_end_host(two, tmp_path):
     assert any(f"removed {prefix}-0ifb" in ln for ln in said), said
     assert not any("ip_forward" in ln for ln in said), said
     assert _state(s) == before
-    deadline = time.monotonic() + 5
-    while (_leftovers(prefix) or pids_with(f"{prefix}-wan-engine")) \
-            and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _leftovers(prefix), _leftovers(prefix)
-    assert not pids_with(f"{prefix}-wan-engine")
-    assert not (netns.STATE_DIR / f"{prefix}.json").exists()
+    gone_after_clean(prefix, _leftovers)
 
 
 def test_the_path_interface_carrying_ssh_is_refused_and_nothing_is_made(two, tmp_path):

@@ -15,7 +15,6 @@ import json
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -25,7 +24,8 @@ from rig.orchestration import clean
 from rig.orchestration.pathcheck import rtt_flag
 from rig.realization import netns
 
-from sshhost import missing_tools, pids_with, remote_scenario, run_then_sigkill, three_hosts
+from sshhost import (gone_after_clean, missing_tools, pids_with, remote_scenario,
+                     run_then_sigkill, three_hosts)
 
 pytestmark = pytest.mark.e2e
 RIG = [sys.executable, "-m", "rig"]
@@ -155,13 +155,7 @@ def test_sigkill_then_rig_clean_leaves_nothing_on_the_router_host(three, tmp_pat
     assert sum("removed NFQUEUE rule" in ln for ln in said) == 2, said
     assert sum("removed root qdisc" in ln for ln in said) == 2, said
     assert _router_state(r) == before
-    deadline = time.monotonic() + 5
-    while (_leftovers(prefix) or pids_with(f"{prefix}-wan-engine")) \
-            and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not _leftovers(prefix), _leftovers(prefix)
-    assert not pids_with(f"{prefix}-wan-engine")
-    assert not (netns.STATE_DIR / f"{prefix}.json").exists()
+    gone_after_clean(prefix, _leftovers)
 
 
 def test_a_router_interface_carrying_ssh_is_refused_and_nothing_is_made(three, tmp_path):
