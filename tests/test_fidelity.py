@@ -4,6 +4,7 @@ reported with its size, and never relabels a window-limited transfer by itself."
 from __future__ import annotations
 
 import csv
+import os
 import random
 from pathlib import Path
 
@@ -247,8 +248,9 @@ def test_engine_timing_knobs_parse_and_default_to_a_realtime_engine() -> None:
     from rig.realization.emul.engine.server import Timing
     assert Timing.from_env("") == Timing(spin_s=0.0, comp=True, lag=True, rt=False,
                                          rt_all=True, batch_s=400e-6, hold_s=200e-6, cpu=-1,
-                                         scale=True)
+                                         scale=True, qos=True)
     assert Timing.from_env("lag=0").lag is False
+    assert Timing.from_env("qos=0").qos is False
     t = Timing.from_env("spin_us=150,comp=0,rt=1,rt_all=0")
     assert (t.spin_s, t.comp, t.rt, t.rt_all) == (pytest.approx(150e-6), False, True, False)
     t = Timing.from_env("batch_us=400,hold_us=200,cpu=1")
@@ -301,6 +303,18 @@ def _batching_engine(batch_us: float):
         lane.nfq = SimpleNamespace(queue=q, send=sent.append)
         eng.lanes.append(lane)
     return eng, sent
+
+
+def test_cpu_latency_request_is_written_and_a_missing_device_is_a_note(tmp_path) -> None:
+    from rig.realization.emul.engine.timer import hold_cpu_latency
+    dev = tmp_path / "cpu_dma_latency"
+    dev.write_bytes(b"")
+    fd, note = hold_cpu_latency(0, str(dev))
+    assert fd is not None and note == "cpu latency <= 0 us held"
+    os.close(fd)
+    assert dev.read_bytes() == (0).to_bytes(4, "little")      # the kernel's binary s32
+    fd, note = hold_cpu_latency(0, str(tmp_path / "absent"))
+    assert fd is None and note.startswith("not held (") and "absent" in note
 
 
 @pytest.mark.parametrize("batch_us", [0, 400])
