@@ -87,7 +87,7 @@ def test_slightly_late_engine_flags_the_step_but_keeps_the_window_verdict(
     assert v.kind == "window-limited"
     assert ("step 2: emulation late: mean lateness 0.800 ms per round trip (0.400 forward"
             " + 0.400 reverse) > tolerance 0.600 ms") in v.text()
-    assert "30.00% of packets > 0.6 ms late" in v.text()
+    assert "20.00% of packets > 1 ms late" in v.text()   # p99 beyond the 1 ms target
 
 
 def test_emulation_late_thresholds() -> None:
@@ -100,14 +100,26 @@ def test_emulation_late_thresholds() -> None:
     assert emulation_late(mean, 0.02) == [
         "emulation late: mean lateness 0.320 ms per round trip (0.160 forward + 0.160 "
         "reverse) > tolerance 0.300 ms"]
+    # 2 % of packets 0.5-1 ms late: beyond the 0.3 ms tolerance, within the 1 ms p99 target
+    # (session 7: releases batched within +-0.2 ms put 1-5 % of an idle 20 ms step there)
     share = load_stats(_typed(0.05e-3, {"0..50us": 980, "0.5..1ms": 20}, tol_s=tol, over=20))
-    assert len(emulation_late(share, 0.02)) == 2               # both directions, 2 %
+    assert emulation_late(share, 0.02) == []
+    share = load_stats(_typed(0.05e-3, {"0..50us": 980, "1..2ms": 20}, tol_s=tol, over=20))
+    assert len(emulation_late(share, 0.02)) == 2               # both directions, 2 % > 1 ms
+    assert "2.00% of packets > 1 ms late" in emulation_late(share, 0.02)[0]
+    edge = load_stats(_typed(0.05e-3, {"0..50us": 990, "1..2ms": 10}, tol_s=tol, over=10))
+    assert emulation_late(edge, 0.02) == []                    # exactly 1 %: not beyond
+    # beyond 100 ms the tolerance (1 % of the RTT) is the threshold, counted exactly by
+    # the engine: 2 % of packets 1.2-2 ms late at 150 ms (tolerance 1.5 ms) is late
+    tol150 = rtt_tolerance_s(0.15)
+    far = load_stats(_typed(0.05e-3, {"0..50us": 980, "1..2ms": 20}, tol_s=tol150, over=20))
+    assert "2.00% of packets > 1.5 ms late" in emulation_late(far, 0.15)[0]
     # without the exact count (older engines) the histogram gives a lower bound of the
-    # share, at the first bin edge at or above the tolerance (0.5 ms for 0.3 ms)
-    old = load_stats(_typed(0.05e-3, {"0..50us": 980, "200..500us": 20}))
+    # share, at the first bin edge at or above the threshold
+    old = load_stats(_typed(0.05e-3, {"0..50us": 980, "0.5..1ms": 20}))
     assert emulation_late(old, 0.02) == []
-    old = load_stats(_typed(0.05e-3, {"0..50us": 980, "1..2ms": 20}))
-    assert "2.00% of packets > 0.5 ms late" in emulation_late(old, 0.02)[0]
+    old = load_stats(_typed(0.05e-3, {"0..50us": 980, "2..5ms": 20}))
+    assert "2.00% of packets > 1 ms late" in emulation_late(old, 0.02)[0]
 
 
 def test_counters_times_and_exact_late_count_are_differenced_per_step() -> None:
@@ -404,3 +416,35 @@ def test_wake_to_send_lag_is_learned_so_packets_leave_on_time_and_are_counted_so
             assert c == pytest.approx(e, abs=5e-6)         # counted as it left
         else:
             assert c == pytest.approx(0.0, abs=1e-9)       # the old blind spot
+
+
+def test_a_step_is_judged_per_phase_so_the_path_check_does_not_hide_its_transfers() -> None:
+    """Since session 7 a run stores the engine's counters after each phase of a step (path
+    check before, transfers, path check after); each row is differenced against the row
+    before it. The check's iperf3 moves 5-10x the transfers' packets: judged as a whole,
+    2.7 % of a 20 ms step's transfer packets beyond the tolerance read as 1.05 %."""
+    from types import SimpleNamespace
+
+    from rig.report.verdict import ALL_PHASES, engine_phase_rows, step_engine_stats
+    tol = rtt_tolerance_s(0.02)
+    a = _typed(0.0, {"0..50us": 1000}, tol_s=tol, over=0)
+    b = _typed(0.5e-3, {"0..50us": 1000, "2..5ms": 200}, tol_s=tol, over=200)  # late check
+    c = _typed(0.1875e-3, {"0..50us": 3000, "2..5ms": 200}, tol_s=tol, over=200)
+    d = _typed(0.15e-3, {"0..50us": 4000, "2..5ms": 200}, tol_s=tol, over=200)
+    row = {"path": "wan", "backend": "userspace"}
+    run = SimpleNamespace(engine=[
+        {**row, "step": 1, "phase": "check-after", "taken_at": 1.0, "stats": a},
+        {**row, "step": 2, "phase": "transfers", "taken_at": 3.0, "stats": c},
+        {**row, "step": 2, "phase": "check-before", "taken_at": 2.0, "stats": b},
+        {**row, "step": 2, "phase": "check-after", "taken_at": 4.0, "stats": d}])
+    (transfers,) = step_engine_stats(run, 2)            # the verdicts' view: on time
+    assert transfers.direction("forward").lateness.count == 2000
+    assert emulation_late(transfers, 0.02) == []
+    phases = engine_phase_rows(run, 2, ALL_PHASES)
+    assert [r["phase"] for r, _ in phases] == ["check-before", "transfers", "check-after"]
+    late = emulation_late(phases[0][1], 0.02)
+    assert any("100.00% of packets > 1 ms late" in x for x in late)  # its 200, 2-5 ms
+    assert emulation_late(phases[2][1], 0.02) == []
+    # the whole step, as judged before phases, dilutes the check into the transfers too
+    whole = load_stats(d).since(load_stats(a))
+    assert whole.direction("forward").lateness.count == 3200
