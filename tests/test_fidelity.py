@@ -448,3 +448,17 @@ def test_a_step_is_judged_per_phase_so_the_path_check_does_not_hide_its_transfer
     # the whole step, as judged before phases, dilutes the check into the transfers too
     whole = load_stats(d).since(load_stats(a))
     assert whole.direction("forward").lateness.count == 3200
+    # the timing table: one line per phase; a path check's line against its own ping
+    from rig.report.tables import timing_rows
+    run.validations = [
+        {"step": 2, "path": "wan", "phase": "before", "rtt_ms_configured": 20.0,
+         "rtt_ms_measured": 20.5, "flagged": True, "flag_reason": "RTT 20.500 ms off"},
+        {"step": 2, "path": "wan", "phase": "after", "rtt_ms_configured": 20.0,
+         "rtt_ms_measured": 20.1, "flagged": False, "flag_reason": None}]
+    rows = {r["phase"]: r for r in timing_rows(run) if r["step"] == "2"}
+    assert list(rows) == ["path check (before)", "transfers", "path check (after)"]
+    assert (rows["path check (before)"]["emulation"], rows["path check (before)"]["ping_off_ms"],
+            rows["path check (before)"]["agreement"]) == ("LATE", "+0.500", "agree")
+    assert (rows["path check (after)"]["emulation"], rows["path check (after)"]["ping_off_ms"],
+            rows["path check (after)"]["agreement"]) == ("on time", "+0.100", "agree")
+    assert rows["transfers"]["agreement"] == "ping off, engine on time"

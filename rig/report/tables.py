@@ -192,7 +192,7 @@ def engine_rows(run: Run) -> list[dict[str, str]]:
 
 
 def timing_rows(run: Run) -> list[dict[str, str]]:
-    """Per step and path: the engine's timing (lateness per round trip, worst direction's
+    """Per step, phase and path: the engine's timing (lateness per round trip, worst direction's
     p99 bound, max and share beyond the RTT tolerance, CPU and run-queue wait), its
     "emulation late" flag, and what ping found, with whether the two agree."""
     out = []
@@ -215,8 +215,12 @@ def timing_rows(run: Run) -> list[dict[str, str]]:
                                engine_late_share=_num(max(s[0] for s in shares if s), ".2%"),
                                emulation="LATE" if late else "on time")
                 row.update(engine_cpu=_cpu(st), run_wait_ms=_ms(st.run_wait_s))
+            # a path check's row against that check's ping; transfers (no ping ran during
+            # them) and whole-step rows against every ping of the step
+            check = {"check-before": "before", "check-after": "after"}.get(r.get("phase") or "")
             pings = [v for v in run.validations if v["step"] == step and v["path"] == r["path"]
-                     and v.get("rtt_ms_measured") is not None and rtt is not None]
+                     and v.get("rtt_ms_measured") is not None and rtt is not None
+                     and (check is None or v.get("phase") == check)]
             offs = [v["rtt_ms_measured"] - rtt for v in pings]
             ping_flag = any(v.get("flagged") and "RTT" in (v.get("flag_reason") or "")
                             for v in pings)
