@@ -53,6 +53,8 @@ VARIANTS = {
     "scaled": "spin_us=0,comp=1,rt_all=1,batch_us=400,hold_us=200,scale=1",
     # session 6: scaled, plus the wake-up -> send lag learned and counted (the default)
     "lag": "spin_us=0,comp=1,rt_all=1,batch_us=400,hold_us=200,scale=1,lag=1",
+    # session 7: lag, plus a PM QoS request for idle-exit latency 0 (the default)
+    "qos": "spin_us=0,comp=1,rt_all=1,batch_us=400,hold_us=200,scale=1,lag=1,qos=1",
 }
 
 
@@ -77,7 +79,7 @@ def lateness(st: EmulStats, rtt_s: float) -> dict:
 
 def one(net, be, variant: str, rtt_ms: float, a) -> dict:
     # every knob explicit: a later change of Timing's defaults must not move a variant
-    os.environ["RIG_ENGINE_TIMING"] = ("batch_us=0,hold_us=0,cpu=-1,scale=0,lag=0,"
+    os.environ["RIG_ENGINE_TIMING"] = ("batch_us=0,hold_us=0,cpu=-1,scale=0,lag=0,qos=0,"
                                        + VARIANTS[variant])
     be.apply(net.site, LinkProfile.symmetric(rtt_ms / 1e3))
     try:

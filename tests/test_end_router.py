@@ -136,9 +136,9 @@ def test_emulated_path_with_the_router_on_an_end_host(two, tmp_path, end, loss):
                        stddev_ms=v["rtt_ms_stddev"] or 0.0, count=20)
         assert (tol is not None) == ("RTT" in (v["flag_reason"] or "")), dict(v)
         assert v["iperf_bps"] is None or 1e7 < v["iperf_bps"] <= RATE_BPS * 1.05, dict(v)
-    st = db.execute("SELECT * FROM engine_stats").fetchall()
-    assert len(st) == 1
-    stats = json.loads(st[0]["stats"])
+    st = db.execute("SELECT * FROM engine_stats ORDER BY taken_at").fetchall()
+    assert [r["phase"] for r in st] == ["check-before", "transfers", "check-after"]
+    stats = json.loads(st[-1]["stats"])     # cumulative: the whole run
     assert stats["backend"] == "userspace" and stats["alive"] and not stats.get("error"), stats
     cmds = [ln.split(None, 1)[1] for ln in (out / "commands.log").read_text().splitlines()]
     dirs = {d["direction"]: d for d in stats["directions"]}

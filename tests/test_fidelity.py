@@ -4,6 +4,7 @@ reported with its size, and never relabels a window-limited transfer by itself."
 from __future__ import annotations
 
 import csv
+import os
 import random
 from pathlib import Path
 
@@ -86,7 +87,7 @@ def test_slightly_late_engine_flags_the_step_but_keeps_the_window_verdict(
     assert v.kind == "window-limited"
     assert ("step 2: emulation late: mean lateness 0.800 ms per round trip (0.400 forward"
             " + 0.400 reverse) > tolerance 0.600 ms") in v.text()
-    assert "30.00% of packets > 0.6 ms late" in v.text()
+    assert "20.00% of packets > 1 ms late" in v.text()   # p99 beyond the 1 ms target
 
 
 def test_emulation_late_thresholds() -> None:
@@ -99,14 +100,26 @@ def test_emulation_late_thresholds() -> None:
     assert emulation_late(mean, 0.02) == [
         "emulation late: mean lateness 0.320 ms per round trip (0.160 forward + 0.160 "
         "reverse) > tolerance 0.300 ms"]
+    # 2 % of packets 0.5-1 ms late: beyond the 0.3 ms tolerance, within the 1 ms p99 target
+    # (session 7: releases batched within +-0.2 ms put 1-5 % of an idle 20 ms step there)
     share = load_stats(_typed(0.05e-3, {"0..50us": 980, "0.5..1ms": 20}, tol_s=tol, over=20))
-    assert len(emulation_late(share, 0.02)) == 2               # both directions, 2 %
+    assert emulation_late(share, 0.02) == []
+    share = load_stats(_typed(0.05e-3, {"0..50us": 980, "1..2ms": 20}, tol_s=tol, over=20))
+    assert len(emulation_late(share, 0.02)) == 2               # both directions, 2 % > 1 ms
+    assert "2.00% of packets > 1 ms late" in emulation_late(share, 0.02)[0]
+    edge = load_stats(_typed(0.05e-3, {"0..50us": 990, "1..2ms": 10}, tol_s=tol, over=10))
+    assert emulation_late(edge, 0.02) == []                    # exactly 1 %: not beyond
+    # beyond 100 ms the tolerance (1 % of the RTT) is the threshold, counted exactly by
+    # the engine: 2 % of packets 1.2-2 ms late at 150 ms (tolerance 1.5 ms) is late
+    tol150 = rtt_tolerance_s(0.15)
+    far = load_stats(_typed(0.05e-3, {"0..50us": 980, "1..2ms": 20}, tol_s=tol150, over=20))
+    assert "2.00% of packets > 1.5 ms late" in emulation_late(far, 0.15)[0]
     # without the exact count (older engines) the histogram gives a lower bound of the
-    # share, at the first bin edge at or above the tolerance (0.5 ms for 0.3 ms)
-    old = load_stats(_typed(0.05e-3, {"0..50us": 980, "200..500us": 20}))
+    # share, at the first bin edge at or above the threshold
+    old = load_stats(_typed(0.05e-3, {"0..50us": 980, "0.5..1ms": 20}))
     assert emulation_late(old, 0.02) == []
-    old = load_stats(_typed(0.05e-3, {"0..50us": 980, "1..2ms": 20}))
-    assert "2.00% of packets > 0.5 ms late" in emulation_late(old, 0.02)[0]
+    old = load_stats(_typed(0.05e-3, {"0..50us": 980, "2..5ms": 20}))
+    assert "2.00% of packets > 1 ms late" in emulation_late(old, 0.02)[0]
 
 
 def test_counters_times_and_exact_late_count_are_differenced_per_step() -> None:
@@ -247,8 +260,9 @@ def test_engine_timing_knobs_parse_and_default_to_a_realtime_engine() -> None:
     from rig.realization.emul.engine.server import Timing
     assert Timing.from_env("") == Timing(spin_s=0.0, comp=True, lag=True, rt=False,
                                          rt_all=True, batch_s=400e-6, hold_s=200e-6, cpu=-1,
-                                         scale=True)
+                                         scale=True, qos=True)
     assert Timing.from_env("lag=0").lag is False
+    assert Timing.from_env("qos=0").qos is False
     t = Timing.from_env("spin_us=150,comp=0,rt=1,rt_all=0")
     assert (t.spin_s, t.comp, t.rt, t.rt_all) == (pytest.approx(150e-6), False, True, False)
     t = Timing.from_env("batch_us=400,hold_us=200,cpu=1")
@@ -301,6 +315,18 @@ def _batching_engine(batch_us: float):
         lane.nfq = SimpleNamespace(queue=q, send=sent.append)
         eng.lanes.append(lane)
     return eng, sent
+
+
+def test_cpu_latency_request_is_written_and_a_missing_device_is_a_note(tmp_path) -> None:
+    from rig.realization.emul.engine.timer import hold_cpu_latency
+    dev = tmp_path / "cpu_dma_latency"
+    dev.write_bytes(b"")
+    fd, note = hold_cpu_latency(0, str(dev))
+    assert fd is not None and note == "cpu latency <= 0 us held"
+    os.close(fd)
+    assert dev.read_bytes() == (0).to_bytes(4, "little")      # the kernel's binary s32
+    fd, note = hold_cpu_latency(0, str(tmp_path / "absent"))
+    assert fd is None and note.startswith("not held (") and "absent" in note
 
 
 @pytest.mark.parametrize("batch_us", [0, 400])
@@ -390,3 +416,49 @@ def test_wake_to_send_lag_is_learned_so_packets_leave_on_time_and_are_counted_so
             assert c == pytest.approx(e, abs=5e-6)         # counted as it left
         else:
             assert c == pytest.approx(0.0, abs=1e-9)       # the old blind spot
+
+
+def test_a_step_is_judged_per_phase_so_the_path_check_does_not_hide_its_transfers() -> None:
+    """Since session 7 a run stores the engine's counters after each phase of a step (path
+    check before, transfers, path check after); each row is differenced against the row
+    before it. The check's iperf3 moves 5-10x the transfers' packets: judged as a whole,
+    2.7 % of a 20 ms step's transfer packets beyond the tolerance read as 1.05 %."""
+    from types import SimpleNamespace
+
+    from rig.report.verdict import ALL_PHASES, engine_phase_rows, step_engine_stats
+    tol = rtt_tolerance_s(0.02)
+    a = _typed(0.0, {"0..50us": 1000}, tol_s=tol, over=0)
+    b = _typed(0.5e-3, {"0..50us": 1000, "2..5ms": 200}, tol_s=tol, over=200)  # late check
+    c = _typed(0.1875e-3, {"0..50us": 3000, "2..5ms": 200}, tol_s=tol, over=200)
+    d = _typed(0.15e-3, {"0..50us": 4000, "2..5ms": 200}, tol_s=tol, over=200)
+    row = {"path": "wan", "backend": "userspace"}
+    run = SimpleNamespace(engine=[
+        {**row, "step": 1, "phase": "check-after", "taken_at": 1.0, "stats": a},
+        {**row, "step": 2, "phase": "transfers", "taken_at": 3.0, "stats": c},
+        {**row, "step": 2, "phase": "check-before", "taken_at": 2.0, "stats": b},
+        {**row, "step": 2, "phase": "check-after", "taken_at": 4.0, "stats": d}])
+    (transfers,) = step_engine_stats(run, 2)            # the verdicts' view: on time
+    assert transfers.direction("forward").lateness.count == 2000
+    assert emulation_late(transfers, 0.02) == []
+    phases = engine_phase_rows(run, 2, ALL_PHASES)
+    assert [r["phase"] for r, _ in phases] == ["check-before", "transfers", "check-after"]
+    late = emulation_late(phases[0][1], 0.02)
+    assert any("100.00% of packets > 1 ms late" in x for x in late)  # its 200, 2-5 ms
+    assert emulation_late(phases[2][1], 0.02) == []
+    # the whole step, as judged before phases, dilutes the check into the transfers too
+    whole = load_stats(d).since(load_stats(a))
+    assert whole.direction("forward").lateness.count == 3200
+    # the timing table: one line per phase; a path check's line against its own ping
+    from rig.report.tables import timing_rows
+    run.validations = [
+        {"step": 2, "path": "wan", "phase": "before", "rtt_ms_configured": 20.0,
+         "rtt_ms_measured": 20.5, "flagged": True, "flag_reason": "RTT 20.500 ms off"},
+        {"step": 2, "path": "wan", "phase": "after", "rtt_ms_configured": 20.0,
+         "rtt_ms_measured": 20.1, "flagged": False, "flag_reason": None}]
+    rows = {r["phase"]: r for r in timing_rows(run) if r["step"] == "2"}
+    assert list(rows) == ["path check (before)", "transfers", "path check (after)"]
+    assert (rows["path check (before)"]["emulation"], rows["path check (before)"]["ping_off_ms"],
+            rows["path check (before)"]["agreement"]) == ("LATE", "+0.500", "agree")
+    assert (rows["path check (after)"]["emulation"], rows["path check (after)"]["ping_off_ms"],
+            rows["path check (after)"]["agreement"]) == ("on time", "+0.100", "agree")
+    assert rows["transfers"]["agreement"] == "ping off, engine on time"

@@ -117,9 +117,9 @@ def test_emulated_path_through_a_router_host(three, tmp_path):
                        stddev_ms=v["rtt_ms_stddev"] or 0.0, count=20, jittered=False)
         assert (tol is not None) == ("RTT" in (v["flag_reason"] or "")), dict(v)
         assert v["iperf_bps"] > 1e7, dict(v)
-    st = db.execute("SELECT * FROM engine_stats").fetchall()
-    assert len(st) == 1
-    stats = json.loads(st[0]["stats"])
+    st = db.execute("SELECT * FROM engine_stats ORDER BY taken_at").fetchall()
+    assert [r["phase"] for r in st] == ["check-before", "transfers", "check-after"]
+    stats = json.loads(st[-1]["stats"])     # cumulative: the whole run
     assert stats["backend"] == "userspace" and stats["alive"] and not stats.get("error"), stats
     # every byte of both transfers and the validation went through the engine on rtr
     seen = sum(d["seen"] for d in stats["directions"])

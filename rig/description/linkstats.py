@@ -47,8 +47,14 @@ LATE_THRESHOLD_S = 1e-3
 RTT_TOLERANCE_ABS_S = 0.3e-3
 RTT_TOLERANCE_REL = 0.01
 # A step's emulation is "late" when the mean lateness of a round trip (forward + reverse)
-# exceeds the RTT tolerance, or when more than this share of one direction's packets is
-# released later than the tolerance (i.e. its p99 lateness is beyond it).
+# exceeds the RTT tolerance (the RTT the step claims moved), or when more than this share
+# of one direction's packets is released later than max(tolerance, LATE_THRESHOLD_S),
+# i.e. its p99 lateness is beyond the design's engine target of 1 ms (or beyond the
+# tolerance, where that is larger: RTT > 100 ms). Issue 11's goals, as a check. (Until
+# session 7 the share was counted beyond the tolerance itself, 0.3 ms at RTT <= 30 ms: with
+# releases batched within +-0.2 ms by design and timer wake-ups on a 2-vCPU VM, 1-5 % of
+# an idle 20 ms step's packets were 0.3-1 ms late while the mean lateness per round trip
+# was within +-0.05 ms: bench/README.md "Session 7".)
 LATE_SHARE_MAX = 0.01
 # The engine's thread busy this share of the step's wall time: it saturated its CPU.
 ENGINE_CPU_SATURATED = 0.9
@@ -388,12 +394,14 @@ def emulation_late(stats: "EmulStats | UnreadableStats", rtt_s: float | None,
     """Why one step's emulation was late, from the engine's own timing (its stats
     differenced to the step), or [] when it kept time. Late means: the mean lateness of
     a round trip (forward + reverse means) beyond the RTT tolerance, or more than
-    LATE_SHARE_MAX of one direction's packets later than the tolerance (its p99 beyond
-    it). Each reason carries its numbers. Backends that cannot time their releases
-    (netem, none) and unreadable stats give no evidence either way."""
+    LATE_SHARE_MAX of one direction's packets later than max(tolerance, LATE_THRESHOLD_S)
+    (its p99 beyond the 1 ms target, or beyond the tolerance where that is larger).
+    Each reason carries its numbers. Backends that cannot time their releases (netem,
+    none) and unreadable stats give no evidence either way."""
     if not isinstance(stats, EmulStats):
         return []
     tol = tol_s if tol_s is not None else rtt_tolerance_s(rtt_s or 0.0)
+    tail = max(tol, LATE_THRESHOLD_S)
     lates = [(d, d.lateness) for d in stats.directions
              if d.lateness is not None and d.lateness.count]
     if not lates:
@@ -405,7 +413,7 @@ def emulation_late(stats: "EmulStats | UnreadableStats", rtt_s: float | None,
                    f"({' + '.join(f'{lt.mean_s * 1e3:.3f} {d.direction}' for d, lt in lates)})"
                    f" > tolerance {tol * 1e3:.3f} ms")
     for d, lt in lates:
-        so = lt.share_over(tol)
+        so = lt.share_over(tail)
         if so and so[0] > LATE_SHARE_MAX:
             p99 = lt.p99_s
             out.append(f"emulation late ({d.direction}): {so[0]:.2%} of packets > "

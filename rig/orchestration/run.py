@@ -488,6 +488,7 @@ class Run:
                 live.applied = True
         common = self._common(step, live)
         v = self._validate(step, live, "before", common)
+        self._engine_stats(step, live, "check-before")
         common["rtt_ms_measured"] = v["rtt_ms_measured"]
         gs = S.groups(self.sc)
         try:
@@ -500,8 +501,9 @@ class Run:
                                                     flag_reason=str(e), started_at=time.time()))
             self._recover(live, step)
             return
-        self._engine_stats(step, live)
+        self._engine_stats(step, live, "transfers")
         self._validate(step, live, "after", common)
+        self._engine_stats(step, live, "check-after")
 
     def _recover(self, live: Live, step: S.Step) -> None:
         """After the emulation died mid-step: rebuild it for the next step, or stop."""
@@ -561,23 +563,29 @@ class Run:
         if live.site is not None and live.applied:
             live.backend.check(live.site)
 
-    def _engine_stats(self, step: S.Step, live: Live) -> None:
+    def _engine_stats(self, step: S.Step, live: Live, phase: str) -> None:
+        """One row per phase of a step (check-before, transfers, check-after): the path
+        check's iperf3 moves 5-10x the transfers' packets, so a step judged as a whole
+        hid what happened during its transfers."""
         if live.site is None or not live.applied:
             return
         try:
             stats = live.backend.stats(live.site)
         except RigError as e:
             stats = EmulStats(live.backend.name, error=str(e))
-        # the engine counts from its start: judge this step on what happened since the last
+        # the engine counts from its start: judge this phase on what happened since the last
         late = emulation_late(stats.since(live.last_stats),
                               None if step.rtt_ms is None else step.rtt_ms / 1e3)
         live.last_stats = stats
         self.store.add_engine_stats(EngineStatsRow(
             run_id=self.run_id, step=step.index, path=live.spec.name, backend=live.backend.name,
             taken_at=time.time(), stats=stats.to_json(), emulation_late=bool(late),
-            emulation_late_reason="; ".join(late) or None))
-        if late:
-            self.say(f"  EMULATION LATE: {'; '.join(late)}")
+            emulation_late_reason="; ".join(late) or None, phase=phase))
+        if late and phase == "transfers":
+            self.say(f"  EMULATION LATE (transfers): {'; '.join(late)}")
+        elif late:   # the check's iperf3 loads the path to its capacity on purpose
+            self.say(f"  emulation late during the path check ({phase.removeprefix('check-')}"
+                     f"; its capacity is the engine's under that load): {'; '.join(late)}")
 
     def _common(self, step: S.Step, live: Live) -> dict:
         return {**self._tuned(step, live), "client_host": live.spec.client_host,

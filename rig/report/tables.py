@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable
 from rig.description.linkstats import STATS_VERSION, EmulStats, UnreadableStats, \
     emulation_late, rtt_tolerance_s
 from rig.report.model import Point, Run, series_id, series_labels
-from rig.report.verdict import Verdict, step_engine_stats
+from rig.report.verdict import ALL_PHASES, Verdict, engine_phase_rows
 
 SUMMARY_COLUMNS = ("client", "rtt_ms", "n", "mean_gbps", "min_gbps", "max_gbps",
                    "std_gbps", "path", "streams", "concurrency", "failed",
@@ -115,14 +115,14 @@ def validation_rows(run: Run) -> list[dict[str, str]]:
     return out
 
 
-ENGINE_COLUMNS = ("step", "path", "backend", "direction", "seen", "released",
+ENGINE_COLUMNS = ("step", "path", "backend", "phase", "direction", "seen", "released",
                   "dropped_loss", "dropped_queue", "nfq_queue_dropped", "nfq_user_dropped",
                   "dropped_unattributed", "dropped_rate_limiter", "applied_delay_ms",
                   "late_mean_ms", "late_p50_ms", "late_p99_ms", "late_max_ms",
                   "late_share_1ms", "late_over_tol", "engine_cpu", "run_wait_ms",
                   "emulation", "engine")
 # One line per step: the engine's own timing beside its independent witness (ping).
-TIMING_COLUMNS = ("step", "path", "backend", "rtt_ms_configured", "tolerance_ms",
+TIMING_COLUMNS = ("step", "path", "backend", "phase", "rtt_ms_configured", "tolerance_ms",
                   "engine_late_rtt_ms", "engine_late_p99_ms", "engine_late_max_ms",
                   "engine_late_share", "engine_cpu", "run_wait_ms", "emulation",
                   "ping_off_ms", "ping", "agreement", "why")
@@ -139,6 +139,12 @@ def _cpu(st: EmulStats) -> str:
     return _num(busy / st.wall_s, ".0%") if busy is not None and st.wall_s else ""
 
 
+def _phase(r: dict) -> str:
+    """The engine row's phase as shown: the whole step for rows stored before phases."""
+    return {"check-before": "path check (before)", "check-after": "path check (after)",
+            "transfers": "transfers"}.get(r.get("phase") or "", "whole step")
+
+
 def _ms(s: float | None) -> str:
     return "" if s is None else f"{s * 1e3:.3g}"
 
@@ -148,12 +154,11 @@ def engine_rows(run: Run) -> list[dict[str, str]]:
     differenced against the same engine's previous snapshot), keyed by ENGINE_COLUMNS."""
     out = []
     for step in sorted({int(r["step"]) for r in run.engine}):
-        rows = sorted((r for r in run.engine if r["step"] == step),
-                      key=lambda r: r.get("taken_at") or 0)
         rtt = _step_rtt_ms(run, step)
         tol_s = rtt_tolerance_s((rtt or 0.0) / 1e3)
-        for r, st in zip(rows, step_engine_stats(run, step)):
-            base = {"step": str(step), "path": r["path"], "backend": r["backend"]}
+        for r, st in engine_phase_rows(run, step, ALL_PHASES):
+            base = {"step": str(step), "path": r["path"], "backend": r["backend"],
+                    "phase": _phase(r)}
             if isinstance(st, UnreadableStats):
                 out.append({**base, "engine": f"unreadable: {st.reason}"})
                 continue
@@ -170,7 +175,7 @@ def engine_rows(run: Run) -> list[dict[str, str]]:
                 row = dict(base, engine=state.strip())
                 if d is not None:
                     lat = d.lateness
-                    row.update({k: _num(getattr(d, k), "d") for k in ENGINE_COLUMNS[4:12]})
+                    row.update({k: _num(getattr(d, k), "d") for k in ENGINE_COLUMNS[5:13]})
                     share = lat.share_late() if lat else None
                     row.update(direction=d.direction,
                                applied_delay_ms=_ms(d.applied_delay_mean_s),
@@ -187,18 +192,16 @@ def engine_rows(run: Run) -> list[dict[str, str]]:
 
 
 def timing_rows(run: Run) -> list[dict[str, str]]:
-    """Per step and path: the engine's timing (lateness per round trip, worst direction's
+    """Per step, phase and path: the engine's timing (lateness per round trip, worst direction's
     p99 bound, max and share beyond the RTT tolerance, CPU and run-queue wait), its
     "emulation late" flag, and what ping found, with whether the two agree."""
     out = []
     for step in sorted({int(r["step"]) for r in run.engine}):
         rtt = _step_rtt_ms(run, step)
         tol_s = rtt_tolerance_s((rtt or 0.0) / 1e3)
-        rows = sorted((r for r in run.engine if r["step"] == step),
-                      key=lambda r: r.get("taken_at") or 0)
-        for r, st in zip(rows, step_engine_stats(run, step)):
+        for r, st in engine_phase_rows(run, step, ALL_PHASES):
             row = {c: "" for c in TIMING_COLUMNS}
-            row.update(step=str(step), path=r["path"], backend=r["backend"],
+            row.update(step=str(step), path=r["path"], backend=r["backend"], phase=_phase(r),
                        rtt_ms_configured=_num(rtt, "g"), tolerance_ms=_ms(tol_s))
             late: list[str] = []
             if isinstance(st, EmulStats):
@@ -212,8 +215,12 @@ def timing_rows(run: Run) -> list[dict[str, str]]:
                                engine_late_share=_num(max(s[0] for s in shares if s), ".2%"),
                                emulation="LATE" if late else "on time")
                 row.update(engine_cpu=_cpu(st), run_wait_ms=_ms(st.run_wait_s))
+            # a path check's row against that check's ping; transfers (no ping ran during
+            # them) and whole-step rows against every ping of the step
+            check = {"check-before": "before", "check-after": "after"}.get(r.get("phase") or "")
             pings = [v for v in run.validations if v["step"] == step and v["path"] == r["path"]
-                     and v.get("rtt_ms_measured") is not None and rtt is not None]
+                     and v.get("rtt_ms_measured") is not None and rtt is not None
+                     and (check is None or v.get("phase") == check)]
             offs = [v["rtt_ms_measured"] - rtt for v in pings]
             ping_flag = any(v.get("flagged") and "RTT" in (v.get("flag_reason") or "")
                             for v in pings)

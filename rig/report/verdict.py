@@ -132,19 +132,34 @@ def _direction_issues(d: DirStats, rtt_ms: float | None, loss: float | None) -> 
     return issues
 
 
-def step_engine_stats(run: Run, step: int) -> list[EmulStats | UnreadableStats]:
-    """Engine stats of one step, typed, differenced against the same engine's previous
-    snapshot (the userspace engine and tc count from their start, not per step)."""
+# The phases whose engine timing judges a step's transfers: a run since session 7 stores
+# a row per phase of a step (check-before, transfers, check-after), older runs one row
+# per step (phase NULL) that covered the path check too.
+TRANSFER_PHASES: tuple[str | None, ...] = (None, "transfers")
+ALL_PHASES: tuple[str | None, ...] = (None, "check-before", "transfers", "check-after")
+
+
+def engine_phase_rows(run: Run, step: int, phases: tuple[str | None, ...] = TRANSFER_PHASES
+                      ) -> list[tuple[dict, EmulStats | UnreadableStats]]:
+    """(row, stats) of one step's engine rows of these phases, typed, each differenced
+    against the same engine's previous row (the userspace engine and tc count from their
+    start, not per step or phase)."""
     rows = sorted((r for r in run.engine if r["step"] <= step),
                   key=lambda r: (r["step"], r.get("taken_at") or 0))
-    out: list[EmulStats | UnreadableStats] = []
-    for r in (r for r in rows if r["step"] == step):
+    out: list[tuple[dict, EmulStats | UnreadableStats]] = []
+    for i, r in enumerate(rows):
+        if r["step"] != step or r.get("phase") not in phases:
+            continue
         cur = load_stats(r["stats"], r["backend"])
-        prev = next((load_stats(q["stats"], q["backend"]) for q in reversed(rows)
-                     if q["step"] < step and q["path"] == r["path"]
-                     and q["backend"] == r["backend"]), None)
-        out.append(cur.since(prev) if isinstance(cur, EmulStats) else cur)
+        prev = next((load_stats(q["stats"], q["backend"]) for q in reversed(rows[:i])
+                     if q["path"] == r["path"] and q["backend"] == r["backend"]), None)
+        out.append((r, cur.since(prev) if isinstance(cur, EmulStats) else cur))
     return out
+
+
+def step_engine_stats(run: Run, step: int) -> list[EmulStats | UnreadableStats]:
+    """Engine stats of one step's transfers (TRANSFER_PHASES), typed and differenced."""
+    return [st for _, st in engine_phase_rows(run, step)]
 
 
 def ping_notes(point: Point, run: Run, engine_late: bool) -> list[str]:

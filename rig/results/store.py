@@ -134,6 +134,9 @@ class EngineStatsRow:
     stats: str = column("TEXT NOT NULL")  # EmulStats.to_json() (rig/description/linkstats.py)
     emulation_late: bool | None = column("INTEGER")  # engine's own timing beyond tolerance in this step
     emulation_late_reason: str | None = column("TEXT")  # why, with the numbers
+    # check-before | transfers | check-after: the stats since the previous row (NULL: the
+    # whole step, the one row per step stored before session 7)
+    phase: str | None = column("TEXT")
 
 
 @dataclass
@@ -224,6 +227,7 @@ ROW_TYPES: dict[str, type] = {"transfers": TransferRow, "validations": Validatio
 ADDED_AFTER_V1 |= {"client_host", "server_host"}
 
 ADDED_AFTER_V1 |= {"capture_flows"}
+ADDED_AFTER_V1 |= {"phase"}
 
 
 def columns(row_type: type) -> dict[str, str]:

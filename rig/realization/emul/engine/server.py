@@ -76,6 +76,9 @@ class Timing:
     hold_s   read cadence while traffic flows: after a read, sleep this long (never past
              the next release) and read again, instead of waking per arriving packet;
              arrivals read after such a sleep are stamped at its middle
+    qos      hold a PM QoS request for idle-exit latency 0 (/dev/cpu_dma_latency) while the
+             engine runs: idle CPUs poll instead of halting, so a timer wake-up does not
+             first wait for its CPU to leave an idle state (see bench/README.md)
     cpu      pin the engine to this CPU (-1: wherever the scheduler puts it)
     scale    batch_s and hold_s are meant for the tightest RTT tolerance (0.3 ms) and grow
              with the step's tolerance, max(0.3 ms, 1 % of the RTT): at 120 ms four times
@@ -95,6 +98,7 @@ class Timing:
     hold_s: float = 200e-6
     cpu: int = -1
     scale: bool = True
+    qos: bool = True
 
     @classmethod
     def from_env(cls, text: str | None = None) -> "Timing":
@@ -109,7 +113,8 @@ class Timing:
                    batch_s=float(kv.get("batch_us", d.batch_s * 1e6)) / 1e6,
                    hold_s=float(kv.get("hold_us", d.hold_s * 1e6)) / 1e6,
                    cpu=int(kv.get("cpu", d.cpu)),
-                   scale=kv.get("scale", "1" if d.scale else "0") == "1")
+                   scale=kv.get("scale", "1" if d.scale else "0") == "1",
+                   qos=kv.get("qos", "1" if d.qos else "0") == "1")
 
     def factor(self, rtt_s: float) -> float:
         """How much batch_s and hold_s grow at this RTT (1 without `scale`)."""
@@ -157,6 +162,7 @@ class Lane:
 class Engine:
     timing = Timing()          # class defaults: stats() of a test-built engine reads them
     rt_note = "off"
+    qos_note = "off"
     spins = 0
     holds = 0
     release_at: float | None = None
@@ -396,7 +402,8 @@ class Engine:
                                            "spins": self.spins,
                                            "batch_us": self.batch_s * 1e6,
                                            "hold_us": self.hold_s * 1e6,
-                                           "holds": self.holds, "cpu": self.timing.cpu},
+                                           "holds": self.holds, "cpu": self.timing.cpu,
+                                           "qos": self.qos_note},
                                 "profile": self.profile.to_dict()})
 
     def handle(self, req: dict) -> dict:
@@ -434,8 +441,13 @@ class Engine:
 
     # -- lifecycle ---------------------------------------------------------------
     async def run(self) -> None:
-        from rig.realization.emul.engine.timer import DeadlineTimer, tighten_timer_slack
+        from rig.realization.emul.engine.timer import (DeadlineTimer, hold_cpu_latency,
+                                                       tighten_timer_slack)
         tighten_timer_slack()
+        qos_fd = None
+        if self.timing.qos:
+            qos_fd, self.qos_note = hold_cpu_latency(0)
+            print(f"engine: pm qos {self.qos_note}", flush=True)
         loop = asyncio.get_running_loop()
         self.stopping = asyncio.Event()
         self.timer = DeadlineTimer()
@@ -482,6 +494,8 @@ class Engine:
             if thread is None:
                 loop.remove_reader(self.timer.fileno())
             self.timer.close()
+            if qos_fd is not None:
+                os.close(qos_fd)           # the kernel drops the request
             self.control_path.unlink(missing_ok=True)
             print("engine: stopped", flush=True)
 

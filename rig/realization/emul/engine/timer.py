@@ -39,6 +39,25 @@ def tighten_timer_slack(ns: int = 1) -> None:
     _libc.prctl(PR_SET_TIMERSLACK, ctypes.c_ulong(ns), 0, 0, 0)
 
 
+def hold_cpu_latency(us: int = 0, path: str = "/dev/cpu_dma_latency") -> tuple[int | None, str]:
+    """Ask the kernel's PM QoS to keep every CPU's idle exit latency <= `us` while the
+    returned file descriptor stays open (the kernel drops the request when it is closed,
+    also when the process dies by SIGKILL: nothing is left behind). With 0 an idle CPU
+    polls instead of halting, so a timer wake-up does not first wait for the CPU to leave
+    a C-state (bare metal) or for the hypervisor to resume a halted vCPU (a VM).
+    Returns (fd or None, a note for the engine's stats)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    except OSError as e:
+        return None, f"not held ({path}: {e.strerror})"
+    try:
+        os.write(fd, int(us).to_bytes(4, "little", signed=True))
+    except OSError as e:
+        os.close(fd)
+        return None, f"not held ({path}: {e.strerror})"
+    return fd, f"cpu latency <= {us} us held"
+
+
 class DeadlineTimer:
     """One-shot absolute timer on time.monotonic()'s clock; readable when it fires."""
 
