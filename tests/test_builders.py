@@ -64,6 +64,11 @@ def test_tuning_argv():
     assert tuning.global_argv(t) == [["sysctl", "-q", "-w", f"net.core.rmem_max={64 << 20}"]]
 
 
+def test_tuning_rmem_default_is_tcp_rmem_middle_value():
+    t = Tuning(tcp_rmem_max=16 << 20, tcp_rmem_default=16 << 20)
+    assert tuning.ns_wanted(t) == {"net.ipv4.tcp_rmem": f"4096 {16 << 20} {16 << 20}"}
+
+
 def _plan(kind: str) -> servers.ServerPlan:
     return servers.ServerPlan(ServerSpec("s", kind), "rig0001-0s", "198.18.0.6",
                               servers.default_ports(kind, 0), Path("/run/rig/rig0001/s"),

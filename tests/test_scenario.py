@@ -76,6 +76,9 @@ def _with(path: str, value):
     ("clients.0.file", "nope", "clients[0].file", "no file of that name"),
     ("clients.0.block", "1MiB", "clients[0].block", "only for fdt"),
     ("servers.0.kind", "lighttpd", "servers[0].kind", "must be one of"),
+    ("tuning", {"tcp_rmem_default": "16MiB"}, "tuning.tcp_rmem_default", "needs tcp_rmem_max"),
+    ("tuning", {"tcp_rmem_default": "32MiB", "tcp_rmem_max": "16MiB"},
+     "tuning.tcp_rmem_default", "at least as large"),
 ])
 def test_bad_input_names_file_key_and_value(path, value, key, words):
     with pytest.raises(InputError) as e:

@@ -474,6 +474,18 @@ class Tuning:
     core_rmem_max: int | None = S.spec(S.optional(_buffer), None)   # host-global: restored
     core_wmem_max: int | None = S.spec(S.optional(_buffer), None)
     mtu: int = S.spec(S.integer(L.MIN_MTU, L.MAX_MTU), 1500)
+    # tcp_rmem's middle value: a new socket's receive buffer, which autotuning grows
+    # towards tcp_rmem_max (docs/caching-modes.md: Linux 6.18's autotuning can stall)
+    tcp_rmem_default: int | None = S.spec(S.optional(_buffer), None)
+
+    @classmethod
+    def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
+        dflt, mx = d["tcp_rmem_default"], d["tcp_rmem_max"]
+        if dflt is not None and (mx is None or dflt > mx):
+            raise ctx.child("tcp_rmem_default").error(
+                "needs tcp_rmem_max, at least as large (the rig writes all three values "
+                "of tcp_rmem)", dflt)
+        return d
 
 
 def _ms(parse: S.Parser) -> S.Parser:
@@ -589,6 +601,7 @@ class Scenario:
         t = d["tuning"]
         for attr, v in (("congestion_control", t.congestion_control),
                         ("tcp_rmem_max", t.tcp_rmem_max), ("tcp_wmem_max", t.tcp_wmem_max),
+                        ("tcp_rmem_default", t.tcp_rmem_default),
                         ("mtu", None if t.mtu == 1500 else t.mtu)):
             if here and v is not None:   # the rig tunes only namespaces it made
                 raise ctx.child("tuning").child(attr).error(

@@ -24,7 +24,7 @@ def ns_wanted(t: Tuning) -> dict[str, str]:
     """The per-namespace sysctls of a tuning (a namespace here, or a remote host's own)."""
     out = {}
     if t.tcp_rmem_max:
-        out["net.ipv4.tcp_rmem"] = f"4096 131072 {t.tcp_rmem_max}"
+        out["net.ipv4.tcp_rmem"] = f"4096 {t.tcp_rmem_default or 131072} {t.tcp_rmem_max}"
     if t.tcp_wmem_max:
         out["net.ipv4.tcp_wmem"] = f"4096 16384 {t.tcp_wmem_max}"
     if t.congestion_control:
