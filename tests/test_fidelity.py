@@ -462,3 +462,21 @@ def test_a_step_is_judged_per_phase_so_the_path_check_does_not_hide_its_transfer
     assert (rows["path check (after)"]["emulation"], rows["path check (after)"]["ping_off_ms"],
             rows["path check (after)"]["agreement"]) == ("on time", "+0.100", "agree")
     assert rows["transfers"]["agreement"] == "ping off, engine on time"
+
+
+def test_host_steal_time_is_read_and_differenced_per_phase(tmp_path) -> None:
+    """A phase late by tens of ms with the host's steal time to match was the VM losing
+    its CPUs: the engine's snapshots carry /proc/stat's steal, differenced like its
+    other times; a lone snapshot has none (steal since boot says nothing)."""
+    from rig.realization.emul.engine.server import host_steal_s
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  2040580 3820 1358969 3975399 22419 0 661139 1677 0 0\n"
+                    "cpu0 820236 1668 667856 2201277 4861 0 332111 822 0 0\n")
+    assert host_steal_s(str(stat)) == pytest.approx(1677 / os.sysconf("SC_CLK_TCK"))
+    assert host_steal_s(str(tmp_path / "absent")) is None
+    assert host_steal_s("/proc/stat") is not None           # this kernel has the field
+    a = load_stats(_typed(0.0, {"0..50us": 100}, steal_s=16.77, wall_s=10.0))
+    b = load_stats(_typed(0.0, {"0..50us": 200}, steal_s=16.83, wall_s=12.0))
+    assert b.since(a).steal_s == pytest.approx(0.06)
+    assert b.since(None).steal_s is None and b.since(None).wall_s == 12.0
+    assert EmulStats.from_json(b.to_json()).steal_s == pytest.approx(16.83)

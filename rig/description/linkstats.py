@@ -288,27 +288,33 @@ class EmulStats:
     run_s: float | None = None
     run_wait_s: float | None = None
     wall_s: float | None = None
+    # The host's steal time at the snapshot (/proc/stat, all CPUs): time the hypervisor
+    # ran something else while this VM's vCPUs wanted to run. A phase late by tens of ms
+    # with steal to match was the VM losing its CPUs, not the engine.
+    steal_s: float | None = None
 
     def direction(self, name: str) -> DirStats | None:
         return next((d for d in self.directions if d.direction == name), None)
 
     def since(self, prev: "EmulStats | UnreadableStats | None") -> "EmulStats":
         """Counters since `prev` when it is an earlier snapshot of the same engine
-        instance; otherwise self unchanged (netem and none carry no instance)."""
+        instance; otherwise self unchanged (netem and none carry no instance), except the
+        host's steal time, which only means something between two snapshots."""
         if not isinstance(prev, EmulStats) or self.instance is None \
                 or prev.instance != self.instance:
-            return self
+            return replace(self, steal_s=None) if self.steal_s is not None else self
         dirs = tuple(d.since(p) if (p := prev.direction(d.direction)) else d
                      for d in self.directions)
         times = {k: _fsub(getattr(self, k), getattr(prev, k))
-                 for k in ("cpu_user_s", "cpu_sys_s", "run_s", "run_wait_s", "wall_s")}
+                 for k in ("cpu_user_s", "cpu_sys_s", "run_s", "run_wait_s", "wall_s",
+                           "steal_s")}
         return replace(self, directions=dirs, **times)  # type: ignore[arg-type]
 
     def to_dict(self) -> dict:
         return {"stats_version": STATS_VERSION, "backend": self.backend, "alive": self.alive,
                 "error": self.error, "instance": self.instance, "cpu_user_s": self.cpu_user_s,
                 "cpu_sys_s": self.cpu_sys_s, "run_s": self.run_s,
-                "run_wait_s": self.run_wait_s, "wall_s": self.wall_s,
+                "run_wait_s": self.run_wait_s, "wall_s": self.wall_s, "steal_s": self.steal_s,
                 "directions": [d.to_json() for d in self.directions], "extra": dict(self.extra)}
 
     def to_json(self) -> str:
@@ -323,7 +329,7 @@ class EmulStats:
             raise StatsFormatError(f"stats_version: want {STATS_VERSION} (got {version!r})")
         d = _object(d, "stats", {"stats_version", "backend", "alive", "error", "instance",
                                  "cpu_user_s", "cpu_sys_s", "run_s", "run_wait_s", "wall_s",
-                                 "directions", "extra"})
+                                 "steal_s", "directions", "extra"})
         if not isinstance(d.get("backend"), str):
             raise StatsFormatError(f"backend: want a name (got {d.get('backend')!r})")
         if d.get("alive") not in (None, True, False):
@@ -339,7 +345,8 @@ class EmulStats:
                    instance=_opt(_nonneg_int, d.get("instance"), "instance"),
                    cpu_user_s=_opt(_real, d.get("cpu_user_s"), "cpu_user_s"),
                    cpu_sys_s=_opt(_real, d.get("cpu_sys_s"), "cpu_sys_s"), extra=extra,
-                   **{k: _opt(_real, d.get(k), k) for k in ("run_s", "run_wait_s", "wall_s")})
+                   **{k: _opt(_real, d.get(k), k)
+                      for k in ("run_s", "run_wait_s", "wall_s", "steal_s")})
 
 
 @dataclass(frozen=True)

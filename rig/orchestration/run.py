@@ -574,8 +574,10 @@ class Run:
         except RigError as e:
             stats = EmulStats(live.backend.name, error=str(e))
         # the engine counts from its start: judge this phase on what happened since the last
-        late = emulation_late(stats.since(live.last_stats),
-                              None if step.rtt_ms is None else step.rtt_ms / 1e3)
+        phase_stats = stats.since(live.last_stats)
+        late = emulation_late(phase_stats, None if step.rtt_ms is None else step.rtt_ms / 1e3)
+        if late and phase_stats.steal_s:     # the VM lost its CPUs meanwhile: say how long
+            late.append(f"host steal {phase_stats.steal_s * 1e3:.0f} ms in this phase")
         live.last_stats = stats
         self.store.add_engine_stats(EngineStatsRow(
             run_id=self.run_id, step=step.index, path=live.spec.name, backend=live.backend.name,

@@ -124,7 +124,7 @@ ENGINE_COLUMNS = ("step", "path", "backend", "phase", "direction", "seen", "rele
 # One line per step: the engine's own timing beside its independent witness (ping).
 TIMING_COLUMNS = ("step", "path", "backend", "phase", "rtt_ms_configured", "tolerance_ms",
                   "engine_late_rtt_ms", "engine_late_p99_ms", "engine_late_max_ms",
-                  "engine_late_share", "engine_cpu", "run_wait_ms", "emulation",
+                  "engine_late_share", "engine_cpu", "run_wait_ms", "steal_ms", "emulation",
                   "ping_off_ms", "ping", "agreement", "why")
 
 
@@ -214,7 +214,8 @@ def timing_rows(run: Run) -> list[dict[str, str]]:
                                engine_late_max_ms=_ms(max(x.max_s for x in lat)),
                                engine_late_share=_num(max(s[0] for s in shares if s), ".2%"),
                                emulation="LATE" if late else "on time")
-                row.update(engine_cpu=_cpu(st), run_wait_ms=_ms(st.run_wait_s))
+                row.update(engine_cpu=_cpu(st), run_wait_ms=_ms(st.run_wait_s),
+                           steal_ms=_ms(st.steal_s))
             # a path check's row against that check's ping; transfers (no ping ran during
             # them) and whole-step rows against every ping of the step
             check = {"check-before": "before", "check-after": "after"}.get(r.get("phase") or "")

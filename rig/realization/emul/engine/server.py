@@ -392,6 +392,7 @@ class Engine:
         return EmulStats("userspace", tuple(dirs), alive=True, instance=os.getpid(),
                          cpu_user_s=ru.ru_utime, cpu_sys_s=ru.ru_stime, run_s=run_s,
                          run_wait_s=wait_s, wall_s=time.monotonic() - self.started,
+                         steal_s=host_steal_s(),
                          extra={"uptime_s": time.monotonic() - self.started,
                                 "wake_compensation_s": self.comp.value_s,
                                 "send_lag_s": self._lag_s(),
@@ -540,6 +541,17 @@ def schedstat() -> tuple[float | None, float | None]:
         return int(run_ns) / 1e9, int(wait_ns) / 1e9
     except (OSError, ValueError):
         return None, None
+
+
+def host_steal_s(path: str = "/proc/stat") -> float | None:
+    """The host's steal time so far, all CPUs (the 8th value of /proc/stat's `cpu` line,
+    in USER_HZ ticks); None where it cannot be read."""
+    try:
+        with open(path) as f:
+            ticks = int(f.readline().split()[8])
+        return ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 def kernel_queue_stats() -> list[dict]:
