@@ -32,6 +32,15 @@ def cmd_doctor(a) -> int:
     print(f"kernel netem      {'yes' if e.get('kernel_netem') else 'no'}")
     print(f"userspace engine  {'usable (iptables NFQUEUE)' if e.get('userspace_nfqueue') else 'not usable'}")
     print(f"backend auto      {e.get('auto')}")
+    sch = info["scheduling"]
+    print(f"preemption        {sch['preemption'] or 'unknown'}")
+    if (sch["preemption"] or "").split()[0:1] in (["none"], ["voluntary"]):
+        print("                  (a userspace engine's wake-up waits for a syscall running on its"
+              " CPU: give it a core, RIG_ENGINE_TIMING=cpu=N)")
+    if sch["cpuidle_driver"]:
+        poll = sch["guest_halt_poll_ns"]
+        print(f"cpuidle           {sch['cpuidle_driver']}"
+              + (f" (guest_halt_poll_ns {poll})" if poll is not None else ""))
     return _print_versions_and_sysctls(info["tools"], info["sysctls"])
 
 

@@ -60,7 +60,64 @@ def sysctls() -> dict[str, str | None]:
 def summary() -> dict:
     u = os.uname()
     return {"kernel": u.release, "machine": u.machine, "hostname": u.nodename,
-            "cpus": os.cpu_count(), "tools": tool_versions(), "sysctls": sysctls()}
+            "cpus": os.cpu_count(), "tools": tool_versions(), "sysctls": sysctls(),
+            "scheduling": scheduling()}
+
+
+_PREEMPT_CONFIG = (("CONFIG_PREEMPT_RT", "rt"), ("CONFIG_PREEMPT_LAZY", "lazy"),
+                   ("CONFIG_PREEMPT", "full"), ("CONFIG_PREEMPT_VOLUNTARY", "voluntary"),
+                   ("CONFIG_PREEMPT_NONE", "none"))
+
+
+def preemption(debugfs: str = "/sys/kernel/debug/sched/preempt",
+               cmdline: str = "/proc/cmdline", configs: tuple[str, ...] = ()) -> str | None:
+    """The kernel's preemption model: what sched/preempt says is in force (the mode in
+    parentheses), else the boot parameter `preempt=`, else the build's default from the
+    kernel config. It decides how long a SCHED_FIFO engine's wake-up can wait for a task
+    inside a syscall on its CPU (none/voluntary: until it returns; full/lazy/rt: at once).
+    None when nothing says."""
+    try:
+        m = re.search(r"\((\w+)\)", open(debugfs).read())
+        if m:
+            return m.group(1)
+    except OSError:
+        pass
+    try:
+        m = re.search(r"(?:^|\s)preempt=(\w+)", open(cmdline).read())
+        if m:
+            return f"{m.group(1)} (boot parameter)"
+    except OSError:
+        pass
+    for path in configs or (f"/boot/config-{os.uname().release}", "/proc/config.gz"):
+        try:
+            if path.endswith(".gz"):
+                import gzip
+                with gzip.open(path, "rt") as f:
+                    text = f.read()
+            else:
+                with open(path) as f:
+                    text = f.read()
+        except OSError:
+            continue
+        dynamic = "CONFIG_PREEMPT_DYNAMIC=y" in text
+        for key, name in _PREEMPT_CONFIG:
+            if f"\n{key}=y" in "\n" + text:
+                return f"{name} (build default{', dynamic' if dynamic else ''})"
+    return None
+
+
+def scheduling() -> dict:
+    """What shapes a userspace emulator's timing on this host: the preemption model and
+    the cpuidle driver (haltpoll: a VM's idle vCPUs halt unless polled; the engine holds
+    a PM QoS request against it)."""
+    def read(path: str) -> str | None:
+        try:
+            return open(path).read().strip()
+        except OSError:
+            return None
+    return {"preemption": preemption(),
+            "cpuidle_driver": read("/sys/devices/system/cpu/cpuidle/current_driver"),
+            "guest_halt_poll_ns": read("/sys/module/haltpoll/parameters/guest_halt_poll_ns")}
 
 
 def emulation() -> dict:
