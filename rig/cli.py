@@ -34,7 +34,7 @@ def cmd_doctor(a) -> int:
     print(f"backend auto      {e.get('auto')}")
     sch = info["scheduling"]
     print(f"preemption        {sch['preemption'] or 'unknown'}")
-    if (sch["preemption"] or "").split()[0:1] in (["none"], ["voluntary"]):
+    if (sch["preemption"] or "").startswith(("none", "voluntary")):
         print("                  (a userspace engine's wake-up waits for a syscall running on its"
               " CPU: give it a core, RIG_ENGINE_TIMING=cpu=N)")
     if sch["cpuidle_driver"]:

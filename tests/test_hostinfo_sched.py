@@ -29,6 +29,10 @@ def test_preemption_in_force_boot_parameter_then_build_default(tmp_path) -> None
     assert hostinfo.preemption(**args) is None
 
 
-def test_scheduling_is_stored_with_the_host_summary() -> None:
-    sch = hostinfo.scheduling()
+def test_scheduling_is_stored_with_the_host_summary(monkeypatch) -> None:
+    monkeypatch.setattr(hostinfo, "tool_versions", dict)      # no tool processes here
+    monkeypatch.setattr(hostinfo, "sysctls", dict)
+    monkeypatch.setattr(hostinfo, "preemption", lambda: "lazy")
+    sch = hostinfo.summary()["scheduling"]
     assert set(sch) == {"preemption", "cpuidle_driver", "guest_halt_poll_ns"}
+    assert sch["preemption"] == "lazy"

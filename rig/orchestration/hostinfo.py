@@ -76,28 +76,13 @@ def preemption(debugfs: str = "/sys/kernel/debug/sched/preempt",
     kernel config. It decides how long a SCHED_FIFO engine's wake-up can wait for a task
     inside a syscall on its CPU (none/voluntary: until it returns; full/lazy/rt: at once).
     None when nothing says."""
-    try:
-        m = re.search(r"\((\w+)\)", open(debugfs).read())
-        if m:
-            return m.group(1)
-    except OSError:
-        pass
-    try:
-        m = re.search(r"(?:^|\s)preempt=(\w+)", open(cmdline).read())
-        if m:
-            return f"{m.group(1)} (boot parameter)"
-    except OSError:
-        pass
+    if m := re.search(r"\((\w+)\)", _read(debugfs) or ""):
+        return m.group(1)
+    if m := re.search(r"(?:^|\s)preempt=(\w+)", _read(cmdline) or ""):
+        return f"{m.group(1)} (boot parameter)"
     for path in configs or (f"/boot/config-{os.uname().release}", "/proc/config.gz"):
-        try:
-            if path.endswith(".gz"):
-                import gzip
-                with gzip.open(path, "rt") as f:
-                    text = f.read()
-            else:
-                with open(path) as f:
-                    text = f.read()
-        except OSError:
+        text = _read(path)
+        if text is None:
             continue
         dynamic = "CONFIG_PREEMPT_DYNAMIC=y" in text
         for key, name in _PREEMPT_CONFIG:
@@ -110,14 +95,25 @@ def scheduling() -> dict:
     """What shapes a userspace emulator's timing on this host: the preemption model and
     the cpuidle driver (haltpoll: a VM's idle vCPUs halt unless polled; the engine holds
     a PM QoS request against it)."""
-    def read(path: str) -> str | None:
-        try:
-            return open(path).read().strip()
-        except OSError:
-            return None
+    def value(path: str) -> str | None:
+        text = _read(path)
+        return None if text is None else text.strip()
     return {"preemption": preemption(),
-            "cpuidle_driver": read("/sys/devices/system/cpu/cpuidle/current_driver"),
-            "guest_halt_poll_ns": read("/sys/module/haltpoll/parameters/guest_halt_poll_ns")}
+            "cpuidle_driver": value("/sys/devices/system/cpu/cpuidle/current_driver"),
+            "guest_halt_poll_ns": value("/sys/module/haltpoll/parameters/guest_halt_poll_ns")}
+
+
+def _read(path: str) -> str | None:
+    """A text file (gzip-compressed when it ends in .gz), or None when unreadable."""
+    try:
+        if path.endswith(".gz"):
+            import gzip
+            with gzip.open(path, "rt") as f:
+                return f.read()
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return None
 
 
 def emulation() -> dict:
