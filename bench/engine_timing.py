@@ -54,7 +54,10 @@ VARIANTS = {
     # session 6: scaled, plus the wake-up -> send lag learned and counted (the default)
     "lag": "spin_us=0,comp=1,rt_all=1,batch_us=400,hold_us=200,scale=1,lag=1",
     # session 7: lag, plus a PM QoS request for idle-exit latency 0 (the default)
-    "qos": "spin_us=0,comp=1,rt_all=1,batch_us=400,hold_us=200,scale=1,lag=1,qos=1",
+    "qos": "spin_us=0,comp=1,rt_all=1,batch_us=400,hold_us=200,scale=1,lag=1,qos=1,twin_us=0",
+    # session 8: qos, plus a standby waker 150 us behind the engine, off its CPU
+    "twin": "spin_us=0,comp=1,rt_all=1,batch_us=400,hold_us=200,scale=1,lag=1,qos=1,"
+            "twin_us=150",
 }
 
 

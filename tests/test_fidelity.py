@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import os
 import random
+import threading
 from pathlib import Path
 
 import pytest
@@ -260,8 +261,9 @@ def test_engine_timing_knobs_parse_and_default_to_a_realtime_engine() -> None:
     from rig.realization.emul.engine.server import Timing
     assert Timing.from_env("") == Timing(spin_s=0.0, comp=True, lag=True, rt=False,
                                          rt_all=True, batch_s=400e-6, hold_s=200e-6, cpu=-1,
-                                         scale=True, qos=True)
+                                         scale=True, qos=True, twin_s=0.0)
     assert Timing.from_env("lag=0").lag is False
+    assert Timing.from_env("twin_us=150").twin_s == pytest.approx(150e-6)
     assert Timing.from_env("qos=0").qos is False
     t = Timing.from_env("spin_us=150,comp=0,rt=1,rt_all=0")
     assert (t.spin_s, t.comp, t.rt, t.rt_all) == (pytest.approx(150e-6), False, True, False)
@@ -280,15 +282,17 @@ def test_engine_timing_knobs_parse_and_default_to_a_realtime_engine() -> None:
 class _FakeTimer:
     def __init__(self) -> None:
         self.armed_at: float | None = None
+        self.expired = True          # consume() says the timer fired, once per arming
 
     def arm(self, when: float) -> None:
-        self.armed_at = when
+        self.armed_at, self.expired = when, True
 
     def disarm(self) -> None:
         self.armed_at = None
 
     def consume(self) -> bool:
-        return True
+        fired, self.expired = self.expired, False
+        return fired
 
 
 def _batching_engine(batch_us: float):
@@ -305,6 +309,8 @@ def _batching_engine(batch_us: float):
     eng.comp = WakeCompensator()
     eng.timer, eng.target, eng.armed, eng.release_at = _FakeTimer(), None, None, None
     eng.timer_wakeups, eng.spins = 0, 0
+    eng.wake_hist, eng.twin_hist, eng.busy_hist = ([0] * (len(LATENESS_EDGES_S) + 1)
+                                                   for _ in range(3))
     sent: list[bytes] = []
     eng.lanes = []
     for q in (40, 41):
@@ -480,3 +486,100 @@ def test_host_steal_time_is_read_and_differenced_per_phase(tmp_path) -> None:
     assert b.since(a).steal_s == pytest.approx(0.06)
     assert b.since(None).steal_s is None and b.since(None).wall_s == 12.0
     assert EmulStats.from_json(b.to_json()).steal_s == pytest.approx(16.83)
+
+
+def test_standby_waker_is_armed_behind_the_engine_and_releases_only_what_it_missed(
+        monkeypatch) -> None:
+    """Timing.twin_s: each arming of the engine's timer arms the standby's twin_s later.
+    When the standby fires first (the engine's own wake-up is stuck behind a task on its
+    CPU) it releases what is due and re-arms both, without teaching the wake-up
+    compensation its own lateness; the engine's late wake-up then finds nothing to do.
+    When the engine fires first, the standby's later wake-up does nothing."""
+    from rig.realization.emul.engine import server
+    eng, sent = _batching_engine(0)
+    eng.timing = server.Timing(comp=True, lag=False, batch_s=0.0, twin_s=150e-6)
+    eng.twin_timer = _FakeTimer()
+    eng.twin_tid = None                       # no thread: on_twin is called by hand
+    eng.lock = threading.Lock()
+    eng.twin_wakeups = eng.twin_releases = 0
+    clock = [1.0]
+    monkeypatch.setattr(server.time, "monotonic", lambda: clock[0])
+    core = eng.lanes[0].core
+    for i in range(3):
+        core.arrive(i, 1.0 + i * 0.001)       # due at 1.010, 1.011, 1.012
+    eng._rearm(clock[0])
+    armed = eng.timer.armed_at
+    assert eng.twin_timer.armed_at == pytest.approx(armed + 150e-6)
+    comp = eng.comp.value_s
+    # the engine is late: its standby fires first and releases packet 0
+    clock[0] = eng.twin_timer.armed_at
+    eng.on_twin()
+    assert (core.stats.released, eng.twin_wakeups, eng.twin_releases) == (1, 1, 1)
+    assert core.stats.late_max_s == pytest.approx(150e-6 - comp, abs=1e-9)
+    assert eng.comp.value_s == comp           # the standby's lateness is not learned
+    assert eng.twin_timer.armed_at == pytest.approx(eng.timer.armed_at + 150e-6)
+    # the engine's stale wake-up for packet 0: the standby consumed it
+    eng.timer.expired = False
+    eng._on_timer()
+    assert core.stats.released == 1 and len(sent) == 1
+    # the engine on time for packet 1: released, and the standby then finds nothing
+    clock[0] = eng.timer.armed_at
+    eng.timer.expired = True
+    eng._on_timer()
+    assert core.stats.released == 2
+    clock[0] += 150e-6
+    eng.timer.expired = False                 # re-armed for packet 2, not yet fired
+    eng.on_twin()
+    assert (core.stats.released, eng.twin_wakeups, eng.twin_releases) == (2, 2, 1)
+    # nothing left to hold after packet 2: no standby wake-up either
+    clock[0] = eng.timer.armed_at
+    eng.timer.expired = True
+    eng._on_timer()
+    assert core.stats.released == 3 and core.held == 0
+    assert eng.twin_timer.armed_at is None
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_standby_thread_releases_when_the_engine_sleeps_and_stays_off_its_cpu() -> None:
+    """Real timerfds and a real standby thread; the engine's own thread (this one) never
+    looks at its timer, as if its wake-up were stuck: the standby releases the packet
+    on its own, about twin_s after the engine's timer (bounded by 50 ms here, for a
+    loaded machine), and its CPU set leaves out the CPU this thread last ran on."""
+    import time as _time
+
+    from rig.realization.emul.engine import server
+    from rig.realization.emul.engine.timer import DeadlineTimer, current_cpu
+    eng, sent = _batching_engine(0)
+    eng.timing = server.Timing(comp=False, lag=False, batch_s=0.0, twin_s=300e-6)
+    eng.lock = threading.Lock()
+    eng.timer, eng.twin_timer = DeadlineTimer(), DeadlineTimer()
+    eng.twin_wakeups = eng.twin_releases = eng.twin_moves = 0
+    eng.main_cpu = -1
+    eng.twin_cpus = eng._twin_cpus()
+    assert isinstance(eng.twin_cpus, set) and len(eng.twin_cpus) >= 2
+    thread, stop_w = eng._start_rt_thread("engine-standby", eng.twin_timer.fileno(),
+                                          eng.on_twin, "twin_note")
+    try:
+        eng.twin_tid = thread.native_id
+        os.sched_setaffinity(0, {current_cpu()})      # hold still while it is checked
+        eng._track_cpu()
+        assert eng.main_cpu == current_cpu()
+        assert os.sched_getaffinity(eng.twin_tid) == eng.twin_cpus - {eng.main_cpu}
+        core = eng.lanes[0].core
+        with eng.lock:
+            core.arrive(0, _time.monotonic())
+            eng._rearm(_time.monotonic())
+        deadline = _time.monotonic() + 0.010 + 0.050
+        while core.stats.released == 0 and _time.monotonic() < deadline:
+            _time.sleep(0.001)
+        assert core.stats.released == 1 and len(sent) == 1
+        assert eng.twin_releases == 1
+        assert 300e-6 - 1e-4 <= core.stats.late_max_s <= 0.050
+    finally:
+        os.sched_setaffinity(0, eng.twin_cpus)
+        os.write(stop_w, b"x")
+        thread.join(timeout=2)
+        os.close(stop_w)
+        eng.timer.close()
+        eng.twin_timer.close()
+    assert not thread.is_alive()

@@ -17,6 +17,7 @@ and the pure stats contract rig.description.linkstats.
 from __future__ import annotations
 
 import asyncio
+import bisect
 from typing import Any
 import gc
 import json
@@ -32,10 +33,11 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from rig.description.linkstats import EmulStats, rtt_tolerance_s
+from rig.description.linkstats import LATENESS_EDGES_S, EmulStats, rtt_tolerance_s
 from rig.description.profile import Direction, LinkProfile
 from rig.realization.emul.engine.core import HOLD_DUP, DirectionQueue, WakeCompensator
 from rig.realization.emul.engine.nfq import NfQueue, verdict
+from rig.realization.emul.engine.timer import current_cpu
 
 # Packets due within this window after a wake-up leave with it (batching at high rates);
 # keeps the mean release error well below the RTT target of 0.3 ms.
@@ -80,6 +82,20 @@ class Timing:
              engine runs: idle CPUs poll instead of halting, so a timer wake-up does not
              first wait for its CPU to leave an idle state (see bench/README.md)
     cpu      pin the engine to this CPU (-1: wherever the scheduler puts it)
+    twin_s   a standby waker (with rt_all, on a host with two or more CPUs the engine may
+             use, not pinned): a second SCHED_FIFO thread, kept off the CPU the engine
+             last ran on, sleeps on a timer armed this long after the engine's own and
+             releases what is due when the engine has not (0: off). On a kernel that does
+             not preempt in kernel mode (CONFIG_PREEMPT_NONE/VOLUNTARY), a real-time
+             wake-up waits on its CPU until the task running there, an endpoint inside a
+             long syscall, reaches a preemption point: 0.5-1.1 ms, by `perf sched
+             timehist` on this VM. The kernel wakes a real-time task on its previous CPU
+             when that CPU runs an ordinary task, so the standby's wake-up lands on the
+             other CPU. Costs a wake-up only when the engine is late by more than twin_s.
+             Off by default: measured (bench/README.md, "Session 8") it took ~40 % off
+             the wake-ups >= 0.5 ms late but not the share of packets > 1 ms late, as
+             the other CPU is in such a syscall too as often, and the VM itself stalls
+             both (cyclictest, idle: wake-ups up to 7.5 ms late). `twin_us=150` turns it on.
     scale    batch_s and hold_s are meant for the tightest RTT tolerance (0.3 ms) and grow
              with the step's tolerance, max(0.3 ms, 1 % of the RTT): at 120 ms four times
     Default: rt_all + batch 0.4 ms + hold 0.2 ms, scaled (bench variant `scaled`): the
@@ -99,6 +115,7 @@ class Timing:
     cpu: int = -1
     scale: bool = True
     qos: bool = True
+    twin_s: float = 0.0
 
     @classmethod
     def from_env(cls, text: str | None = None) -> "Timing":
@@ -114,7 +131,8 @@ class Timing:
                    hold_s=float(kv.get("hold_us", d.hold_s * 1e6)) / 1e6,
                    cpu=int(kv.get("cpu", d.cpu)),
                    scale=kv.get("scale", "1" if d.scale else "0") == "1",
-                   qos=kv.get("qos", "1" if d.qos else "0") == "1")
+                   qos=kv.get("qos", "1" if d.qos else "0") == "1",
+                   twin_s=float(kv.get("twin_us", d.twin_s * 1e6)) / 1e6)
 
     def factor(self, rtt_s: float) -> float:
         """How much batch_s and hold_s grow at this RTT (1 without `scale`)."""
@@ -163,6 +181,17 @@ class Engine:
     timing = Timing()          # class defaults: stats() of a test-built engine reads them
     rt_note = "off"
     qos_note = "off"
+    twin_note = "off"
+    twin_timer: Any = None      # the standby waker's DeadlineTimer (Timing.twin_s)
+    twin_tid: int | None = None
+    twin_cpus: set[int] = set()
+    main_cpu = -1
+    twin_wakeups = twin_releases = twin_moves = 0
+    # diagnostics, LATENESS_EDGES_S bins: the engine's timer wake-ups (now - armed), the
+    # standby's releases (now - the engine's armed time), packet-path calls' duration
+    wake_hist: list[int] = []
+    twin_hist: list[int] = []
+    busy_hist: list[int] = []
     spins = 0
     holds = 0
     release_at: float | None = None
@@ -192,6 +221,8 @@ class Engine:
         self.rt_note = "off"
         self.spins = 0
         self.holds = 0
+        n = len(LATENESS_EDGES_S) + 1
+        self.wake_hist, self.twin_hist, self.busy_hist = [0] * n, [0] * n, [0] * n
         self.set_windows()
 
     def set_windows(self) -> None:
@@ -201,13 +232,16 @@ class Engine:
     # -- packet path ---------------------------------------------------------------
     def on_readable(self, lane: Lane) -> None:
         with self.lock:
+            t0 = time.monotonic()
             got = self._on_readable(lane)
-            if got and self.hold_s > 0:
-                self._hold_loop()
+            self.busy_hist[bisect.bisect_right(LATENESS_EDGES_S, time.monotonic() - t0)] += 1
+        if got and self.hold_s > 0:
+            self._hold_loop()
 
     def _hold_loop(self) -> None:
         """Read at a cadence while traffic flows (Timing.hold_s): sleep, read both lanes,
-        repeat; back to the event loop when a read finds nothing or a release is due."""
+        repeat; back to the event loop when a read finds nothing or a release is due.
+        Sleeps without the lock, so a standby waker (Timing.twin_s) can release meanwhile."""
         while self.stopping is None or not self.stopping.is_set():
             t0 = time.monotonic()
             d = self.hold_s
@@ -219,8 +253,11 @@ class Engine:
             self.holds += 1
             now = time.monotonic()
             got = 0
-            for lane in self.lanes:
-                got += self._on_readable(lane, arrival=now - (now - t0) / 2)
+            with self.lock:
+                for lane in self.lanes:
+                    got += self._on_readable(lane, arrival=now - (now - t0) / 2)
+                self.busy_hist[bisect.bisect_right(LATENESS_EDGES_S,
+                                                   time.monotonic() - now)] += 1
             if not got:
                 return
 
@@ -288,12 +325,47 @@ class Engine:
         self.timer_wakeups += 1
         if not self.timer.consume():
             return                       # stale event: the timer was re-armed meanwhile
+        if self.twin_tid is not None:
+            self._track_cpu()
         now = time.monotonic()
+        if self.armed is not None and self.target is not None:
+            self.wake_hist[bisect.bisect_right(LATENESS_EDGES_S, now - self.armed)] += 1
+        self._fired(now)
+
+    def on_twin(self) -> None:
+        """The standby waker's timer fired: release what the engine has not (Timing.twin_s)."""
+        self.twin_timer.consume()
+        self.twin_wakeups += 1
+        with self.lock:
+            if self.timer.consume():     # the engine's own wake-up has not come yet
+                self.twin_releases += 1
+                now = time.monotonic()
+                if self.armed is not None:
+                    self.twin_hist[bisect.bisect_right(LATENESS_EDGES_S, now - self.armed)] += 1
+                self._fired(now, twin=True)
+
+    def _track_cpu(self) -> None:
+        """Keep the standby waker off the CPU the engine runs on (where the kernel will
+        wake the engine next)."""
+        cpu = current_cpu()
+        if cpu == self.main_cpu or cpu < 0 or self.twin_tid is None:
+            return
+        self.main_cpu = cpu
+        others = self.twin_cpus - {cpu}
+        if others:
+            try:
+                os.sched_setaffinity(self.twin_tid, others)
+                self.twin_moves += 1
+            except OSError:
+                pass
+
+    def _fired(self, now: float, twin: bool = False) -> None:
+        """Release what the timer was armed for (a wake-up of the engine or its standby)."""
         # The packet the timer was armed for leaves now even if the wake-up came a little
         # early: arming `comp` ahead of the deadline centres the release error on zero.
         upto = now
         if self.target is not None:
-            if self.armed is not None:
+            if self.armed is not None and not twin:
                 self.comp.observe(now - self.armed - self.timing.spin_s)
             if self.timing.spin_s and now < self.target:
                 # finish the wait precisely; bounded by the spin window plus the
@@ -308,7 +380,8 @@ class Engine:
         self.first_send = None
         for lane in self.lanes:
             self._release_lane(lane, upto, b"", now)
-        if self.lag is not None and self.timing.lag and self.first_send is not None:
+        if self.lag is not None and self.timing.lag and self.first_send is not None \
+                and not twin:
             self.lag.observe(self.first_send - now)
         self._rearm(now)
 
@@ -358,6 +431,8 @@ class Engine:
             if self.target is not None:
                 self.timer.disarm()
                 self.target = None
+            if self.twin_timer is not None and self.twin_timer.armed_at is not None:
+                self.twin_timer.disarm()     # nothing held: no standby wake-up either
             return
         head = a
         if self.target is not None and self.target <= head:
@@ -371,6 +446,8 @@ class Engine:
         self.armed = self.release_at - (self.comp.value_s if self.timing.comp else 0.0) \
             - self._lag_s() - self.timing.spin_s
         self.timer.arm(self.armed)
+        if self.twin_timer is not None:
+            self.twin_timer.arm(self.armed + self.timing.spin_s + self.timing.twin_s)
 
     # -- control channel -----------------------------------------------------------
     def stats(self) -> EmulStats:
@@ -404,7 +481,14 @@ class Engine:
                                            "batch_us": self.batch_s * 1e6,
                                            "hold_us": self.hold_s * 1e6,
                                            "holds": self.holds, "cpu": self.timing.cpu,
-                                           "qos": self.qos_note},
+                                           "qos": self.qos_note,
+                                           "twin": self.twin_note,
+                                           "twin_wakeups": self.twin_wakeups,
+                                           "twin_releases": self.twin_releases,
+                                           "twin_moves": self.twin_moves,
+                                           "wake_hist": list(self.wake_hist),
+                                           "twin_hist": list(self.twin_hist),
+                                           "busy_hist": list(self.busy_hist)},
                                 "profile": self.profile.to_dict()})
 
     def handle(self, req: dict) -> dict:
@@ -456,7 +540,6 @@ class Engine:
             loop.add_signal_handler(sig, self.stopping.set)
         for lane in self.lanes:
             loop.add_reader(lane.nfq.fileno(), self.on_readable, lane)
-        thread = None
         if self.timing.rt_all:
             try:
                 os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
@@ -470,10 +553,25 @@ class Engine:
                 print(f"engine: pinned to CPU {self.timing.cpu}", flush=True)
             except OSError as e:
                 print(f"engine: not pinned to CPU {self.timing.cpu}: {e}", flush=True)
+        threads: list[tuple[threading.Thread, int]] = []
         if self.timing.rt:
-            thread, stop_w = self._start_timer_thread()
+            threads.append(self._start_rt_thread("engine-timer", self.timer.fileno(),
+                                                 self.on_timer, "rt_note"))
+            sys.setswitchinterval(100e-6)   # the packet path is asked for the GIL often
         else:
             loop.add_reader(self.timer.fileno(), self.on_timer)
+            twin = self._twin_cpus()
+            if isinstance(twin, str):
+                self.twin_note = twin
+            else:
+                self.twin_cpus, self.twin_timer = twin, DeadlineTimer()
+                threads.append(self._start_rt_thread(
+                    "engine-standby", self.twin_timer.fileno(), self.on_twin, "twin_note"))
+                self.twin_tid = threads[-1][0].native_id
+                self.twin_note += f", {self.timing.twin_s * 1e6:.0f} us after the engine's" \
+                    " wake-up, kept off its CPU"
+                self._track_cpu()
+            print(f"engine: standby waker {self.twin_note}", flush=True)
         self.control_path.unlink(missing_ok=True)
         server = await asyncio.start_unix_server(self.serve_client, path=str(self.control_path))
         # Few cycles are created on the packet path; a collection pause is a late release.
@@ -486,50 +584,70 @@ class Engine:
             await self.stopping.wait()
         finally:
             server.close()
-            if thread is not None:
+            for thread, stop_w in threads:
                 os.write(stop_w, b"x")
                 thread.join(timeout=2)
+                os.close(stop_w)
             for lane in self.lanes:
                 loop.remove_reader(lane.nfq.fileno())
                 lane.nfq.close()       # the kernel drops what was held: never undelayed
-            if thread is None:
+            if not self.timing.rt:
                 loop.remove_reader(self.timer.fileno())
             self.timer.close()
+            if self.twin_timer is not None:
+                self.twin_timer.close()
             if qos_fd is not None:
                 os.close(qos_fd)           # the kernel drops the request
             self.control_path.unlink(missing_ok=True)
             print("engine: stopped", flush=True)
 
 
-    def _start_timer_thread(self) -> tuple[threading.Thread, int]:
-        """Releases run in a thread of their own, at SCHED_FIFO when the kernel lets us:
-        a wake-up then preempts ordinary tasks (iperf3, servers, the packet path) instead
-        of waiting its turn. It takes the GIL like any thread, so the packet path is
-        asked to give it up often (switch interval 100 us)."""
+    def _twin_cpus(self) -> set[int] | str:
+        """The CPUs the standby waker may use (Timing.twin_s), or why there is none."""
+        if self.timing.twin_s <= 0:
+            return "off (twin_us=0)"
+        if not self.timing.rt_all:
+            return "off (the engine is not real-time: rt_all=0)"
+        if self.timing.cpu >= 0:
+            return f"off (the engine is pinned to CPU {self.timing.cpu})"
+        cpus = os.sched_getaffinity(0)
+        if len(cpus) < 2:
+            return f"off (one CPU allowed: {sorted(cpus)})"
+        return set(cpus)
+
+    def _start_rt_thread(self, name: str, fd: int, on_event: Any,
+                         note: str) -> tuple[threading.Thread, int]:
+        """A thread that calls `on_event` whenever `fd` is readable, at SCHED_FIFO when the
+        kernel lets us: its wake-up then preempts ordinary tasks (iperf3, servers, the
+        packet path) instead of waiting its turn. It takes the GIL like any thread.
+        Sets self.<note> to what it got; returns the thread and its stop pipe's write end."""
         stop_r, stop_w = os.pipe()
-        sys.setswitchinterval(100e-6)
         ready = threading.Event()
 
         def body() -> None:
             try:
                 os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))
-                self.rt_note = "SCHED_FIFO 10"
+                got = "SCHED_FIFO 10"
             except (PermissionError, OSError) as e:
-                self.rt_note = f"not permitted ({e}); timer thread at normal priority"
+                got = f"not permitted ({e}); at normal priority"
+            setattr(self, note, got)
             ready.set()
             poll = select.poll()
-            poll.register(self.timer.fileno(), select.POLLIN)
+            poll.register(fd, select.POLLIN)
             poll.register(stop_r, select.POLLIN)
-            while True:
-                events = poll.poll()
-                if any(fd == stop_r for fd, _ in events):
-                    return
-                self.on_timer()
+            try:
+                while True:
+                    events = poll.poll()
+                    if any(f == stop_r for f, _ in events):
+                        return
+                    on_event()
+            finally:
+                os.close(stop_r)
 
-        t = threading.Thread(target=body, name="engine-timer", daemon=True)
+        t = threading.Thread(target=body, name=name, daemon=True)
         t.start()
         ready.wait(2)
-        print(f"engine: timer thread {self.rt_note}", flush=True)
+        print(f"engine: {name} thread {getattr(self, note)}", flush=True)
         return t, stop_w
 
 

@@ -58,6 +58,14 @@ def hold_cpu_latency(us: int = 0, path: str = "/dev/cpu_dma_latency") -> tuple[i
     return fd, f"cpu latency <= {us} us held"
 
 
+_libc.sched_getcpu.restype = ctypes.c_int
+
+
+def current_cpu() -> int:
+    """The CPU the calling thread runs on (-1 if unknown); glibc reads it without a syscall."""
+    return int(_libc.sched_getcpu())
+
+
 class DeadlineTimer:
     """One-shot absolute timer on time.monotonic()'s clock; readable when it fires."""
 
