@@ -583,3 +583,28 @@ def test_standby_thread_releases_when_the_engine_sleeps_and_stays_off_its_cpu() 
         eng.timer.close()
         eng.twin_timer.close()
     assert not thread.is_alive()
+
+
+def test_a_late_phase_says_how_late_the_engine_woke_and_how_long_it_waited() -> None:
+    """The engine's wake-up histogram is differenced per phase like its counters; the
+    reason gives the wake-ups >= 1 ms late, the worst bin and the run-queue wait."""
+    from rig.description.linkstats import late_wakeups
+    n = len(LATENESS_LABELS)
+
+    def snap(hist: list[int], wait_s: float, instance: int = 7) -> EmulStats:
+        return EmulStats("userspace", (), instance=instance, run_wait_s=wait_s,
+                         extra={"timing": {"wake_hist": hist}})
+    before = [0] * n
+    before[LATENESS_LABELS.index("1..2ms")] = 3
+    after = list(before)
+    after[LATENESS_LABELS.index("1..2ms")] += 2
+    after[LATENESS_LABELS.index("5..10ms")] += 1
+    after[LATENESS_LABELS.index("0..50us")] += 500
+    assert late_wakeups(snap(after, 0.040), snap(before, 0.010)) == \
+        "3 engine timer wake-ups >= 1 ms late (worst 5..10ms), engine waited 30 ms for a CPU"
+    # another engine instance: nothing to difference against
+    assert late_wakeups(snap(after, 0.040), snap(before, 0.010, instance=8)).startswith(
+        "6 engine timer wake-ups")
+    assert late_wakeups(snap([0] * n, 0.0), None) == \
+        "0 engine timer wake-ups >= 1 ms late, engine waited 0 ms for a CPU"
+    assert late_wakeups(EmulStats("netem", ()), None) is None     # no histogram: no claim

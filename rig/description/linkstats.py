@@ -429,6 +429,33 @@ def emulation_late(stats: "EmulStats | UnreadableStats", rtt_s: float | None,
     return out
 
 
+def late_wakeups(cur: "EmulStats | UnreadableStats",
+                 prev: "EmulStats | UnreadableStats | None") -> str | None:
+    """What the engine's own timer wake-ups looked like since `prev` (the userspace
+    engine's `extra.timing.wake_hist`, LATENESS_EDGES_S bins, and its run-queue wait):
+    "N timer wake-ups >= 1 ms late (worst bin B), engine waited W ms for a CPU", or None
+    when the stats carry no histogram. Wake-ups late with little run-queue wait were late
+    before the thread became runnable (the host not running the vCPU); with much wait, a
+    CPU that was not given up (an endpoint's syscall on a non-preemptible kernel)."""
+    if not isinstance(cur, EmulStats):
+        return None
+    hist = cur.extra.get("timing", {}).get("wake_hist")
+    if not isinstance(hist, list) or len(hist) != len(LATENESS_LABELS):
+        return None
+    old = prev.extra.get("timing", {}).get("wake_hist") if isinstance(prev, EmulStats) \
+        and prev.instance == cur.instance else None
+    if isinstance(old, list) and len(old) == len(hist):
+        hist = [a - b for a, b in zip(hist, old)]
+    first = LATENESS_EDGES_S.index(1e-3) + 1          # bins from 1..2ms on
+    n = sum(hist[first:])
+    worst = max((i for i, k in enumerate(hist) if k), default=None)
+    since = cur.since(prev) if prev is not None else cur
+    wait = "" if since.run_wait_s is None else \
+        f", engine waited {since.run_wait_s * 1e3:.0f} ms for a CPU"
+    label = f" (worst {LATENESS_LABELS[worst]})" if n and worst is not None else ""
+    return f"{n} engine timer wake-ups >= 1 ms late{label}{wait}"
+
+
 def engine_busy(stats: "EmulStats | UnreadableStats") -> str | None:
     """The engine's CPU use over the step, when it saturated one CPU."""
     if not isinstance(stats, EmulStats) or not stats.wall_s:

@@ -28,7 +28,7 @@ from rig.realization.emul.base import Backend, LinkSite
 from rig.realization.emul.choose import make_backend
 from rig.realization.emul.none import NoneBackend
 from rig.errors import RigError, StepAborted
-from rig.description.linkstats import EmulStats, emulation_late
+from rig.description.linkstats import EmulStats, emulation_late, late_wakeups
 from rig.orchestration.reporter import Reporter, Say, stderr_say
 from rig.results.store import EngineStatsRow, Store, ValidationRow
 from rig.description.scenario import LOCAL, PathSpec, Scenario, server_count, uses_tls
@@ -578,6 +578,8 @@ class Run:
         late = emulation_late(phase_stats, None if step.rtt_ms is None else step.rtt_ms / 1e3)
         if late and phase_stats.steal_s:     # the VM lost its CPUs meanwhile: say how long
             late.append(f"host steal {phase_stats.steal_s * 1e3:.0f} ms in this phase")
+        if late and (wake := late_wakeups(stats, live.last_stats)):
+            late.append(wake)            # guest CPU wait or wake-ups late before it
         live.last_stats = stats
         self.store.add_engine_stats(EngineStatsRow(
             run_id=self.run_id, step=step.index, path=live.spec.name, backend=live.backend.name,
