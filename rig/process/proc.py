@@ -178,7 +178,7 @@ class IoWatch:
     Once nothing was written for STALL_S, it also looks (every RECHECK_S) for threads of
     the child that wait for each other's mutex (rig.process.deadlock); the same cycle
     seen twice is a deadlock, and the child is ended then rather than at its deadline
-    (seen: xrdcp 5.5 -y 4 on one file, XrdCl's extreme copy; README, "Extreme copy")."""
+    (seen: xrdcp 5.5 -y K, XrdCl's extreme copy; README, `sources: K`)."""
 
     INTERVAL_S = 0.005
     STALL_S = 2.0
