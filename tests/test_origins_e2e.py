@@ -153,8 +153,11 @@ def extreme_run(tmp_path_factory):
 
 
 def test_extreme_copy_reads_from_every_source(extreme_run):
+    """Every source of the metalink opens the file on its own connection. The file is
+    one XrdCl chunk (8 MiB), so one source moves the data: with two or more moving data
+    at once, XrdCl 5.5 can deadlock (tests/data/scenarios/extreme-small.yaml)."""
     rows = {r["client"]: r for r in Store.open(extreme_run).transfers()}
-    assert all(r["ok"] and r["bytes"] == FILE_BYTES for r in rows.values()), rows
+    assert all(r["ok"] and r["bytes"] == 8 << 20 for r in rows.values()), rows
     argv = json.loads(rows["xrdcp-y4"]["argv"])
     assert argv[argv.index("-y") + 1] == "4" and argv[-2].endswith("/metalinks/xrdcp-y4-0.meta4")
     # the origin saw each user name of the metalink log in (its own connection); the

@@ -170,6 +170,11 @@ def measure(o: Outcome) -> dict:
         duration = p.seconds if p.seconds else res.wall_s
     if res.timed_out:
         error = f"deadline of {job.timeout_s:g}s passed"
+    elif res.deadlock:                 # found and ended before its deadline
+        known = tool.known_deadlock(job)
+        error = (f"deadlocked, ended after {res.wall_s:.1f}s: {res.deadlock}"
+                 + (f" ({known})" if known else ""))
+        extra["deadlock_stacks"] = res.deadlock_stacks
     elif error is None and res.returncode != 0:
         error = f"exit {res.returncode}"
     ok = error is None and bool(nbytes) and bool(duration)

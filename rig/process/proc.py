@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 import select
+import shutil
 import signal
 import subprocess
 import threading
@@ -29,7 +30,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from rig.errors import RigError
-from rig.process import remote
+from rig.process import deadlock, remote
 from rig.process.remote import Host
 
 GRACE_S = 3.0
@@ -73,10 +74,12 @@ class Result:
     io_wchar: int | None = None      # bytes the process wrote (write/pwrite, incl. /dev/null)
     io_done_s: float | None = None   # seconds from start until io_wchar reached io_target
     host: str | None = None          # the remote host it ran on (None: this one)
+    deadlock: str | None = None      # why it was ended early: threads waiting on each other
+    deadlock_stacks: list[str] = field(default_factory=list)   # those threads' frames (gdb)
 
     @property
     def ok(self) -> bool:
-        return self.returncode == 0 and not self.timed_out
+        return self.returncode == 0 and not self.timed_out and self.deadlock is None
 
     def tail(self, n: int = 600) -> str:
         return self.stderr[-n:]
@@ -170,15 +173,27 @@ class IoWatch:
     """Samples /proc/PID/io while a child runs: when did it finish writing `target`
     bytes? Tools give no progress when stdout is no terminal; the kernel's write count
     does, and it works for output to /dev/null. Also tells when a process lingers
-    after its data is done (seen: xrdcp 5.5 -S N sometimes exits 5 s late)."""
+    after its data is done (seen: xrdcp 5.5 -S N sometimes exits 5 s late).
+
+    Once nothing was written for STALL_S, it also looks (every RECHECK_S) for threads of
+    the child that wait for each other's mutex (rig.process.deadlock); the same cycle
+    seen twice is a deadlock, and the child is ended then rather than at its deadline
+    (seen: xrdcp 5.5 -y K, XrdCl's extreme copy; README, `sources: K`)."""
 
     INTERVAL_S = 0.005
+    STALL_S = 2.0
+    RECHECK_S = 1.0
 
     def __init__(self, target: int) -> None:
         self.target, self.wchar = target, 0
         self.done_at: float | None = None
+        self.changed_at = self.checked_at = time.monotonic()
+        self.suspect: deadlock.Deadlock | None = None
+        self.deadlock: deadlock.Deadlock | None = None
+        self.stacks: list[str] = []
 
     def sample(self, pid: int) -> None:
+        wrote = self.wchar
         try:
             with open(f"/proc/{pid}/io", "rb") as f:
                 for line in f:
@@ -187,8 +202,25 @@ class IoWatch:
                         break
         except (OSError, ValueError):
             return
+        now = time.monotonic()
+        if self.wchar != wrote:
+            self.changed_at, self.suspect = now, None
         if self.done_at is None and self.wchar >= self.target:
-            self.done_at = time.monotonic()
+            self.done_at = now
+
+    def deadlocked(self, pid: int) -> bool:
+        """True once the same mutex cycle was seen twice, RECHECK_S apart, while the
+        child wrote nothing."""
+        now = time.monotonic()
+        if now - self.changed_at < self.STALL_S or now - self.checked_at < self.RECHECK_S:
+            return False
+        self.checked_at = now
+        found = deadlock.find(pid)
+        if found is not None and self.suspect is not None and found.cycle == self.suspect.cycle:
+            self.deadlock = found
+            return True
+        self.suspect = found
+        return False
 
 
 def _wait4(p: subprocess.Popen, deadline: float,
@@ -202,6 +234,8 @@ def _wait4(p: subprocess.Popen, deadline: float,
                 return None
             if io is not None:
                 io.sample(p.pid)
+                if io.deadlocked(p.pid):
+                    return None
                 left = min(left, io.INTERVAL_S)
             r, _, _ = select.select([fd], [], [], left)
             if r:
@@ -212,6 +246,19 @@ def _wait4(p: subprocess.Popen, deadline: float,
                 return p.returncode, ru
     finally:
         os.close(fd)
+
+
+def _stacks(pid: int, tids: tuple[int, ...]) -> list[str]:
+    """The frames of threads `tids` of a live process, from gdb where it is installed
+    (optional: without it a deadlock is still found and reported, without frames)."""
+    if shutil.which("gdb") is None:
+        return []
+    try:
+        r = run(["gdb", "-batch", "-nx", "-p", str(pid), "-ex", "thread apply all bt"],
+                timeout=30)
+    except (OSError, RigError):
+        return []
+    return deadlock.frames(r.stdout, tids)
 
 
 def _terminate(p: subprocess.Popen) -> tuple[int, object]:
@@ -231,8 +278,10 @@ def _supervise(p: subprocess.Popen, t0: float, deadline: float,
     rusage), timed out, wall seconds since t0)."""
     try:
         got = _wait4(p, deadline, io)
-        timed_out = got is None
+        timed_out = got is None and (io is None or io.deadlock is None)
         if got is None:
+            if io is not None and io.deadlock is not None:     # before it is ended
+                io.stacks = _stacks(p.pid, io.deadlock.cycle)
             got = _terminate(p)
     except BaseException:
         _terminate(p)
@@ -290,6 +339,8 @@ def run(argv: Sequence[str], *, timeout: float, netns: str | None = None,
     if io is not None:
         res.io_wchar = io.wchar
         res.io_done_s = io.done_at - t0 if io.done_at is not None else None
+        if io.deadlock is not None:
+            res.deadlock, res.deadlock_stacks = io.deadlock.describe(), io.stacks
     if check and not res.ok:
         raise CommandFailed(res)
     return res

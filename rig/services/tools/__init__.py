@@ -135,6 +135,11 @@ class ClientTool:
         """Columns of the transfers row this tool fills (others stay NULL)."""
         return {}
 
+    def known_deadlock(self, job: Job) -> str | None:
+        """A known bug of the tool that deadlocks it in this job's configuration, added
+        to the error of a transfer the rig found deadlocked (rig.process.deadlock)."""
+        return None
+
 
 def last_line(text: str) -> str:
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]

@@ -74,6 +74,13 @@ class Xrdcp(ClientTool):
     def row_fields(self, job: Job, env: dict[str, str]) -> dict:
         return {"page_checksum": self.page_checksum(env)}
 
+    def known_deadlock(self, job: Job) -> str | None:
+        if (job.client.sources or 0) < 2:
+            return None
+        return ("XrdCl before 5.9.2: two extreme-copy sources stealing work from each "
+                "other take their locks in opposite order, XCpSrc::Steal, "
+                "xrootd/xrootd#2619")
+
 
 def metalink(name: str, urls: list[str]) -> str:
     """A Metalink 4 (RFC 5854) document: one file at every URL (xrdcp reads a local
