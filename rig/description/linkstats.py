@@ -145,7 +145,7 @@ class Lateness:
         n = sum(self.hist)
         if n <= 0:
             return None
-        first = bisect.bisect_right(LATENESS_EDGES_S, threshold_s)
+        first = lateness_bin(threshold_s)
         return sum(self.hist[first:]) / n
 
     def share_over(self, tol_s: float) -> tuple[float, float] | None:
@@ -429,11 +429,16 @@ def emulation_late(stats: "EmulStats | UnreadableStats", rtt_s: float | None,
     return out
 
 
+def lateness_bin(late_s: float) -> int:
+    """The LATENESS_LABELS bin a lateness (or any delay) of late_s falls in."""
+    return bisect.bisect_right(LATENESS_EDGES_S, late_s)
+
+
 def late_wakeups(cur: "EmulStats | UnreadableStats",
                  prev: "EmulStats | UnreadableStats | None") -> str | None:
     """What the engine's own timer wake-ups looked like since `prev` (the userspace
     engine's `extra.timing.wake_hist`, LATENESS_EDGES_S bins, and its run-queue wait):
-    "N timer wake-ups >= 1 ms late (worst bin B), engine waited W ms for a CPU", or None
+    "N timer wake-ups >= LATE_THRESHOLD_S late (worst bin B), engine waited W ms for a CPU", or None
     when the stats carry no histogram. Wake-ups late with little run-queue wait were late
     before the thread became runnable (the host not running the vCPU); with much wait, a
     CPU that was not given up (an endpoint's syscall on a non-preemptible kernel)."""
@@ -446,14 +451,13 @@ def late_wakeups(cur: "EmulStats | UnreadableStats",
         and prev.instance == cur.instance else None
     if isinstance(old, list) and len(old) == len(hist):
         hist = [a - b for a, b in zip(hist, old)]
-    first = LATENESS_EDGES_S.index(1e-3) + 1          # bins from 1..2ms on
-    n = sum(hist[first:])
+    n = sum(hist[lateness_bin(LATE_THRESHOLD_S):])      # 1..2ms and later
     worst = max((i for i, k in enumerate(hist) if k), default=None)
-    since = cur.since(prev) if prev is not None else cur
+    since = cur.since(prev)
     wait = "" if since.run_wait_s is None else \
         f", engine waited {since.run_wait_s * 1e3:.0f} ms for a CPU"
     label = f" (worst {LATENESS_LABELS[worst]})" if n and worst is not None else ""
-    return f"{n} engine timer wake-ups >= 1 ms late{label}{wait}"
+    return f"{n} engine timer wake-ups >= {LATE_THRESHOLD_S * 1e3:g} ms late{label}{wait}"
 
 
 def engine_busy(stats: "EmulStats | UnreadableStats") -> str | None:

@@ -16,14 +16,14 @@ applied delay is measured (`applied_delay_mean_s`) and reported, never hidden.
 """
 from __future__ import annotations
 
-import bisect
 import heapq
 import random
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from rig.description.linkstats import LATENESS_EDGES_S, LATENESS_LABELS, DirStats, Lateness
+from rig.description.linkstats import (LATENESS_LABELS, DirStats, Lateness,
+                                       lateness_bin)
 from rig.description.profile import Direction
 
 HOLD, DROP_LOSS, DROP_QUEUE, HOLD_DUP = 0, 1, 2, 3
@@ -269,7 +269,7 @@ class DirectionQueue:
             st.late_max_s = late
         if late > st.tol_s:
             st.late_over += k
-        st.late_hist[bisect.bisect_right(LATENESS_EDGES_S, late)] += k
+        st.late_hist[lateness_bin(late)] += k
 
     def drain(self) -> list[int]:
         """Forget every held packet (engine shutdown); returns their ids."""

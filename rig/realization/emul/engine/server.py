@@ -17,7 +17,6 @@ and the pure stats contract rig.description.linkstats.
 from __future__ import annotations
 
 import asyncio
-import bisect
 from typing import Any
 import gc
 import json
@@ -33,7 +32,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from rig.description.linkstats import LATENESS_EDGES_S, EmulStats, rtt_tolerance_s
+from rig.description.linkstats import LATENESS_EDGES_S, EmulStats, lateness_bin, rtt_tolerance_s
 from rig.description.profile import Direction, LinkProfile
 from rig.realization.emul.engine.core import HOLD_DUP, DirectionQueue, WakeCompensator
 from rig.realization.emul.engine.nfq import NfQueue, verdict
@@ -234,7 +233,7 @@ class Engine:
         with self.lock:
             t0 = time.monotonic()
             got = self._on_readable(lane)
-            self.busy_hist[bisect.bisect_right(LATENESS_EDGES_S, time.monotonic() - t0)] += 1
+            self.busy_hist[lateness_bin(time.monotonic() - t0)] += 1
         if got and self.hold_s > 0:
             self._hold_loop()
 
@@ -256,8 +255,7 @@ class Engine:
             with self.lock:
                 for lane in self.lanes:
                     got += self._on_readable(lane, arrival=now - (now - t0) / 2)
-                self.busy_hist[bisect.bisect_right(LATENESS_EDGES_S,
-                                                   time.monotonic() - now)] += 1
+                self.busy_hist[lateness_bin(time.monotonic() - now)] += 1
             if not got:
                 return
 
@@ -329,7 +327,7 @@ class Engine:
             self._track_cpu()
         now = time.monotonic()
         if self.armed is not None and self.target is not None:
-            self.wake_hist[bisect.bisect_right(LATENESS_EDGES_S, now - self.armed)] += 1
+            self.wake_hist[lateness_bin(now - self.armed)] += 1
         self._fired(now)
 
     def on_twin(self) -> None:
@@ -341,7 +339,7 @@ class Engine:
                 self.twin_releases += 1
                 now = time.monotonic()
                 if self.armed is not None:
-                    self.twin_hist[bisect.bisect_right(LATENESS_EDGES_S, now - self.armed)] += 1
+                    self.twin_hist[lateness_bin(now - self.armed)] += 1
                 self._fired(now, twin=True)
 
     def _track_cpu(self) -> None:
