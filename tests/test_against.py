@@ -73,7 +73,7 @@ def test_loads_and_agrees() -> None:
     assert by["rank"].verdict == A.AGREES
     assert by["ratio"].verdict == A.AGREES          # 4.67 vs 4.0
     assert by["coll"].verdict == A.AGREES           # both at 10 ms
-    assert by["w"].verdict == A.NOT_COMPARABLE and "wget client" in by["w"].why
+    assert by["w"].verdict == A.NOT_COMPARABLE and "needs wget: a wget client" in by["w"].why
     assert by["flat"].verdict == A.DISAGREES        # 900 -> 90 is not flat
     assert by["flat"].unexplained                   # no verdicts given
     c = res.counts()
