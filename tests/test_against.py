@@ -192,3 +192,10 @@ def test_report_bad_stored_reference_one_line(tmp_path: Path) -> None:
                        text=True, timeout=120)
     assert r.returncode == 2
     assert "claims[0].kind" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_replay_rows_match_their_scenario_name() -> None:
+    p = _pt("app-xrootd@100%", 0, 10)
+    p.branch_fraction = 1.0
+    assert A.matches(p, {"client": "app-xrootd", "branches_percent": 100.0})
+    assert not A.matches(p, {"client": "app-xrootd", "branches_percent": 20.0})

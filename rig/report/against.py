@@ -16,6 +16,7 @@ Must not import matplotlib, rig.realization, rig.process, rig.services.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ AGREES, DISAGREES, NOT_COMPARABLE = "agrees", "disagrees", "not comparable here"
 VERDICTS = (AGREES, DISAGREES, NOT_COMPARABLE)
 NO_EXPLANATION = ("unexplained", "failed")
 X_TOL = 1e-6
+DETAIL_CHARS = 200       # a verdict's detail as evidence, cut to stay readable
 
 
 # --- the rig's side of a series -------------------------------------------------------
@@ -43,8 +45,16 @@ def point_x(p: Point, axis: str) -> float | None:
     raise ValueError(axis)
 
 
+def client_name(p: Point) -> str:
+    """The scenario's client name: a replay row is stored as `name@P%` per branch fraction."""
+    name = p.base_client or p.key.client
+    if p.branch_fraction is not None:
+        name = re.sub(r"@[0-9.]+%$", "", name)
+    return name
+
+
 def _column(p: Point, key: str) -> Any:
-    return {"client": p.base_client or p.key.client, "tool": p.tool, "tls": p.tls,
+    return {"client": client_name(p), "tool": p.tool, "tls": p.tls,
             "streams": p.key.streams, "concurrency": p.key.concurrency, "path": p.key.path,
             "mode": p.cache_mode, "library": p.read_library, "server": p.server,
             "branches_percent": None if p.branch_fraction is None
@@ -186,9 +196,9 @@ def point_evidence(p: Point, verdicts: Mapping[Any, Any]) -> tuple[str, bool]:
     parts = [f"{p.key.client} at {_fmt(p.x_rtt_ms)} ms"
              f"{'' if p.key.concurrency == 1 else f' x{p.key.concurrency}'}: "
              f"{kind or 'no verdict'}"]
-    detail = getattr(v, "detail", "")
+    detail = str(getattr(v, "detail", ""))
     if detail:
-        parts.append(f"({detail})")
+        parts.append(f"({detail if len(detail) <= DETAIL_CHARS else detail[:DETAIL_CHARS - 1] + '…'})")
     if p.cpu_ratio:
         parts.append(f"client CPU {max(p.cpu_ratio):.2f} s per wall s")
     if (g := p.cpu_s_per_gb()) is not None:
@@ -198,7 +208,7 @@ def point_evidence(p: Point, verdicts: Mapping[Any, Any]) -> tuple[str, bool]:
     if p.samples_bps:
         for name, bound in (("window bound", p.window_bound_bps()),
                             ("validated path", p.path_bound_bps())):
-            if bound:
+            if bound and p.mean_bps >= 0.01 * bound:   # far below a bound: not what limits
                 parts.append(f"{p.mean_bps / bound:.0%} of {name} {bound / 1e9:.2f} Gbit/s")
     return " ".join(parts), kind is not None and kind not in NO_EXPLANATION
 
