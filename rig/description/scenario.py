@@ -671,6 +671,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
         S.unique_names(ctx.child(key), items, key[:-1])
     servers = {s.name: s for s in sc.servers}
     files = {f.name for f in sc.files}
+    file_kinds = {f.name: f.kind for f in sc.files}
     clients = []
     for i, c in enumerate(sc.clients):
         cc = ctx.child("clients").child(i)
@@ -694,6 +695,12 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
                 f"a {servers[c.server].kind} server does not serve {c.protocol}", c.server)
         if c.file not in files:
             raise cc.child("file").error("no file of that name", c.file)
+        if c.tool == "replay" and file_kinds[c.file] != "root":
+            raise cc.child("file").error("a caching-mode replay reads a ROOT file: give the file "
+                                         "kind: root (generated) or a path", c.file)
+        if c.tls not in (None, "off") and not server_kinds.get(servers[c.server].kind).tls_ports:
+            raise cc.child("tls").error(f"a {servers[c.server].kind} server does not serve TLS "
+                                        "(xrootd and nginx do)", c.tls)
         _check_tpc(cc, c, caps, servers)
     sc = dataclasses.replace(sc, clients=clients)
     for c in sc.clients:
@@ -732,9 +739,10 @@ def _check_tls_sweep(ctx: S.Ctx, sc: Scenario) -> None:
     if len(set(modes)) != len(modes):
         raise cc.error("a TLS mode is listed twice", modes)
     for m in modes:
-        if m != "off" and not any(m in tools.get(c.tool).caps.tls for c in sc.clients):
+        if m != "off" and not any(_can_tls(sc, c, m) for c in sc.clients):
             users = sorted(t.name for t in tools.all_tools() if m in t.caps.tls)
-            raise cc.error(f"no client can use TLS mode {m} (only {', '.join(users)})", m)
+            raise cc.error(f"no client can use TLS mode {m} (only {', '.join(users)}, "
+                           "against an xrootd or nginx server)", m)
 
 
 def tls_modes(sc: Scenario, c: ClientSpec) -> list[str]:
@@ -744,8 +752,15 @@ def tls_modes(sc: Scenario, c: ClientSpec) -> list[str]:
         return [c.tls]
     if not sc.sweep.tls:
         return ["off"]
-    caps = tools.get(c.tool).caps
-    return [m for m in sc.sweep.tls if m == "off" or m in caps.tls] or ["off"]
+    return [m for m in sc.sweep.tls if m == "off" or _can_tls(sc, c, m)] or ["off"]
+
+
+def _can_tls(sc: Scenario, c: ClientSpec, mode: str) -> bool:
+    """Whether client `c` can run TLS mode `mode`: its tool can, and its server serves TLS."""
+    if mode not in tools.get(c.tool).caps.tls:
+        return False
+    kind = next((s.kind for s in sc.servers if s.name == c.server), None)
+    return kind is None or bool(server_kinds.get(kind).tls_ports)
 
 
 def uses_tls(sc: Scenario) -> bool:
