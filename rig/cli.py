@@ -245,9 +245,28 @@ def program(argv: list[str] | None = None) -> int:
     return a.fn(a)
 
 
+CLOSED_STDOUT = 128 + 13     # 141, as a shell reports `cat` killed by SIGPIPE
+
+
+def _closed_stdout() -> int:
+    """stdout's reader went away (`rig plan ... | head`): end quietly, as cat does. Later
+    writes (and the interpreter's flush at exit) go to /dev/null."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    finally:
+        os.close(devnull)
+    return CLOSED_STDOUT
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         code = program(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = _closed_stdout()
     except InputError as e:
         for line in str(e).splitlines() or [""]:     # InputErrors: one line per defect
             print(f"rig: {line}", file=sys.stderr)

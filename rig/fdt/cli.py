@@ -48,6 +48,7 @@ class ExitStatus(enum.IntEnum):
     INTEGRITY = 3
     TIMEOUT = 4
     INTERRUPTED = 130
+    CLOSED_STDOUT = 141     # stdout closed by its reader (`| head`), as cat under a shell
 
 
 class _Parser(argparse.ArgumentParser):
@@ -230,6 +231,19 @@ async def program(a: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             loop.remove_signal_handler(sig)
 
 
+def _closed_stdout(out: TextIO) -> int:
+    """Later writes (and the flush at exit) go to /dev/null; exit 141, a shell's status
+    for `cat` killed by SIGPIPE."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, out.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass                      # not a real file (a test's StringIO)
+    finally:
+        os.close(devnull)
+    return ExitStatus.CLOSED_STDOUT
+
+
 def _status(e: BaseException) -> ExitStatus:
     if isinstance(e, IntegrityError):
         return ExitStatus.INTEGRITY
@@ -247,7 +261,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     a = ap.parse_args(argv)
     _check(a, ap)
     try:
-        return int(asyncio.run(program(a, out, err)))
+        code = int(asyncio.run(program(a, out, err)))
+        out.flush()
+        return code
+    except BrokenPipeError:       # stdout's reader went away: end quietly, as cat does
+        return _closed_stdout(out)
     except (TransferError, ProtocolError, OSError, asyncio.CancelledError,
             KeyboardInterrupt) as e:
         status = _status(e) if not isinstance(e, KeyboardInterrupt) \
