@@ -243,9 +243,9 @@ class FileSpec:
     size: int = S.spec(S.optional(S.size), None)   # required, except for a root `path`
     kind: str = S.spec(S.choice("random", "root"), "random")
     # kind root: generated (branches, cluster, seed; docs/caching-modes.md) or a user's file
-    branches: int | None = S.spec(S.optional(S.integer(1, 5000)), None)
-    cluster: int | None = S.spec(S.optional(S.size_in(64 << 10, 1 << 30)), None)
-    seed: int | None = S.spec(S.optional(S.integer(0, 2**31 - 1)), None)
+    branches: int | None = S.spec(S.optional(S.integer(1, L.MAX_ROOT_BRANCHES)), None)
+    cluster: int | None = S.spec(S.optional(S.size_in(L.MIN_CLUSTER, L.MAX_CLUSTER)), None)
+    seed: int | None = S.spec(S.optional(S.integer(0, L.MAX_SEED)), None)
     path: str | None = S.spec(S.optional(S.path_text), None)
 
     @classmethod
@@ -398,8 +398,8 @@ class ClientSpec:
     # tool replay (caching modes): docs/caching-modes.md
     mode: str | None = S.spec(S.optional(S.choice(*READ_MODES)), None)
     library: str | None = S.spec(S.optional(S.choice("xrootd", "davix", "curl")), None)
-    cache_size: int | None = S.spec(S.optional(S.size_in(64 << 10, 4 << 30)), None)
-    segment: int | None = S.spec(S.optional(S.size_in(1 << 20, 4 << 30)), None)
+    cache_size: int | None = S.spec(S.optional(S.size_in(L.MIN_CACHE, L.MAX_CACHE)), None)
+    segment: int | None = S.spec(S.optional(S.size_in(L.MIN_SEGMENT, L.MAX_SEGMENT)), None)
     branches: float | None = S.spec(S.optional(_branch_fraction), None)
     # lazy-download's shadow file: a directory, or `memory` (docs/caching-modes.md)
     shadow_dir: str | None = S.spec(S.optional(S.path_text), None)
