@@ -96,6 +96,12 @@ def cases(seed: int = 31) -> Iterator[tuple[str, Any]]:
                       "multiplex", "streams", "source", "protocol", "capture", "cpus"):
                 for v in rng.sample(ODD, 6):
                     yield f"{stem}: clients[{i}].{k}={v!r:.40}", _set(doc, ("clients", i), {**c, k: v})
+        for i, p in enumerate(doc.get("paths") or []):               # path kinds, backends
+            for k, v in (("kind", "real"), ("kind", "emulated"), ("backend", "none"),
+                         ("backend", "netem"), ("client_host", "local"), ("router_host", "x")):
+                yield f"{stem}: paths[{i}].{k}={v}", _set(doc, ("paths", i), {**p, k: v})
+        for topo in [t.stem for t in (REPO / "topologies").glob("*.yaml")] + ["host", "x"]:
+            yield f"{stem}: topology={topo}", {**doc, "topology": topo}
         for i, f in enumerate(doc.get("files") or []):
             for kind in ("random", "root", "x"):
                 yield f"{stem}: files[{i}].kind={kind}", _set(doc, ("files", i), {**f, "kind": kind})
