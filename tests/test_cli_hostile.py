@@ -168,3 +168,13 @@ def test_the_values_issue_31_found_are_refused_naming_the_option(stubs, argv, ke
 def test_rig_fdt_refuses_an_address_that_is_none(stubs, argv):
     code, err = _run(fdt_cli.main, argv)
     assert code == 2 and err.count("\n") == 1 and len(err) < MAX_LINE, err
+
+
+@pytest.mark.parametrize("argv, key", [
+    (["plan", "--generate", "--size", "4MiB", "--nbranches", "2000", "--cluster", "64KiB"],
+     "rootfile.cluster"),              # 206,000 baskets: 158 s to write here
+    (["plan", "--generate", "--size", "1KiB", "--nbranches", "5000"], "--nbranches"),
+])
+def test_a_generated_file_too_costly_to_write_is_refused(stubs, argv, key):
+    code, err = _run(cli.main, argv)
+    assert code == 2 and err.startswith(f"rig: {key}: ") and err.count("\n") == 1, err
