@@ -7,6 +7,7 @@ nothing of its own remains.
 """
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -341,3 +342,45 @@ def test_a_path_made_in_a_script_lives_as_long_as_the_script(wrap):
             sh.wait(timeout=10)
         _give_back(None, name)
     assert prefix is None or _mine(prefix) == NOTHING
+
+
+@pytest.mark.netns
+def test_a_path_made_at_a_terminal_by_a_forking_setsid_belongs_to_the_terminal_s_shell(
+        tmp_path):
+    # `setsid -f rig net up ... > FILE` typed at a terminal: the rig is orphaned (PID 1
+    # adopts it) and its stdout is a file, so the terminal's session leader owns the path
+    name, out = f"{UNIQUE}-tty", tmp_path / "up.json"
+    inner = (f'echo "pid=$$"; setsid -f "$@" net up --name {name} --rtt 5ms --backend none '
+             f'>{out} 2>/dev/null; for i in $(seq 600); do [ -s {out} ] && break; sleep 0.1; '
+             'done; echo ready; read -r _')
+    cmd = shlex.join(["bash", "-c", inner, "bash", *RIG])      # script(1) takes a string
+    sh = subprocess.Popen(["script", "-qec", cmd, "/dev/null"], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    prefix = None
+    try:
+        lines: list[str] = []
+        while not lines or lines[-1] != "ready":
+            line = sh.stdout.readline()
+            assert line, (lines, sh.stderr.read())
+            lines.append(line.decode().strip())
+        leader = int(next(x for x in lines if x.startswith("pid="))[4:])
+        prefix = json.loads(out.read_text())["prefix"]
+        st = netns.read_states()[prefix]
+        assert st["owner_pid"] == leader and st["owner_how"] in ("terminal", "parent"), st
+        said: list[str] = []
+        assert clean.clean(prefixes={prefix}, say=said.append).left == [prefix], said
+        assert len(_mine(prefix)["ns"]) == 6
+        sh.stdin.write(b"done\n")
+        sh.stdin.close()
+        assert sh.wait(timeout=30) == 0
+        deadline = time.monotonic() + 10
+        while owner.alive(st["owner_pid"], st["owner_start"]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        said.clear()
+        assert clean.clean(prefixes={prefix}, say=said.append).removed == 3, said
+        assert _mine(prefix) == NOTHING and not _states_named(name)
+    finally:
+        if sh.poll() is None:
+            sh.kill()
+            sh.wait(timeout=10)
+        _give_back(None, name)
