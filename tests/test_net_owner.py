@@ -311,12 +311,16 @@ WRAPS = {"plain": "", "sudo": "sudo", "nohup": "nohup", "setsid": "setsid",
 @pytest.mark.parametrize("wrap", list(WRAPS))
 def test_a_path_made_in_a_script_lives_as_long_as_the_script(wrap):
     name = f"{UNIQUE}-s{list(WRAPS).index(wrap)}"
-    sh = subprocess.Popen(["bash", "-c", SCRIPT.format(wrap=WRAPS[wrap], name=name), "bash",
+    # timeout: a deadline for the script, should the rig or the script hang
+    sh = subprocess.Popen(["timeout", "300", "bash", "-c",
+                           SCRIPT.format(wrap=WRAPS[wrap], name=name), "bash",
                            *RIG], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, cwd=REPO)
     prefix = None
     try:
-        script_pid = int(sh.stdout.readline())
+        first = sh.stdout.readline()
+        assert first.strip().isdigit(), (first, sh.poll(), sh.stderr.read())
+        script_pid = int(first)
         info = json.loads(sh.stdout.readline())
         prefix = info["prefix"]
         st = netns.read_states()[prefix]
@@ -354,7 +358,8 @@ def test_a_path_made_at_a_terminal_by_a_forking_setsid_belongs_to_the_terminal_s
              f'>{out} 2>/dev/null; for i in $(seq 600); do [ -s {out} ] && break; sleep 0.1; '
              'done; echo ready; read -r _')
     cmd = shlex.join(["bash", "-c", inner, "bash", *RIG])      # script(1) takes a string
-    sh = subprocess.Popen(["script", "-qec", cmd, "/dev/null"], stdin=subprocess.PIPE,
+    sh = subprocess.Popen(["timeout", "300", "script", "-qec", cmd, "/dev/null"],
+                          stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
     prefix = None
     try:
