@@ -274,7 +274,8 @@ def parser() -> argparse.ArgumentParser:
                     "(window_bytes, window_bound_bps_at_rtt)")
     up.add_argument("--backend", default="auto", help="auto | netem | userspace | none")
     up.add_argument("--owner-pid", type=int, help="the path lives until this process exits "
-                    "(default: the shell or script that ran rig net up; 1: until rig net down)")
+                    "(default: the shell or script that ran rig net up, past sudo & co. and "
+                    "subshells; 1: until rig net down)")
     down = nsub.add_parser("down")
     down.add_argument("--name", required=True)
     nsub.add_parser("list")

@@ -14,6 +14,13 @@ from rig.description.scenario import ClientSpec, PathSpec, Scenario, tls_modes
 from rig.services import tools
 
 
+def shown_step(index: int) -> int:
+    """A step as users see it: stored from 0 (`index`, the results' `step` column), shown
+    from 1. The console's `[step N/M]`, `rig plan`, the report's tables, headline and
+    verdicts all number steps through here, so one step has one number everywhere."""
+    return int(index) + 1
+
+
 @dataclass(frozen=True)
 class Step:
     index: int
@@ -25,6 +32,10 @@ class Step:
     @property
     def rtt_ms(self) -> float | None:
         return None if self.rtt_s is None else self.rtt_s * 1e3
+
+    @property
+    def number(self) -> int:
+        return shown_step(self.index)
 
     def label(self) -> str:
         rtt = "real" if self.rtt_s is None else f"rtt={self.rtt_s * 1e3:g}ms"

@@ -117,7 +117,7 @@ def plan_lines(sc: Scenario) -> list[str]:
         n = names[step.path.name]
         at = _at(step.path.client_host)
         client_ns, addr, site = n.client_ns, n.server_addr, n.site
-        out.append(f"# step {step.index + 1}: {step.label()}")
+        out.append(f"# step {step.number}: {step.label()}")
         if site is not None and step.profile is not None:
             rat = _at(step.path.router_host) if step.path.router_host else ""
             out += [ln if ln.startswith("#") else rat + ln for ln in _emulation(step, site)]
@@ -139,7 +139,7 @@ def plan_lines(sc: Scenario) -> list[str]:
             if site is not None and capture.wanted(step.path.capture, g.client.capture):
                 name = capture.group_name(g.client.name, g.streams, g.concurrency,
                                           g.repeat, g.tls)
-                folder = Path("OUT/captures") / f"step{step.index + 1}"
+                folder = Path("OUT/captures") / f"step{step.number}"
                 out += [_fmt(ns_argv(site.router_ns, capture.tcpdump_argv(
                     iface, folder / f"{name}-{iface}.pcap",
                     max_s=capture.wait_s(sc.transfer_timeout_s))))

@@ -481,7 +481,7 @@ class Run:
 
     def _step(self, step: S.Step, total: int) -> None:
         live = self.lives[step.path_index]
-        self.say(f"[step {step.index + 1}/{total}] {step.label()}: applying "
+        self.say(f"[step {step.number}/{total}] {step.label()}: applying "
                  f"{live.backend.name} emulation")
         if live.site is not None and step.profile is not None:
             if live.applied:
@@ -699,7 +699,7 @@ class Run:
             return contextlib.nullcontext()
         name = capture.group_name(g.client.name, g.streams, g.concurrency, g.repeat, g.tls)
         return capture.capturing(live.site, live.backend,
-                                 self.out / "captures" / f"step{step.index + 1}", name,
+                                 self.out / "captures" / f"step{step.number}", name,
                                  sender=sender, logdir=self.workdir / "captures",
                                  max_s=capture.wait_s(self.sc.transfer_timeout_s),
                                  record=self.state.record_pid)

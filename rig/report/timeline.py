@@ -15,6 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from rig.report.charts import DPI, save
+from rig.description.steps import shown_step
 from rig.report.model import Run
 
 
@@ -73,8 +74,8 @@ def draw(run: Run, out_dir: Path) -> list[Path]:
             ax.set_xlabel("seconds since the client started")
             ax.set_ylabel(y)
             ax.grid(alpha=0.3)
-        fig.suptitle(f"TCP timeline, step {step + 1}: {label} - sending side's tcp_info, "
+        fig.suptitle(f"TCP timeline, step {shown_step(step)}: {label} - sending side's tcp_info, "
                      "first repeat", fontsize=10)
         fig.legend(loc="outside right upper", fontsize=8, frameon=False)
-        files += save(fig, out_dir, f"timeline_step{step + 1}")
+        files += save(fig, out_dir, f"timeline_step{shown_step(step)}")
     return files
