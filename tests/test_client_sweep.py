@@ -17,7 +17,7 @@ BASE = {
     "clients": [{"name": "ip", "tool": "iperf3", "duration": "2s",
                  "sweep": {"concurrency": [1, 4, 16]}},
                 {"name": "xs", "tool": "xrdcp", "file": "f", "paths": ["std"],
-                 "sweep": {"streams": [1, 2, 8, 15]}},
+                 "sweep": {"streams": [1, 2, 8, 15], "repeats": 3}},
                 {"name": "c", "tool": "curl", "file": "f", "paths": ["std"]}],
     "sweep": {"concurrency": [1, 2], "tls": ["off", "all"]},
 }
@@ -47,7 +47,18 @@ def test_a_client_runs_only_on_its_paths():
     assert {g.client.name for g in steps.groups(sc, jumbo)} == {"ip"}
     assert {g.client.name for g in steps.groups(sc, std)} == {"ip", "xs", "c"}
     n = sum(len(steps.groups(sc, p)) for p in sc.paths)
-    assert scenario.measurements(sc) == n == 3 + (3 + 4 * 2 * 2 + 2 * 2)
+    assert scenario.measurements(sc) == n == 3 + (3 + 3 * 4 * 2 * 2 + 2 * 2)
+
+
+def test_own_repeats_interleave_with_the_others():
+    sc = _parse(BASE)
+    gs = steps.groups(sc, sc.paths[0])
+    assert {g.repeat for g in gs if g.client.name == "xs"} == {0, 1, 2}
+    assert {g.repeat for g in gs if g.client.name != "xs"} == {0}
+    # repeats outermost: xs's second repeat comes after every client's first
+    first_rep1 = next(i for i, g in enumerate(gs) if g.repeat == 1)
+    assert all(g.repeat == 0 for g in gs[:first_rep1])
+    assert gs[-1].client.name == "xs" and gs[-1].repeat == 2
 
 
 def test_path_mtu_falls_back_to_tuning():
@@ -69,7 +80,8 @@ def test_plan_sets_each_paths_own_mtu():
 @pytest.mark.parametrize("path,value,key,words", [
     ("clients.1.sweep", {"streams": [1, 16]}, "clients[1].sweep.streams[1]", "at most 15"),
     ("clients.1.sweep", {"concurrency": [0]}, "clients[1].sweep.concurrency[0]", ""),
-    ("clients.1.sweep", {"repeats": 2}, "clients[1].sweep.repeats", "unknown key"),
+    ("clients.1.sweep", {"tls": ["off"]}, "clients[1].sweep.tls", "unknown key"),
+    ("clients.1.sweep", {"repeats": 0}, "clients[1].sweep.repeats", ""),
     ("clients.1.paths", ["nope"], "clients[1].paths[0]", "no such path"),
     ("paths.1.mtu", 100, "paths[1].mtu", ""),
     ("paths.1.mtu", "9000B", "paths[1].mtu", ""),

@@ -388,6 +388,7 @@ class ClientSweep:
         S.integer(1, L.MAX_CONCURRENCY), max_len=L.MAX_SWEEP_VALUES)), None)
     streams: list[int] | None = S.spec(S.optional(S.list_of(
         S.integer(1, L.MAX_STREAMS), max_len=L.MAX_SWEEP_VALUES)), None)
+    repeats: int | None = S.spec(S.optional(S.integer(1, L.MAX_REPEATS)), None)
 
 
 @dataclass(frozen=True)
@@ -870,9 +871,16 @@ def measurements(sc: Scenario) -> int:
                              * (len(sc.sweep.branches) if sc.sweep.branches
                                 and c.branches is None
                                 and "branches" in tools.get(c.tool).caps.options else 1)
-                             * len(tls_modes(sc, c))
+                             * len(tls_modes(sc, c)) * client_repeats(sc, c)
                              for c in sc.clients if runs_on(c, p))
-    return total * sc.sweep.repeats
+    return total
+
+
+def client_repeats(sc: Scenario, c: ClientSpec) -> int:
+    """Repeats of client `c`: its own `sweep.repeats`, else the scenario's."""
+    if c.sweep is not None and c.sweep.repeats is not None:
+        return c.sweep.repeats
+    return sc.sweep.repeats
 
 
 def runs_on(c: ClientSpec, p: PathSpec) -> bool:

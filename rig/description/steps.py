@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from rig.description.profile import LinkProfile
 from rig.description.scenario import (ClientSpec, PathSpec, Scenario, client_concurrency,
-                                      client_streams, runs_on, tls_modes)
+                                      client_repeats, client_streams, runs_on, tls_modes)
 from rig.services import tools
 
 
@@ -74,9 +74,9 @@ def groups(sc: Scenario, path: PathSpec | None = None) -> list[Group]:
     client), in the order they run: repeats outermost, so a slow drift of the host spreads
     over every configuration instead of biasing one."""
     out = []
-    for rep in range(sc.sweep.repeats):
+    for rep in range(max(client_repeats(sc, c) for c in sc.clients)):
         for c0 in sc.clients:
-            if path is not None and not runs_on(c0, path):
+            if rep >= client_repeats(sc, c0) or (path is not None and not runs_on(c0, path)):
                 continue
             for c in branch_configs(sc, c0):
                 for s in stream_counts(sc, c):
