@@ -32,7 +32,7 @@ UNITS: dict[str, tuple[str, float]] = {
     "Gbit/s": ("throughput", 1e-9), "Mbit/s": ("throughput", 1e-6),
     "GB/s": ("throughput", 1 / 8e9), "s": ("duration", 1.0),
 }
-KINDS = ("ranking", "ratio", "collapse", "plateau", "flat", "share")
+KINDS = ("ranking", "ratio", "collapse", "plateau", "flat", "share", "alike")
 BOUNDS = ("capacity", "window", "rate")
 MAX_ITEMS = 256
 # selector key -> parser of its value; each names a column of the rig's points
@@ -241,10 +241,11 @@ class Claim:
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
-        need = {"ranking": 2, "ratio": 2}.get(d["kind"], 1)
+        need = {"ranking": 2, "ratio": 2, "alike": 2}.get(d["kind"], 1)
         n = len(d["series"])
-        if n < need or (d["kind"] not in ("ranking",) and n > need):
-            want = f"{need} or more" if d["kind"] == "ranking" else str(need)
+        many = d["kind"] in ("ranking", "alike")
+        if n < need or (not many and n > need):
+            want = f"{need} or more" if many else str(need)
             raise ctx.child("series").error(f"{d['kind']} takes {want} series", d["series"])
         if len(set(d["series"])) != n:
             raise ctx.child("series").error("a series is listed twice", d["series"])

@@ -231,7 +231,7 @@ def kendall_tau(a: list[float], b: list[float]) -> float:
             else:
                 disc += 1
     denom = math.sqrt((conc + disc + ties_a) * (conc + disc + ties_b))
-    return (conc - disc) / denom if denom else 0.0
+    return (conc - disc) / denom if denom else math.nan
 
 
 class _Ctx:
@@ -304,6 +304,10 @@ def _ranking(c: _Ctx) -> Outcome:
             [float(n - i) for i in range(n)]    # listed best first
         tau = kendall_tau(rv, sv)
         labels = [c.label(i) for i in range(n)]
+        if math.isnan(tau):       # every pair tied on one side: no order to compare
+            rig_parts.append(f"{_x(x, c.axis)}: tied, not ranked ({_order(labels, rv)})")
+            study_parts.append(f"{_x(x, c.axis)}: " + _order(labels, sv))
+            continue
         rig_parts.append(f"{_x(x, c.axis)}: τ={tau:+.2f} ({_order(labels, rv)})")
         study_parts.append(f"{_x(x, c.axis)}: " + (_order(labels, sv) if c.table
                                                    else " > ".join(labels)))
@@ -411,6 +415,30 @@ def _flat(c: _Ctx) -> Outcome:
     return c.outcome(ok, rig, study, xs=xs)
 
 
+def _alike(c: _Ctx) -> Outcome:
+    """Every series within `within` of the best at each x: (max - min) / max."""
+    xs = c.xs() if c.table else (c.claim.at or _common_xs(c))
+    if not xs:
+        return _missing(c)
+    rig_parts, study_parts, bad = [], [], []
+    for x in xs:
+        rv = [c.rig(i, x) or 0.0 for i in range(len(c.rs))]
+        spread = (max(rv) - min(rv)) / max(rv) if max(rv) > 0 else 0.0
+        rig_parts.append(f"{_x(x, c.axis)}: {spread:.0%}")
+        want = True
+        if c.table:
+            sv = [c.study(i, x) or 0.0 for i in range(len(c.rs))]
+            s_spread = (max(sv) - min(sv)) / max(sv) if max(sv) > 0 else 0.0
+            study_parts.append(f"{_x(x, c.axis)}: {s_spread:.0%}")
+            want = s_spread <= c.claim.within
+        if (spread <= c.claim.within) != want:
+            bad.append(x)
+    study = "spread " + ("; ".join(study_parts) if study_parts
+                         else f"within {c.claim.within:.0%}")
+    return c.outcome(not bad, "spread (max-min)/max " + "; ".join(rig_parts), study,
+                     f"alike: spread ≤ {c.claim.within:.0%}", xs=bad)
+
+
 def _share(c: _Ctx) -> Outcome:
     r = c.rs[0]
     xs = [x for x in (c.claim.at or r.xs()) if _near(x, r.xs()) is not None]
@@ -456,7 +484,7 @@ def _study_summary(c: _Ctx) -> str:
 
 
 KIND_FN = {"ranking": _ranking, "ratio": _ratio, "collapse": lambda c: _onset(c, "collapse"),
-           "plateau": lambda c: _onset(c, "plateau"), "flat": _flat, "share": _share}
+           "plateau": lambda c: _onset(c, "plateau"), "flat": _flat, "share": _share, "alike": _alike}
 
 
 def evaluate(ref: Reference, points: list[Point], verdicts: Mapping[Any, Any],
@@ -464,7 +492,7 @@ def evaluate(ref: Reference, points: list[Point], verdicts: Mapping[Any, Any],
     lacks = [ref.series[s] for s in claim.series if ref.series[s].lacks]
     if claim.lacks or lacks:
         why = claim.lacks or "; ".join(f"{s.label}: {s.lacks}" for s in lacks)
-        return Outcome(claim, NOT_COMPARABLE, "—", claim.text, why=f"the rig lacks {why}")
+        return Outcome(claim, NOT_COMPARABLE, "—", claim.text, why=f"needs {why}")
     c = _Ctx(ref, points, verdicts, claim)
     if any(not r.points for r in c.rs):
         return _missing(c)
