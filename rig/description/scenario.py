@@ -251,9 +251,9 @@ class FileSpec:
     size: int = S.spec(S.optional(S.size), None)   # required, except for a root `path`
     kind: str = S.spec(S.choice("random", "root"), "random")
     # kind root: generated (branches, cluster, seed; docs/caching-modes.md) or a user's file
-    branches: int | None = S.spec(S.optional(S.integer(1, 5000)), None)
-    cluster: int | None = S.spec(S.optional(S.size_in(64 << 10, 1 << 30)), None)
-    seed: int | None = S.spec(S.optional(S.integer(0, 2**31 - 1)), None)
+    branches: int | None = S.spec(S.optional(S.integer(1, L.MAX_ROOT_BRANCHES)), None)
+    cluster: int | None = S.spec(S.optional(S.size_in(L.MIN_CLUSTER, L.MAX_CLUSTER)), None)
+    seed: int | None = S.spec(S.optional(S.integer(0, L.MAX_SEED)), None)
     path: str | None = S.spec(S.optional(S.path_text), None)
 
     @classmethod
@@ -417,8 +417,8 @@ class ClientSpec:
     # tool replay (caching modes): docs/caching-modes.md
     mode: str | None = S.spec(S.optional(S.choice(*READ_MODES)), None)
     library: str | None = S.spec(S.optional(S.choice("xrootd", "davix", "curl")), None)
-    cache_size: int | None = S.spec(S.optional(S.size_in(64 << 10, 4 << 30)), None)
-    segment: int | None = S.spec(S.optional(S.size_in(1 << 20, 4 << 30)), None)
+    cache_size: int | None = S.spec(S.optional(S.size_in(L.MIN_CACHE, L.MAX_CACHE)), None)
+    segment: int | None = S.spec(S.optional(S.size_in(L.MIN_SEGMENT, L.MAX_SEGMENT)), None)
     branches: float | None = S.spec(S.optional(_branch_fraction), None)
     # lazy-download's shadow file: a directory, or `memory` (docs/caching-modes.md)
     shadow_dir: str | None = S.spec(S.optional(S.path_text), None)
@@ -704,6 +704,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
         S.unique_names(ctx.child(key), items, key[:-1])
     servers = {s.name: s for s in sc.servers}
     files = {f.name for f in sc.files}
+    file_kinds = {f.name: f.kind for f in sc.files}
     clients = []
     for i, c in enumerate(sc.clients):
         cc = ctx.child("clients").child(i)
@@ -727,6 +728,12 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
                 f"a {servers[c.server].kind} server does not serve {c.protocol}", c.server)
         if c.file not in files:
             raise cc.child("file").error("no file of that name", c.file)
+        if c.tool == "replay" and file_kinds[c.file] != "root":
+            raise cc.child("file").error("a caching-mode replay reads a ROOT file: give the file "
+                                         "kind: root (generated) or a path", c.file)
+        if c.tls not in (None, "off") and not server_kinds.get(servers[c.server].kind).tls_ports:
+            raise cc.child("tls").error(f"a {servers[c.server].kind} server does not serve TLS "
+                                        "(xrootd and nginx do)", c.tls)
         _check_tpc(cc, c, caps, servers)
     sc = dataclasses.replace(sc, clients=clients)
     names = [p.name for p in sc.paths]
@@ -773,9 +780,10 @@ def _check_tls_sweep(ctx: S.Ctx, sc: Scenario) -> None:
     if len(set(modes)) != len(modes):
         raise cc.error("a TLS mode is listed twice", modes)
     for m in modes:
-        if m != "off" and not any(m in tools.get(c.tool).caps.tls for c in sc.clients):
+        if m != "off" and not any(_can_tls(sc, c, m) for c in sc.clients):
             users = sorted(t.name for t in tools.all_tools() if m in t.caps.tls)
-            raise cc.error(f"no client can use TLS mode {m} (only {', '.join(users)})", m)
+            raise cc.error(f"no client can use TLS mode {m} (only {', '.join(users)}, "
+                           "against an xrootd or nginx server)", m)
 
 
 def tls_modes(sc: Scenario, c: ClientSpec) -> list[str]:
@@ -785,8 +793,15 @@ def tls_modes(sc: Scenario, c: ClientSpec) -> list[str]:
         return [c.tls]
     if not sc.sweep.tls:
         return ["off"]
-    caps = tools.get(c.tool).caps
-    return [m for m in sc.sweep.tls if m == "off" or m in caps.tls] or ["off"]
+    return [m for m in sc.sweep.tls if m == "off" or _can_tls(sc, c, m)] or ["off"]
+
+
+def _can_tls(sc: Scenario, c: ClientSpec, mode: str) -> bool:
+    """Whether client `c` can run TLS mode `mode`: its tool can, and its server serves TLS."""
+    if mode not in tools.get(c.tool).caps.tls:
+        return False
+    kind = next((s.kind for s in sc.servers if s.name == c.server), None)
+    return kind is None or bool(server_kinds.get(kind).tls_ports)
 
 
 def uses_tls(sc: Scenario) -> bool:
