@@ -176,9 +176,15 @@ class PathSpec:
     # the router role on an end host (router_host = client_host or server_host): that
     # end's one interface on the path, which carries both directions
     router_iface: str | None = S.spec(S.optional(_ifname), None)
+    # this path's MTU (seed 000's jumbo frames beside 1500 in one run); None: tuning.mtu
+    mtu: int | None = S.spec(S.optional(S.integer(L.MIN_MTU, L.MAX_MTU)), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
+        if d["mtu"] is not None and (d["kind"] == "real" or d["router_host"] is not None
+                                     or LOCAL not in (d["client_host"], d["server_host"])):
+            raise ctx.child("mtu").error("a path's own MTU is set on the namespaces this "
+                                         "host builds (elsewhere: tuning.mtu)", d["mtu"])
         if d["kind"] == "real":
             for k in ("router_host", "router_ifaces", "router_iface"):
                 if d[k] is not None:
@@ -377,6 +383,17 @@ def _branch_fraction(v: Any) -> float:
 
 
 @dataclass(frozen=True)
+class ClientSweep:
+    """A client's own sweep axes: each one named replaces the scenario's `sweep:` axis for
+    this client only (e.g. iperf3 over 1-16 processes beside xrdcp over streams 1-15)."""
+    concurrency: list[int] | None = S.spec(S.optional(S.list_of(
+        S.integer(1, L.MAX_CONCURRENCY), max_len=L.MAX_SWEEP_VALUES)), None)
+    streams: list[int] | None = S.spec(S.optional(S.list_of(
+        S.integer(1, L.MAX_STREAMS), max_len=L.MAX_SWEEP_VALUES)), None)
+    repeats: int | None = S.spec(S.optional(S.integer(1, L.MAX_REPEATS)), None)
+
+
+@dataclass(frozen=True)
 class ClientSpec:
     """A client configuration (tool: a module in rig/services/tools/); the sweep runs it
     at each of its stream counts, concurrencies and repeats."""
@@ -418,6 +435,9 @@ class ClientSpec:
     multiplex: bool | None = S.spec(S.optional(S.boolean), None)
     # tcpdump of the router's interfaces (headers only) while this client runs
     capture: str | None = S.spec(S.optional(S.choice(*CAPTURE_MODES)), None)
+    # the paths (by name) this client runs on; None: every path
+    paths: list[str] | None = S.spec(S.optional(S.list_of(S.name, max_len=L.MAX_PATHS)), None)
+    sweep: ClientSweep | None = S.spec(S.optional(S.section(ClientSweep)), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
@@ -430,6 +450,11 @@ class ClientSpec:
         if d["streams"] > caps.max_streams:
             raise ctx.child("streams").error(
                 f"{tool} supports at most {caps.max_streams} stream(s)", d["streams"])
+        own = d["sweep"].streams if d["sweep"] is not None else None
+        for i, n in enumerate(own or []):
+            if n > caps.max_streams:
+                raise ctx.child("sweep").child("streams").child(i).error(
+                    f"{tool} supports at most {caps.max_streams} stream(s)", n)
         for key in _OPTIONS:
             if d[key] is not None and key not in caps.options:
                 users = sorted(t.name for t in tools.all_tools() if key in t.caps.options)
@@ -711,8 +736,16 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
                                         "(xrootd and nginx do)", c.tls)
         _check_tpc(cc, c, caps, servers)
     sc = dataclasses.replace(sc, clients=clients)
+    names = [p.name for p in sc.paths]
+    for i, c in enumerate(sc.clients):
+        for j, pn in enumerate(c.paths or []):
+            if pn not in names:
+                raise ctx.child("clients").child(i).child("paths").child(j).error(
+                    f"no such path (have: {', '.join(names)})", pn)
     for c in sc.clients:
         limit = tools.get(c.tool).caps.max_streams
+        if c.sweep is not None and c.sweep.streams:
+            continue               # its own streams, checked with the client
         for s in sc.sweep.streams or []:
             if limit > 1 and s > limit:
                 raise ctx.child("sweep").child("streams").error(
@@ -854,11 +887,47 @@ def placements(sc: Scenario) -> list[Placement]:
 def measurements(sc: Scenario) -> int:
     """Transfer groups of the whole sweep (what rig.description.steps expands), counted without
     expanding them."""
-    steps = sum(1 if p.kind == "real" else len(p.rtts_s) for p in sc.paths)
-    configs = sum((len(sc.sweep.streams) if sc.sweep.streams
-                   and tools.get(c.tool).caps.max_streams > 1 else 1)
-                  * (len(sc.sweep.branches) if sc.sweep.branches and c.branches is None
-                     and "branches" in tools.get(c.tool).caps.options else 1)
-                  * len(tls_modes(sc, c))
-                  for c in sc.clients)
-    return steps * configs * len(sc.sweep.concurrency) * sc.sweep.repeats
+    total = 0
+    for p in sc.paths:
+        steps = 1 if p.kind == "real" else len(p.rtts_s)
+        total += steps * sum(len(client_streams(sc, c)) * len(client_concurrency(sc, c))
+                             * (len(sc.sweep.branches) if sc.sweep.branches
+                                and c.branches is None
+                                and "branches" in tools.get(c.tool).caps.options else 1)
+                             * len(tls_modes(sc, c)) * client_repeats(sc, c)
+                             for c in sc.clients if runs_on(c, p))
+    return total
+
+
+def client_repeats(sc: Scenario, c: ClientSpec) -> int:
+    """Repeats of client `c`: its own `sweep.repeats`, else the scenario's."""
+    if c.sweep is not None and c.sweep.repeats is not None:
+        return c.sweep.repeats
+    return sc.sweep.repeats
+
+
+def runs_on(c: ClientSpec, p: PathSpec) -> bool:
+    """Does client `c` run on path `p` (its own `paths:`, else every path)?"""
+    return c.paths is None or p.name in c.paths
+
+
+def client_streams(sc: Scenario, c: ClientSpec) -> list[int]:
+    """Stream counts client `c` runs: its own `sweep.streams`, else the scenario's for a
+    multi-stream tool, else its `streams`."""
+    if c.sweep is not None and c.sweep.streams:
+        return list(c.sweep.streams)
+    if sc.sweep.streams and tools.get(c.tool).caps.max_streams > 1:
+        return list(sc.sweep.streams)   # limits checked when the scenario was loaded
+    return [c.streams]
+
+
+def client_concurrency(sc: Scenario, c: ClientSpec) -> list[int]:
+    """Concurrencies client `c` runs: its own `sweep.concurrency`, else the scenario's."""
+    if c.sweep is not None and c.sweep.concurrency:
+        return list(c.sweep.concurrency)
+    return list(sc.sweep.concurrency)
+
+
+def path_mtu(sc: Scenario, p: PathSpec) -> int:
+    """The MTU of path `p`'s links: its own `mtu:`, else `tuning.mtu`."""
+    return p.mtu if p.mtu is not None else sc.tuning.mtu

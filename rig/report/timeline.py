@@ -16,7 +16,7 @@ from matplotlib.figure import Figure
 
 from rig.report.charts import DPI, save
 from rig.description.steps import shown_step
-from rig.report.model import Run
+from rig.report.model import Run, client_label
 
 
 def transfer_series(samples: list[dict]) -> tuple[list[float], list[float], list[float],
@@ -48,7 +48,7 @@ def draw(run: Run, out_dir: Path) -> list[Path]:
     by_step: dict[int, dict[tuple, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for s in run.tcp:
         if s.get("repeat") == 0 and s.get("instance") == 0:
-            key = (s["client"], s["streams"], s["concurrency"], s["path"],
+            key = (client_label(s), s["streams"], s["concurrency"], s["path"],
                    s["rtt_ms_configured"])
             by_step[s["step"]][key].append(s)
     files: list[Path] = []
