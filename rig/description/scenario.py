@@ -291,22 +291,13 @@ def _check_generated_root(ctx: S.Ctx, d: dict[str, Any]) -> None:
 
 
 def _root_file_size(ctx: S.Ctx, path: str) -> int:
-    """A user's ROOT file: it must exist, be a regular readable file and start with ROOT's
-    magic; its size is the file's (read once here, the file is never written)."""
-    p = Path(path)
+    """A user's ROOT file: a regular readable file whose header, record chain and size
+    agree (rootfile.check, no uproot); its size is the file's (never written)."""
+    from rig.description.rootfile import check
     try:
-        with open(p, "rb") as f:
-            magic = f.read(4)
-            size = os.fstat(f.fileno()).st_size
-    except FileNotFoundError:
-        raise ctx.error("no such file", path) from None
-    except IsADirectoryError:
-        raise ctx.error("is a directory, not a ROOT file", path) from None
-    except OSError as e:
-        raise ctx.error(f"cannot read it ({e.strerror})", path) from None
-    if magic != b"root":
-        raise ctx.error("not a ROOT file (no 'root' magic)", path)
-    return size
+        return check.check_header(path).size
+    except InputError as e:
+        raise ctx.error(e.message, path) from None
 
 
 @S.with_ctx

@@ -1,0 +1,96 @@
+"""Open a path a user named without ever blocking: regular files only.
+
+A FIFO, a character device (/dev/zero), a socket or a directory named where a file is
+expected would hang `open()` (a FIFO with no writer), or a read (a device without end).
+Every path a user names (scenario, topology, tuning, ROOT file, CA/cert/key, reference
+file, a results folder's database) goes through `open_regular` first: O_NONBLOCK so the
+open itself never waits, then S_ISREG on the descriptor (not the name, which could
+change in between), then the descriptor is made blocking again for ordinary reads.
+
+Pure description layer: imports only rig.errors.
+"""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from rig.errors import InputError
+
+_FLAGS = os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0)
+
+
+def kind(mode: int) -> str:
+    """What a non-regular file is, in words."""
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def refusal(path: str | Path, mode: int) -> str:
+    return f"is {kind(mode)}, not a regular file" if not stat.S_ISREG(mode) else ""
+
+
+def open_regular(path: str | Path, *, key: str | None = None) -> int:
+    """A blocking read descriptor of the regular file at `path` (symlinks followed to
+    their target, which must be regular too); InputError naming the path otherwise."""
+    p = str(path)
+    try:
+        fd = os.open(p, _FLAGS)
+    except FileNotFoundError:
+        raise InputError("no such file", file=p, key=key) from None
+    except OSError as e:
+        if e.errno == 6:      # ENXIO: a socket, or a FIFO opened for writing elsewhere
+            raise InputError("is a socket or device, not a regular file", file=p,
+                             key=key) from None
+        raise InputError(f"cannot read it ({e.strerror})", file=p, key=key) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise InputError(refusal(p, st.st_mode), file=p, key=key)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_bytes(path: str | Path, limit: int, *, key: str | None = None) -> bytes:
+    """The whole regular file at `path`, refused when larger than `limit` bytes."""
+    fd = open_regular(path, key=key)
+    try:
+        size = os.fstat(fd).st_size
+        if size > limit:
+            raise InputError(f"is {size} bytes, more than the {limit} allowed", file=str(path),
+                             key=key)
+        chunks, got = [], 0
+        while got <= limit:
+            b = os.read(fd, min(1 << 20, limit + 1 - got))
+            if not b:
+                break
+            chunks.append(b)
+            got += len(b)
+        if got > limit:
+            raise InputError(f"grew beyond the {limit} bytes allowed", file=str(path), key=key)
+        return b"".join(chunks)
+    except OSError as e:
+        raise InputError(f"cannot read it ({e.strerror})", file=str(path), key=key) from None
+    finally:
+        os.close(fd)
+
+
+def read_text(path: str | Path, limit: int, *, key: str | None = None) -> str:
+    data = read_bytes(path, limit, key=key)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise InputError(f"is not UTF-8 text (byte {e.start})", file=str(path), key=key) from None
+
+
+def check_regular(path: str | Path, *, key: str | None = None) -> None:
+    """Refuse `path` unless it opens as a regular file (for paths handed to another
+    program, e.g. a certificate given to a server)."""
+    os.close(open_regular(path, key=key))
