@@ -16,6 +16,7 @@ from typing import Any
 from rig.description import limits as L, safeyaml, schema as S
 from rig.description import topology as T
 from rig.description.profile import BACKENDS, Direction, GilbertElliott, LinkProfile
+from rig.description import userpath
 from rig.description.rootfile.plan import MODES as READ_MODES
 from rig.errors import InputError
 from rig.services import servers as server_kinds, tools
@@ -81,6 +82,20 @@ def _ssh_target(v: Any) -> str:
     return v
 
 
+def _local_file(v: Any) -> str:
+    """A local file handed to ssh: if it exists it must be a regular file (ssh would
+    block on a FIFO); stat never blocks."""
+    v = S.path_text(v)
+    try:
+        mode = os.stat(v).st_mode
+    except OSError:
+        return v
+    why = userpath.refusal(v, mode)
+    if why:
+        raise ValueError(why)
+    return v
+
+
 def _abs_dir(v: Any) -> str:
     v = S.path_text(v)
     if not v.startswith("/") or "/../" in v + "/" or "//" in v:
@@ -93,8 +108,8 @@ class HostSpec:
     """A remote host reached over SSH (rig.process.remote)."""
     ssh: str = S.spec(_ssh_target)
     port: int = S.spec(S.integer(1, 65535), 22)
-    identity: str | None = S.spec(S.optional(S.path_text), None)
-    known_hosts: str | None = S.spec(S.optional(S.path_text), None)
+    identity: str | None = S.spec(S.optional(_local_file), None)
+    known_hosts: str | None = S.spec(S.optional(_local_file), None)
     # the run's directory on that host (<rundir>/<prefix>): configs, logs, data files
     rundir: str = S.spec(_abs_dir, "/dev/shm")
 
