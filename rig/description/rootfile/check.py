@@ -3,17 +3,15 @@ time and memory, before uproot or the planner trusts any number in it.
 
 Users bring their own files, often from a copy that failed: truncated, sparse-extended,
 or with a header or tree that promises more than the bytes hold.  Everything here reads
-the file through one mmap (no copy), walks it once, and refuses with a one-line
+the file with pread in bounded windows, walks it once, and refuses with a one-line
 `InputError` naming the file and what is wrong.  The work is linear in the file's size
-with a small constant (one struct unpack per record), and the memory is the mapping plus
-a few integers.
+with a small constant (one struct unpack per record), and the memory is one window.
 
 Pure description layer: imports rig.errors and rig.description.userpath only.
 """
 from __future__ import annotations
 
 import dataclasses
-import mmap
 import re
 import os
 import struct
@@ -28,6 +26,15 @@ MAX_METADATA_BYTES = 64 << 20
 MAX_RECORDS = 4_000_000          # ~25 bytes a record over 100 MB: a forged chain
 MAX_ZERO_RUN = 1 << 20           # uproot's unmarked gaps are bytes to KiB; more is a hole
 _NONZERO = re.compile(rb"[^\x00]")
+WINDOW = 1 << 20                 # bytes read at a time by the record walk
+_KEY_HEAD = 26                   # Nbytes, version, objlen, datime, keylen, cycle, 8-byte seek
+_I4 = struct.Struct(">i").unpack_from
+
+
+def _seek_key(buf: bytes, rel: int) -> int:
+    """fSeekKey of the key header at buf[rel:]: 4 bytes for a small file, else 8."""
+    version = struct.unpack_from(">h", buf, rel + 4)[0]
+    return struct.unpack_from(">q" if version > 1000 else ">i", buf, rel + 18)[0]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,26 +64,26 @@ def _bad(path: str, msg: str) -> InputError:
 
 
 class RootFile:
-    """A read-only mapping of a regular file that starts with ROOT's magic."""
+    """A regular file that starts with ROOT's magic, read with pread (no mapping: the
+    address space used is a window, whatever the file's size)."""
 
     def __init__(self, path: str | Path) -> None:
         self.path = str(path)
-        fd = open_regular(self.path)
+        self.fd = open_regular(self.path)
         try:
-            self.size = os.fstat(fd).st_size
+            self.size = os.fstat(self.fd).st_size
             if self.size < 64:
                 raise InputError(f"not a ROOT file (only {self.size} bytes)", file=self.path)
-            self.map = mmap.mmap(fd, self.size, prot=mmap.PROT_READ)
-        except OSError as e:
-            raise InputError(f"cannot read it ({e.strerror})", file=self.path) from None
-        finally:
-            os.close(fd)
-        if self.map[:4] != b"root":
+            if self._read(0, 4) != b"root":
+                raise InputError("not a ROOT file (no 'root' magic)", file=self.path)
+        except BaseException:
             self.close()
-            raise InputError("not a ROOT file (no 'root' magic)", file=self.path)
+            raise
 
     def close(self) -> None:
-        self.map.close()
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
 
     def __enter__(self) -> "RootFile":
         return self
@@ -84,13 +91,20 @@ class RootFile:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def _unpack(self, fmt: str, at: int, what: str) -> tuple:
-        if at < 0 or at + struct.calcsize(fmt) > self.size:
-            raise _bad(self.path, f"{what} at byte {at} lies beyond the file's {self.size} bytes")
+    def _read(self, at: int, n: int) -> bytes:
         try:
-            return struct.unpack_from(fmt, self.map, at)
-        except (struct.error, ValueError) as e:
-            raise _bad(self.path, f"{what} at byte {at} unreadable ({e})") from None
+            return os.pread(self.fd, n, at)
+        except OSError as e:
+            raise InputError(f"cannot read it ({e.strerror})", file=self.path) from None
+
+    def _unpack(self, fmt: str, at: int, what: str) -> tuple:
+        n = struct.calcsize(fmt)
+        if at < 0 or at + n > self.size:
+            raise _bad(self.path, f"{what} at byte {at} lies beyond the file's {self.size} bytes")
+        data = self._read(at, n)
+        if len(data) < n:
+            raise _bad(self.path, f"{what} at byte {at}: the file ended while read")
+        return struct.unpack(fmt, data)
 
     def header(self) -> Header:
         version, begin = self._unpack(">ii", 4, "header")
@@ -115,13 +129,17 @@ class RootFile:
         """Follow the record chain fBEGIN -> fEND as TFile::Map does: every record starts
         with its own length (negative for a free gap ROOT marked) and its key names its
         own address; it must land exactly on fEND.  uproot leaves small unmarked gaps of
-        zeros, skipped here up to MAX_ZERO_RUN bytes: a longer run is a hole."""
-        m, at, records = self.map, begin, 0
-        head = struct.Struct(">ihiIhh").unpack_from
+        zeros, skipped here up to MAX_ZERO_RUN bytes: a longer run is a hole.  Read in
+        windows of WINDOW bytes: memory stays flat however large the file."""
+        at, records = begin, 0
+        w_at, w = begin, b""
         while at < end:
-            if at + 4 > end:
+            if at + _KEY_HEAD > w_at + len(w):
+                w_at, w = at, self._read(at, WINDOW)
+            rel = at - w_at
+            if rel + 4 > len(w) or at + 4 > end:
                 raise _bad(self.path, f"record chain runs past its end at byte {at}")
-            (n,) = struct.unpack_from(">i", m, at)
+            (n,) = _I4(w, rel)
             if n == 0:
                 at = self._after_zeros(at, end)
                 continue
@@ -129,33 +147,28 @@ class RootFile:
                 records += 1
                 if records > MAX_RECORDS:
                     raise _bad(self.path, f"more than {MAX_RECORDS} records")
-                if at + 26 > end or self._seek_key(at, head) != at:
+                if rel + _KEY_HEAD > len(w) or _seek_key(w, rel) != at:
                     raise _bad(self.path, f"record at byte {at} does not name its own address")
             at += abs(n)
         if at != end:
             raise _bad(self.path, f"record chain ends at byte {at}, not at {end}")
         return records
 
-    def _seek_key(self, at: int, head) -> int:
-        version = head(self.map, at)[1]
-        fmt = ">q" if version > 1000 else ">i"
-        if at + 18 + 8 > self.size:
-            return -1
-        return struct.unpack_from(fmt, self.map, at + 18)[0]
-
     def _after_zeros(self, at: int, end: int) -> int:
         stop = min(end, at + MAX_ZERO_RUN + 4)
-        hit = _NONZERO.search(self.map, at, stop)
+        data = self._read(at, stop - at)
+        hit = _NONZERO.search(data)
         if hit is None:
             run = stop - at
             raise _bad(self.path, f"{'a hole: ' if run > MAX_ZERO_RUN else ''}"
                                   f"{run}{'+' if run > MAX_ZERO_RUN else ''} zero bytes at "
                                   f"byte {at} where a record should start")
-        head = struct.Struct(">ihiIhh").unpack_from
-        for cand in range(max(at, hit.start() - 3), hit.start() + 1):
-            if cand + 26 <= end and self._seek_key(cand, head) == cand:
+        q = at + hit.start()
+        for cand in range(max(at, q - 3), q + 1):
+            head = self._read(cand, _KEY_HEAD)
+            if cand + _KEY_HEAD <= end and len(head) == _KEY_HEAD and _seek_key(head, 0) == cand:
                 return cand
-        raise _bad(self.path, f"no record after the zero bytes at {at}..{hit.start()}")
+        raise _bad(self.path, f"no record after the zero bytes at {at}..{q}")
 
     def key(self, at: int, what: str) -> KeyHeader:
         """The TKey header of the record at `at`, checked against itself."""
@@ -179,7 +192,7 @@ class RootFile:
             at += 4
         if n < 0 or at + n > self.size:
             raise _bad(self.path, f"{what}: a name runs past the file at byte {at}")
-        return self.map[at:at + n].decode("latin-1"), at + n
+        return self._read(at, n).decode("latin-1"), at + n
 
     def basket_entries(self, at: int, nbytes: int, what: str) -> int:
         """fNevBuf of the basket whose record is at `at`, after checking its key against
