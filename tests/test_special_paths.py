@@ -138,3 +138,23 @@ def test_fdt_get_dest_fifo_without_reader(tmp_path):
     with pytest.raises(OSError) as e:
         _Dest(str(fifo), 10)
     assert e.value.errno == 6     # ENXIO
+
+
+@pytest.mark.parametrize("kind", ["fifo", "devzero", "socket", "symlink-fifo"])
+@pytest.mark.parametrize("cmd", ["report", "compare"])
+def test_a_special_file_where_a_report_writes_is_refused(kind, cmd, special, tmp_path):
+    """`rig report` writes into the run folder, `rig compare` into --out: a FIFO planted
+    where summary.csv (or any output) goes would block the writer forever."""
+    sys.path.insert(0, str(REPO / "tests"))
+    from fixtures_results import make_run
+    a = make_run(tmp_path / "a", seed=1, rtts=(0, 20))
+    if cmd == "report":
+        special(kind, "a/summary.csv")
+        argv = RIG + ["report", str(a)]
+    else:
+        b = make_run(tmp_path / "b", seed=2, rtts=(0, 20))
+        (tmp_path / "cmp").mkdir()
+        special(kind, "cmp/compare.csv")
+        argv = RIG + ["compare", str(a), str(b), "--out", str(tmp_path / "cmp")]
+    line = _refused(_run(argv, tmp_path))
+    assert "in the output folder" in line, line

@@ -94,3 +94,24 @@ def check_regular(path: str | Path, *, key: str | None = None) -> None:
     """Refuse `path` unless it opens as a regular file (for paths handed to another
     program, e.g. a certificate given to a server)."""
     os.close(open_regular(path, key=key))
+
+
+def check_out_dir(directory: str | Path, *, key: str | None = None) -> None:
+    """Refuse an output folder holding an entry a writer would block on or write through
+    to a device: a FIFO, socket or device (or a symlink to one) where a report writes
+    its files.  Regular files (overwritten) and folders are fine; stat never blocks."""
+    d = Path(directory)
+    try:
+        entries = list(os.scandir(d))
+    except FileNotFoundError:
+        return
+    except OSError as e:
+        raise InputError(f"cannot list it ({e.strerror})", file=str(d), key=key) from None
+    for e in entries:
+        try:
+            mode = os.stat(e.path).st_mode
+        except OSError:
+            continue                 # a dangling symlink: the writer replaces or fails
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            raise InputError(f"is {kind(mode)} in the output folder, where a report file "
+                             "would be written", file=e.path, key=key)
