@@ -2,8 +2,9 @@
 
 A FIFO, a character device (/dev/zero), a socket or a directory named where a file is
 expected would hang `open()` (a FIFO with no writer), or a read (a device without end).
-Every path a user names (scenario, topology, tuning, ROOT file, CA/cert/key, reference
-file, a results folder's database) goes through `open_regular` first: O_NONBLOCK so the
+A ROOT file and a results folder's database go through `open_regular` (scenario,
+topology and tuning YAML through `safeyaml.read_text`, which does the same; a path
+handed to another program, as an ssh identity, is checked with stat): O_NONBLOCK so the
 open itself never waits, then S_ISREG on the descriptor (not the name, which could
 change in between), then the descriptor is made blocking again for ordinary reads.
 
@@ -58,38 +59,6 @@ def open_regular(path: str | Path, *, key: str | None = None) -> int:
     return fd
 
 
-def read_bytes(path: str | Path, limit: int, *, key: str | None = None) -> bytes:
-    """The whole regular file at `path`, refused when larger than `limit` bytes."""
-    fd = open_regular(path, key=key)
-    try:
-        size = os.fstat(fd).st_size
-        if size > limit:
-            raise InputError(f"is {size} bytes, more than the {limit} allowed", file=str(path),
-                             key=key)
-        chunks, got = [], 0
-        while got <= limit:
-            b = os.read(fd, min(1 << 20, limit + 1 - got))
-            if not b:
-                break
-            chunks.append(b)
-            got += len(b)
-        if got > limit:
-            raise InputError(f"grew beyond the {limit} bytes allowed", file=str(path), key=key)
-        return b"".join(chunks)
-    except OSError as e:
-        raise InputError(f"cannot read it ({e.strerror})", file=str(path), key=key) from None
-    finally:
-        os.close(fd)
-
-
-def read_text(path: str | Path, limit: int, *, key: str | None = None) -> str:
-    data = read_bytes(path, limit, key=key)
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise InputError(f"is not UTF-8 text (byte {e.start})", file=str(path), key=key) from None
-
-
 def check_regular(path: str | Path, *, key: str | None = None) -> None:
     """Refuse `path` unless it opens as a regular file (for paths handed to another
     program, e.g. a certificate given to a server)."""
@@ -105,13 +74,13 @@ def check_out_dir(directory: str | Path, *, key: str | None = None) -> None:
         entries = list(os.scandir(d))
     except FileNotFoundError:
         return
-    except OSError as e:
-        raise InputError(f"cannot list it ({e.strerror})", file=str(d), key=key) from None
-    for e in entries:
+    except OSError as err:
+        raise InputError(f"cannot list it ({err.strerror})", file=str(d), key=key) from None
+    for entry in entries:
         try:
-            mode = os.stat(e.path).st_mode
+            mode = os.stat(entry.path).st_mode
         except OSError:
             continue                 # a dangling symlink: the writer replaces or fails
         if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
             raise InputError(f"is {kind(mode)} in the output folder, where a report file "
-                             "would be written", file=e.path, key=key)
+                             "would be written", file=entry.path, key=key)
