@@ -199,6 +199,15 @@ def _load(f, rf: RootFile, hdr: Header, p: Path, tree: str | None) -> Layout:
     entries = int(t.num_entries)
     if entries < 0:
         raise ValueError(f"TTree {name!r} has {entries} entries")
+    # every basket is a record of its own: a table listing more baskets than the file
+    # has records is forged, and refusing it first bounds the per-basket checks below
+    stack, listed = list(t.branches), 0
+    while stack:
+        br = stack.pop()
+        listed += max(0, int(br.member("fWriteBasket")))
+        stack.extend(br.branches)
+    if listed > hdr.records:
+        raise ValueError(f"its branches list {listed} baskets, the file has {hdr.records} records")
     branches = [_branch(b, rf, entries) for b in t.branches]
     if entries and not any(br.baskets for br in branches):
         raise ValueError(f"TTree {name!r} claims {entries} entries but has no basket")
