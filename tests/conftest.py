@@ -16,6 +16,8 @@ ROOT = os.geteuid() == 0
 SLOW_FILES = {"test_fdt_security.py", "test_fdt_loopback.py", "test_results_fuzz.py",
               "test_report_html_browser.py", "test_bad_input.py", "test_fdt_fuzz.py",
               "test_compare_sim.py", "test_closed_stdout.py"}
+# one `rig`/`rig-fdt` subprocess per case (special files, damaged ROOT files, fd budget)
+SLOW_FILES |= {"test_special_paths.py", "test_rootfile_damage.py", "test_fdt_fdbudget.py"}
 SLOW_TESTS = {  # each draws every chart of a run or a comparison (> 1 s here)
     "test_cli_prints_the_summary_line_and_exit_code", "test_render_writes_charts_tables_and_html",
     "test_summary_numbers_come_from_the_database", "test_report_html_is_self_contained",

@@ -18,6 +18,7 @@ from rig.description import topology as T
 from rig.description import reference
 from rig.description.reference import Reference
 from rig.description.profile import BACKENDS, Direction, GilbertElliott, LinkProfile
+from rig.description import userpath
 from rig.description.rootfile.plan import MODES as READ_MODES
 from rig.errors import InputError
 from rig.services import servers as server_kinds, tools
@@ -83,6 +84,20 @@ def _ssh_target(v: Any) -> str:
     return v
 
 
+def _local_file(v: Any) -> str:
+    """A local file handed to ssh: if it exists it must be a regular file (ssh would
+    block on a FIFO); stat never blocks."""
+    v = S.path_text(v)
+    try:
+        mode = os.stat(v).st_mode
+    except OSError:
+        return v
+    why = userpath.refusal(v, mode)
+    if why:
+        raise ValueError(why)
+    return v
+
+
 def _abs_dir(v: Any) -> str:
     v = S.path_text(v)
     if not v.startswith("/") or "/../" in v + "/" or "//" in v:
@@ -95,8 +110,8 @@ class HostSpec:
     """A remote host reached over SSH (rig.process.remote)."""
     ssh: str = S.spec(_ssh_target)
     port: int = S.spec(S.integer(1, 65535), 22)
-    identity: str | None = S.spec(S.optional(S.path_text), None)
-    known_hosts: str | None = S.spec(S.optional(S.path_text), None)
+    identity: str | None = S.spec(S.optional(_local_file), None)
+    known_hosts: str | None = S.spec(S.optional(_local_file), None)
     # the run's directory on that host (<rundir>/<prefix>): configs, logs, data files
     rundir: str = S.spec(_abs_dir, "/dev/shm")
 
@@ -299,22 +314,13 @@ def _check_generated_root(ctx: S.Ctx, d: dict[str, Any]) -> None:
 
 
 def _root_file_size(ctx: S.Ctx, path: str) -> int:
-    """A user's ROOT file: it must exist, be a regular readable file and start with ROOT's
-    magic; its size is the file's (read once here, the file is never written)."""
-    p = Path(path)
+    """A user's ROOT file: a regular readable file whose header, record chain and size
+    agree (rootfile.check, no uproot); its size is the file's (never written)."""
+    from rig.description.rootfile import check
     try:
-        with open(p, "rb") as f:
-            magic = f.read(4)
-            size = os.fstat(f.fileno()).st_size
-    except FileNotFoundError:
-        raise ctx.error("no such file", path) from None
-    except IsADirectoryError:
-        raise ctx.error("is a directory, not a ROOT file", path) from None
-    except OSError as e:
-        raise ctx.error(f"cannot read it ({e.strerror})", path) from None
-    if magic != b"root":
-        raise ctx.error("not a ROOT file (no 'root' magic)", path)
-    return size
+        return check.check_header(path).size
+    except InputError as e:
+        raise ctx.error(e.message, path) from None
 
 
 @S.with_ctx

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import secrets
 import stat
@@ -98,7 +99,9 @@ class _Dest:
                               0o644)
             os.ftruncate(self.fd, size)
         elif not os.path.samefile(self.final, os.devnull):   # /dev/null: skip the syscalls
-            self.fd = os.open(self.final, os.O_WRONLY)
+            # O_NONBLOCK: a FIFO nobody reads fails now (ENXIO) instead of hanging
+            self.fd = os.open(self.final, os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            os.set_blocking(self.fd, True)
 
     def commit(self) -> None:
         if self.tmp is not None and self.final is not None:
@@ -265,10 +268,27 @@ async def _get(addr: str, port: int, name: str | list[str], dest: str | None, *,
             o.close()
 
 
+def open_source(src: str) -> int:
+    """A read descriptor of the regular file `src`: opened without blocking (a FIFO or a
+    device never hangs the put) and refused unless it is a regular file."""
+    fd = os.open(src, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            kind = ("a directory" if stat.S_ISDIR(st.st_mode) else "a FIFO"
+                    if stat.S_ISFIFO(st.st_mode) else "a device or socket")
+            raise OSError(errno.EINVAL, f"is {kind}, not a regular file", src)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 async def _put(addr: str, port: int, src: str | None, name: str, *, streams: int,
                opts: Options, mem_size: int | None, duration: float | None,
                hook: ProgressHook | None) -> Stats:
-    fd = None if src is None else os.open(src, os.O_RDONLY)
+    fd = None if src is None else open_source(src)
     try:
         size = mem_size if fd is None else os.fstat(fd).st_size
         assert size is not None, "src or mem_size"

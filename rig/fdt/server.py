@@ -4,7 +4,8 @@ A control connection asks for a session (``Hello``); the server answers ``Ready`
 token, waits for the client's data streams to attach with that token, then sends the
 file (get) or receives it (put, into an anonymous temporary file renamed only after the
 data verified).  Names resolve below a descriptor of the root, never through a symlink
-(``safefs``); opens run off the event loop.  Every session's sockets, files and tasks are
+(``safefs``); opens run off the event loop, and a get holds at most
+``filepool.SESSION_FILES`` of its files open at once (however many it names).  Every session's sockets, files and tasks are
 closed on every path; stalled or vanished clients are dropped after the stall timeout.
 Out of file descriptors, new connections are refused with a reason and the accept loop
 backs off and goes on.
@@ -26,7 +27,9 @@ from rig.fdt import safefs
 from rig.fdt.protocol import (DATA_HELLO_SIZE, DATA_MAGIC, CONTROL_MAGIC, DataHello,
                        Done, Failure, FileSet, Hello, IntegrityError, ProtocolError, Ready,
                        Verdict, encode)
-from rig.fdt.streams import FileSource, MemSource, StreamWorkers, receiver, send_all
+from rig.fdt.filepool import FilePool
+from rig.fdt.streams import (FileSource, MemSource, PooledSource, StreamWorkers, receiver,
+                             send_all)
 from rig.fdt.transport import (Control, Options, Progress, StallError, TransferError, close_all,
                         cpu_times, recv_exact, reraise_as_transfer, run_all, set_bufsize,
                         within)
@@ -210,18 +213,26 @@ class Server:
         if h.op != "get":
             await self._receive_upload(ctrl, s)
             return
-        fds: list[int] = []
+        pool = None if h.mem else FilePool(self._open_read, h.names or [h.name])
         try:
-            if not h.mem:
-                fds = await _off_loop(safefs.close_fds, safefs.open_reads, self.root_fd,
-                                      h.names or [h.name])
-            sizes = [os.fstat(fd).st_size for fd in fds] if fds else [h.size or 0]
+            if pool is not None:
+                # one descriptor at a time, off the loop; the files are reopened lazily
+                # when sent, at most filepool.SESSION_FILES of them at once
+                sizes = await asyncio.get_running_loop().run_in_executor(None, pool.stat_all)
+            else:
+                sizes = [h.size or 0]
             await ctrl.send(Ready(s.token.hex(), sum(sizes), 1,
                                   sizes if h.names is not None else None))
             await self._await_streams(s)
-            await self._send(ctrl, s, fds, sizes)
+            await self._send(ctrl, s, pool, sizes)
         finally:
-            safefs.close_fds(fds)
+            if pool is not None:
+                pool.close()
+
+    def _open_read(self, name: str) -> int:
+        if self.root_fd is None:
+            raise safefs.PathRefused(f"{name}: the server is closing")
+        return safefs.open_read(self.root_fd, name)
 
     async def _await_streams(self, s: Session) -> None:
         try:
@@ -235,10 +246,12 @@ class Server:
                 if sock is not None:
                     set_bufsize(sock, s.hello.bufsize)
 
-    async def _send(self, ctrl: Control, s: Session, fds: list[int], sizes: list[int]) -> None:
+    async def _send(self, ctrl: Control, s: Session, pool: FilePool | None,
+                    sizes: list[int]) -> None:
         h = s.hello
         sources: list[FileSource | MemSource] = (
-            [FileSource(fd) for fd in fds] if fds else [MemSource(h.block)])
+            [PooledSource(pool, i) for i in range(len(sizes))] if pool is not None
+            else [MemSource(h.block)])
         progress = Progress(h.streams)
         cpu0 = cpu_times()
         socks = [x for x in s.socks if x is not None]

@@ -28,12 +28,15 @@ import struct
 import threading
 import time
 import zlib
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from rig.fdt import sender
 from rig.fdt.protocol import (HEADER_SIZE, BlockHeader, BlockScheduler, FileSet, Reassembly,
                        adler32_combine, adler32_repeat)
 from rig.fdt.transport import Progress, TransferError, run_all
+
+if TYPE_CHECKING:
+    from rig.fdt.filepool import FilePool
 
 # recv_into target per stream: small enough that N of them stay in cache (2 MiB L2 here).
 # 0 ms path, 8 streams, memory mode: 256 KiB 28-41 Gbit/s vs 1 MiB 22-25; file mode level.
@@ -203,20 +206,44 @@ class FileSource:
     def put(self, sock: socket.socket, offset: int, done: int, length: int) -> tuple[int, int]:
         """Queue up to length bytes from offset: (bytes queued, bytes tried); fewer
         queued than tried, or BlockingIOError, means the send buffer is full."""
+        return self._put(self.fd, sock, offset, done, length)
+
+    def adler32(self, size: int) -> int:
+        return file_adler32(self.fd, size)
+
+    def _put(self, fd: int, sock: socket.socket, offset: int, done: int,
+             length: int) -> tuple[int, int]:
         if self.zero_copy:
             try:
-                n = os.sendfile(sock.fileno(), self.fd, offset, length)
+                n = os.sendfile(sock.fileno(), fd, offset, length)
             except OSError as e:
                 if e.errno not in (22, 38) or done != 0:   # EINVAL/ENOSYS: no sendfile
                     raise
                 self.zero_copy = False
-                return self.put(sock, offset, done, length)
+                return self._put(fd, sock, offset, done, length)
         else:
-            data = os.pread(self.fd, min(length, 1 << 20), offset)
+            data = os.pread(fd, min(length, 1 << 20), offset)
             n, length = (sock.send(data), len(data)) if data else (0, length)
         if n == 0 and length:
             raise TransferError(f"source file shrank below {offset + length} bytes")
         return n, length
+
+
+class PooledSource(FileSource):
+    """A file of a multi-file session, its descriptor borrowed from the session's
+    FilePool for each send (rig.fdt.filepool: a bounded number open at once)."""
+
+    def __init__(self, pool: FilePool, index: int) -> None:
+        super().__init__(-1)
+        self.pool, self.index = pool, index
+
+    def put(self, sock: socket.socket, offset: int, done: int, length: int) -> tuple[int, int]:
+        with self.pool.use(self.index) as fd:
+            return self._put(fd, sock, offset, done, length)
+
+    def adler32(self, size: int) -> int:
+        with self.pool.use(self.index) as fd:
+            return file_adler32(fd, size)
 
 
 class MemSource:
@@ -267,7 +294,7 @@ async def send_all(socks: list[socket.socket], sources: list[Source], sizes: lis
     adler = None
     if checksum and isinstance(sources[0], FileSource):
         adler = loop.run_in_executor(None, files_adler32,
-                                     [s.fd for s in sources if isinstance(s, FileSource)], sizes)
+                                     [s for s in sources if isinstance(s, FileSource)], sizes)
     timer = loop.call_later(duration, sched.stop) if duration else None
     by_id: dict[int, sender.Source] = {i + 1: src for i, src in enumerate(sources)}
     budgets: list[sender.Budget] = [WakeBudget(s, fill=autotuned) for s in socks]
@@ -325,8 +352,8 @@ def mem_adler32(source: MemSource, size: int, block: int) -> int:
     return total
 
 
-def files_adler32(fds: list[int], sizes: list[int]) -> list[int]:
-    return [file_adler32(fd, size) for fd, size in zip(fds, sizes)]
+def files_adler32(sources: list[FileSource], sizes: list[int]) -> list[int]:
+    return [src.adler32(size) for src, size in zip(sources, sizes)]
 
 
 def file_adler32(fd: int, size: int) -> int:

@@ -23,7 +23,7 @@ from rig.realization import certs, cgroups, netns, remote_router, remote_tuning,
 
 from rig.process import cputree, owner, proc
 
-from rig.description import steps as S
+from rig.description import steps as S, userpath
 from rig.realization.emul.base import Backend, LinkSite
 from rig.realization.emul.choose import make_backend
 from rig.realization.emul.none import NoneBackend
@@ -442,6 +442,7 @@ class Run:
     def execute(self) -> Path:
         self._preflight_routers()
         self.out.mkdir(parents=True, exist_ok=True)
+        userpath.check_out_dir(self.out, key="--out")    # a FIFO there would hang sqlite
         self._store = Store.create(self.out / "results.sqlite", self.run_id)
         (self.out / "scenario.yaml").write_text(self.sc.text)
         self.state.save()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rig.description import userpath
 from rig.description.reference import Reference
 from rig.report.model import Run, load_run
 from rig.report.verdict import Verdict, verdicts
@@ -47,6 +48,7 @@ def render(run_dir: Path, out_dir: Path | None = None,
         given = reference.load(reference_file)
     out = Path(out_dir) if out_dir is not None else run.dir
     out.mkdir(parents=True, exist_ok=True)
+    userpath.check_out_dir(out)
     vmap = verdicts(run)
     images, notes = draw_charts(run, out, vmap)
     files = images + write_tables(run, vmap, out)

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Sequence
 
+from rig.description import userpath
 from rig.errors import ExitStatus, InputError
 from rig.report.model import SETTINGS, Key, Point, Run, key_order, load_run
 from rig.report.verdict import verdict
@@ -311,6 +312,7 @@ def compare(baseline_dir: Path, candidate_dir: Path, out_dir: Path | None = None
     except OSError as e:
         raise InputError(f"cannot create the output folder ({e.strerror})", file=str(out),
                          key="--out") from e
+    userpath.check_out_dir(out, key="--out")
     result = CompareResult(base.dir, cand.dir, out, threshold, pairs, only_b, only_c,
                            env_lines + settings_lines(pairs), scen_diff)
     from rig.report import compare_report

@@ -21,7 +21,7 @@ from typing import Any, Iterator
 
 from rig.errors import InputError
 from rig.results.store import (_TABLES, ADDED_AFTER_V1, FORMAT_VERSION, READABLE_VERSIONS,
-                               read_only_uri)
+                               check_files, read_only_uri)
 
 BASE_TABLES: dict[str, dict[str, str]] = {
     "meta": {"key": "TEXT NOT NULL", "value": "TEXT"},
@@ -195,6 +195,7 @@ def _range_defect(name: str, v: float, ok: bool) -> str | None:
 def check(path: Path) -> None:
     """Raise InputErrors (one line per defect) unless path is a valid results.sqlite."""
     from rig.errors import InputErrors
+    check_files(Path(path))
     conn = sqlite3.connect(read_only_uri(Path(path)), uri=True)
     try:
         errors = check_connection(conn, Path(path))

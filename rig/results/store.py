@@ -16,12 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sqlite3
 import time
 from pathlib import Path
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from rig.description import userpath
 from rig.errors import InputError
 
 FORMAT_VERSION = 2
@@ -258,6 +260,15 @@ def _encode(v: Any) -> Any:
     return v
 
 
+def check_files(path: Path) -> None:
+    """The database and its -wal/-shm (when present) must be regular files: sqlite opens
+    them blocking, and a FIFO or device planted there would hang `rig report`."""
+    userpath.check_regular(path)
+    for extra in (Path(f"{path}-wal"), Path(f"{path}-shm")):
+        if os.path.lexists(extra):
+            userpath.check_regular(extra)
+
+
 def read_only_uri(path: Path) -> str:
     """URI that reads a results.sqlite without writing next to it. A WAL-mode database
     opened read-only still gets -wal/-shm files created beside it, unless it is opened
@@ -296,6 +307,7 @@ class Store:
             path = path / "results.sqlite"
         if not path.is_file():
             raise InputError("no results.sqlite here", file=str(path))
+        check_files(path)
         conn = sqlite3.connect(read_only_uri(path), uri=True, check_same_thread=False)
         st = cls(conn, path)
         try:

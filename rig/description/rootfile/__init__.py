@@ -4,6 +4,8 @@ Description layer: pure, starts no process. `uproot` (and numpy) may be imported
 nothing that runs (proc, netns, services, orchestration) may be.
 
 - `generate`: a deterministic CMS-like TTree written with uproot, cached by parameters.
+- `check`: the file against its own header, record chain and basket keys (bounded work),
+  before anything trusts its numbers.
 - `layout`: a file's own basket metadata (seeks, sizes, entry ranges, clusters).
 - `select`: which branches a job reads (IOExerciser-style percentage or a list).
 - `plan`: the byte ranges each caching mode requests, as frozen data.

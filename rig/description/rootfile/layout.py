@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from rig.description.rootfile.check import MAX_METADATA_BYTES, Header, RootFile
 from rig.errors import InputError
 
 
@@ -56,21 +57,15 @@ def _err(path: Path, msg: str) -> InputError:
 
 def _open(path: Path):
     import uproot
-    if not path.exists():
-        raise _err(path, "no such file")
-    if not path.is_file():
-        raise _err(path, "not a regular file")
-    try:
-        with open(path, "rb") as fh:
-            magic = fh.read(4)
-    except OSError as e:
-        raise _err(path, f"cannot read ({e.strerror})") from None
-    if magic != b"root":
-        raise InputError("not a ROOT file", file=str(path), value=magic, has_value=True)
     try:
         return uproot.open(path)
     except Exception as e:  # uproot raises many types for damaged files
-        raise _err(path, f"not a readable ROOT file ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from None
+        raise _err(path, f"not a readable ROOT file ({_why(e)})") from None
+
+
+def _why(e: BaseException) -> str:
+    text = str(e).strip().splitlines()
+    return f"{type(e).__name__}: {text[0]}" if text else type(e).__name__
 
 
 def _pick_tree(f, path: Path, tree: str | None) -> str:
@@ -85,42 +80,62 @@ def _pick_tree(f, path: Path, tree: str | None) -> str:
     return "Events" if "Events" in names else names[0]
 
 
-def _clusters(t, entries: int, branches: list[Branch]) -> tuple[tuple[tuple[int, int], ...], str]:
+def _cluster_bounds(t, entries: int, cap: int) -> tuple[list[int] | None, str]:
+    """Cluster starts from fClusterRangeEnd or fAutoFlush; at most `cap` of them (the
+    number of baskets: a cluster holds at least one), else InputError via ValueError."""
     n_ranges = int(t.member("fNClusterRange"))
     flush = int(t.member("fAutoFlush"))
     bounds: list[int] = []
+
+    def step(start: int, size: int) -> int:
+        bounds.append(start)
+        if len(bounds) > cap:
+            raise ValueError(f"its cluster sizes (fAutoFlush {flush}) make more clusters "
+                             f"than its {cap} baskets")
+        return start + max(1, size)
+
     if n_ranges > 0:
         # ROOT's TClusterIterator: range i covers entries up to fClusterRangeEnd[i] (inclusive)
         ends, sizes = t.member("fClusterRangeEnd"), t.member("fClusterSize")
+        if len(ends) < n_ranges or len(sizes) < n_ranges:
+            raise ValueError(f"fNClusterRange {n_ranges} but {len(ends)} cluster ranges")
         start = 0
         for end, size in zip(ends[:n_ranges], sizes[:n_ranges]):
             size = int(size) if size > 0 else (flush if flush > 0 else int(end) + 1 - start)
-            while start <= int(end):
-                bounds.append(start)
-                start += size
+            while start <= min(int(end), entries - 1):
+                start = step(start, size)
         size = flush if flush > 0 else entries - start
         while start < entries:
-            bounds.append(start)
-            start += max(1, size)
-        source = "fClusterRangeEnd"
-    elif flush > 0:
-        bounds = list(range(0, entries, flush))
-        source = "fAutoFlush"
-    else:
+            start = step(start, size)
+        return bounds, "fClusterRangeEnd"
+    if flush > 0:
+        if -(-entries // flush) > cap:
+            raise ValueError(f"fAutoFlush {flush} makes {-(-entries // flush)} clusters, more "
+                             f"than its {cap} baskets")
+        return list(range(0, entries, flush)), "fAutoFlush"
+    return None, "baskets"
+
+
+def _clusters(t, entries: int, branches: list[Branch]) -> tuple[tuple[tuple[int, int], ...], str]:
+    cap = max(1, sum(len(b.baskets) for b in branches))
+    bounds, source = _cluster_bounds(t, entries, cap)
+    if bounds is None:
         # ROOT would estimate from fAutoFlush bytes; the baskets' common boundaries are exact
-        common = set(range(entries + 1)) if not branches else None
+        common: set[int] | None = None
         for br in branches:
             starts = {b.entry_start for b in br.baskets} | {entries}
             common = starts if common is None else common & starts
         bounds = sorted(x for x in (common or {0}) if x < entries) or [0]
-        source = "baskets"
     bounds = sorted(set(b for b in bounds if b < entries))
     if not bounds or bounds[0] != 0:
         bounds.insert(0, 0)
     return tuple(zip(bounds, bounds[1:] + [entries])), source
 
 
-def _branch(top) -> Branch:
+def _branch(top, rf: RootFile, entries: int) -> Branch:
+    """A top-level branch's baskets (its own and its sub-branches'), each checked against
+    its record on disk: within the file, a TBasket key of the stated size, and holding
+    exactly the entries the basket table gives it; the baskets cover the tree's entries."""
     baskets: list[Basket] = []
     total = 0
     stack = [top]
@@ -130,36 +145,83 @@ def _branch(top) -> Branch:
         n = int(br.member("fWriteBasket"))
         seeks, sizes, starts = (br.member("fBasketSeek"), br.member("fBasketBytes"),
                                 br.member("fBasketEntry"))
-        stops = list(starts[1:n + 1]) if len(starts) > n else []
+        if not 0 <= n <= min(len(seeks), len(sizes), len(starts)):
+            raise ValueError(f"branch {br.name!r}: {n} baskets but a table of {len(seeks)}")
+        if n:
+            b_entries = int(br.member("fEntries"))
+            if b_entries != entries:
+                raise ValueError(f"branch {br.name!r} has {b_entries} entries, its tree {entries}")
+            stops = [int(x) for x in starts[1:n]] + [b_entries]
+            if int(starts[0]) != 0:
+                raise ValueError(f"branch {br.name!r}: first basket starts at entry {int(starts[0])}")
         for i in range(n):
-            stop = int(stops[i]) if i < len(stops) and int(stops[i]) > int(starts[i]) \
-                else int(br.member("fEntries"))
-            baskets.append(Basket(top.name, int(seeks[i]), int(sizes[i]), int(starts[i]), stop))
+            seek, size, start = int(seeks[i]), int(sizes[i]), int(starts[i])
+            what = f"branch {br.name!r} basket {i}"
+            nev = rf.basket_entries(seek, size, what)
+            if stops[i] - start != nev:
+                raise ValueError(f"{what}: the table gives it entries {start}..{stops[i]}, "
+                                 f"the basket holds {nev}")
+            baskets.append(Basket(top.name, seek, size, start, stops[i]))
         stack.extend(br.branches)
     baskets.sort(key=lambda b: (b.entry_start, b.seek))
     return Branch(top.name, total, tuple(baskets))
 
 
 def load(path: str | Path, tree: str | None = None) -> Layout:
-    """The layout of `tree` (default: `Events`, else the first TTree) in the file at `path`."""
+    """The layout of `tree` (default: `Events`, else the first TTree) in the file at `path`,
+    refused in one line if the file disagrees with its own header, records or baskets."""
     p = Path(path)
-    f = _open(p)
-    try:
-        name = _pick_tree(f, p, tree)
-        key = f.key(name)
-        t = f[name]
-        entries = int(t.num_entries)
-        branches = [_branch(b) for b in t.branches]
-        clusters, source = _clusters(t, entries, branches)
-        fi, d = f.file, f
-        size = p.stat().st_size
-        # what TFile::Init and the first GetEntry read: header + top directory, the key
-        # list, the streamer infos, the TTree object with its branch metadata
-        opens = [(0, min(size, fi.fBEGIN + fi.fNbytesName + 64)),
-                 (int(d.fSeekKeys), int(d.fNbytesKeys)),
-                 (int(fi.fSeekInfo), int(fi.fNbytesInfo)),
-                 (int(key.fSeekKey), int(key.fNbytes))]
-        return Layout(str(p), size, name, entries, clusters, source,
-                      tuple(branches), tuple((o, n) for o, n in opens if n > 0))
-    finally:
-        f.close()
+    with RootFile(p) as rf:
+        hdr = rf.header()
+        f = _open(p)
+        try:
+            return _load(f, rf, hdr, p, tree)
+        except InputError:
+            raise
+        except ValueError as e:
+            raise InputError(f"damaged ROOT file: {e}", file=str(p)) from None
+        except Exception as e:  # uproot raises many types for damaged files
+            raise _err(p, f"not a readable ROOT file ({_why(e)})") from None
+        finally:
+            f.close()
+
+
+def _load(f, rf: RootFile, hdr: Header, p: Path, tree: str | None) -> Layout:
+    name = _pick_tree(f, p, tree)
+    key = f.key(name)
+    k = rf.key(int(key.fSeekKey), f"TTree {name!r}")
+    for what, n in ((f"TTree {name!r}", k.objlen), ("streamer info", rf.key(hdr.seek_info,
+                                                                          "streamer info").objlen)):
+        if n > MAX_METADATA_BYTES:
+            raise ValueError(f"{what} claims {n} bytes of metadata (at most "
+                             f"{MAX_METADATA_BYTES} read)")
+    t = f[name]
+    entries = int(t.num_entries)
+    if entries < 0:
+        raise ValueError(f"TTree {name!r} has {entries} entries")
+    # every basket is a record of its own: a table listing more baskets than the file
+    # has records is forged, and refusing it first bounds the per-basket checks below
+    stack, listed = list(t.branches), 0
+    while stack:
+        br = stack.pop()
+        listed += max(0, int(br.member("fWriteBasket")))
+        stack.extend(br.branches)
+    if listed > hdr.records:
+        raise ValueError(f"its branches list {listed} baskets, the file has {hdr.records} records")
+    branches = [_branch(b, rf, entries) for b in t.branches]
+    if entries and not any(br.baskets for br in branches):
+        raise ValueError(f"TTree {name!r} claims {entries} entries but has no basket")
+    clusters, source = _clusters(t, entries, branches)
+    fi, d = f.file, f
+    size = hdr.size
+    # what TFile::Init and the first GetEntry read: header + top directory, the key
+    # list, the streamer infos, the TTree object with its branch metadata
+    opens = [(0, min(size, fi.fBEGIN + fi.fNbytesName + 64)),
+             (int(d.fSeekKeys), int(d.fNbytesKeys)),
+             (int(fi.fSeekInfo), int(fi.fNbytesInfo)),
+             (int(key.fSeekKey), int(key.fNbytes))]
+    for o, n in opens:
+        if o < 0 or n < 0 or o + n > size:
+            raise ValueError(f"a record ({o}, {n} bytes) lies outside the file's {size} bytes")
+    return Layout(str(p), size, name, entries, clusters, source,
+                  tuple(branches), tuple((o, n) for o, n in opens if n > 0))
