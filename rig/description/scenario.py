@@ -364,7 +364,8 @@ class ServerSpec:
 
 
 _OPTIONS = ("page_checksum", "block", "buffer", "mode", "library", "cache_size", "segment",
-            "branches", "sources", "multiplex", "shadow_dir", "dest_dir")
+            "branches", "sources", "multiplex", "shadow_dir", "dest_dir", "congestion")
+CC_NAMES = ("bbr", "cubic", "reno", "htcp")
 
 
 def _branch_fraction(v: Any) -> float:
@@ -416,6 +417,8 @@ class ClientSpec:
     multiplex: bool | None = S.spec(S.optional(S.boolean), None)
     # tcpdump of the router's interfaces (headers only) while this client runs
     capture: str | None = S.spec(S.optional(S.choice(*CAPTURE_MODES)), None)
+    # this client's connections' congestion control (iperf3 -C), whatever tuning's default
+    congestion: str | None = S.spec(S.optional(S.choice(*CC_NAMES)), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
@@ -467,8 +470,7 @@ class Sweep:
 
 @dataclass(frozen=True)
 class Tuning:
-    congestion_control: str | None = S.spec(
-        S.optional(S.choice("bbr", "cubic", "reno", "htcp")), None)
+    congestion_control: str | None = S.spec(S.optional(S.choice(*CC_NAMES)), None)
     tcp_rmem_max: int | None = S.spec(S.optional(_buffer), None)
     tcp_wmem_max: int | None = S.spec(S.optional(_buffer), None)
     core_rmem_max: int | None = S.spec(S.optional(_buffer), None)   # host-global: restored
