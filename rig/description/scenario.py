@@ -15,6 +15,8 @@ from typing import Any
 
 from rig.description import limits as L, safeyaml, schema as S
 from rig.description import topology as T
+from rig.description import reference
+from rig.description.reference import Reference
 from rig.description.profile import BACKENDS, Direction, GilbertElliott, LinkProfile
 from rig.description.rootfile.plan import MODES as READ_MODES
 from rig.errors import InputError
@@ -587,6 +589,9 @@ class Scenario:
     validation: Validation = S.spec(S.section(Validation), S.EMPTY)
     sampling: Sampling = S.spec(S.section(Sampling), S.EMPTY)
     transfer_timeout_s: float = S.spec(S.duration_in(1.0), 600.0, key="transfer_timeout")
+    # a study's reference file (reproductions/), relative to this file: rig.description.reference
+    reproduces: str | None = S.spec(S.optional(S.path_text), None)
+    reference: Reference | None = None   # loaded from `reproduces`, stored with every run
     source: str = ""           # the file it came from
     text: str = ""             # its text, stored with every run
 
@@ -663,6 +668,9 @@ def load(path: str | Path) -> Scenario:
 def parse(data: Any, *, source: str, text: str = "") -> Scenario:
     ctx = S.Ctx(source)
     sc = dataclasses.replace(S.load(ctx, data, Scenario), source=source, text=text)
+    if sc.reproduces is not None:
+        sc = dataclasses.replace(sc, reference=reference.load(
+            reference.resolve(source, sc.reproduces)))
     return _cross_check(ctx, sc)
 
 

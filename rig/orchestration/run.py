@@ -136,6 +136,9 @@ class Run:
         st.set_env("sysctls_before", info["sysctls"])
         st.set_env("scenario_text", self.sc.text)
         st.set_env("scenario_file", self.sc.source)
+        if self.sc.reference is not None:   # `rig report` redraws "against the study" from it
+            st.set_env("reference", {"file": self.sc.reference.source,
+                                     "text": self.sc.reference.text})
         st.set_env("tuning", dataclasses.asdict(self.sc.tuning))
         st.set_env("prefix", self.prefix)
         stack.callback(lambda: st.set_env("sysctls_after", hostinfo.sysctls()))

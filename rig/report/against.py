@@ -1,0 +1,517 @@
+"""The run against the study: each claim of a reference file (rig.description.reference)
+evaluated on the run's points, scale-free.
+
+    compare(reference, points, verdicts) -> Against
+
+A claim comes out **agrees**, **disagrees** or **not comparable here** (the series lacks a
+capability, or the run has no rows for it), with the numbers on both sides. A
+disagreement carries the rig's own evidence for its points (bottleneck verdict with its
+detail, CPU per GB and per wall second, share of the window bound and of the validated
+capacity); when every point involved has no bound that explains it (verdict
+`unexplained` or none), the disagreement is counted unexplained.
+
+Pure: reads Points and verdicts (anything with `kind` and `detail`), never the host.
+Must not import matplotlib, rig.realization, rig.process, rig.services.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from rig.description.reference import UNITS, Claim, Reference, Series, Table
+from rig.report.model import Point
+
+AGREES, DISAGREES, NOT_COMPARABLE = "agrees", "disagrees", "not comparable here"
+VERDICTS = (AGREES, DISAGREES, NOT_COMPARABLE)
+NO_EXPLANATION = ("unexplained", "failed")
+X_TOL = 1e-6
+
+
+# --- the rig's side of a series -------------------------------------------------------
+def point_x(p: Point, axis: str) -> float | None:
+    if axis == "rtt_ms":
+        return p.x_rtt_ms
+    if axis == "concurrency":
+        return float(p.key.concurrency)
+    if axis == "streams":
+        return float(p.key.streams)
+    if axis == "branches_percent":
+        return None if p.branch_fraction is None else round(p.branch_fraction * 100, 6)
+    raise ValueError(axis)
+
+
+def _column(p: Point, key: str) -> Any:
+    return {"client": p.base_client or p.key.client, "tool": p.tool, "tls": p.tls,
+            "streams": p.key.streams, "concurrency": p.key.concurrency, "path": p.key.path,
+            "mode": p.cache_mode, "library": p.read_library, "server": p.server,
+            "branches_percent": None if p.branch_fraction is None
+            else round(p.branch_fraction * 100, 6),
+            "rtt_ms": p.key.rtt_ms}[key]
+
+
+def matches(p: Point, select: Mapping[str, Any]) -> bool:
+    for k, want in select.items():
+        have = _column(p, k)
+        if isinstance(want, float) and isinstance(have, (int, float)):
+            if abs(have - want) > X_TOL:
+                return False
+        elif have != want:
+            return False
+    return True
+
+
+def value(p: Point, unit: str) -> float | None:
+    """The point's figure in the reference unit (throughput or mean duration)."""
+    quantity, factor = UNITS[unit]
+    if quantity == "duration":
+        return statistics.fmean(p.durations_s) if p.durations_s else None
+    return p.mean_bps * factor if p.samples_bps else None
+
+
+@dataclass
+class RigSeries:
+    """The rig's points for one study series, by x."""
+    series: Series
+    points: dict[float, list[Point]] = field(default_factory=dict)
+
+    def value(self, x: float, unit: str) -> float | None:
+        vals = [v for p in self.points.get(x, []) if (v := value(p, unit)) is not None]
+        return statistics.fmean(vals) if vals else None
+
+    def xs(self) -> list[float]:
+        return sorted(self.points)
+
+
+def rig_series(points: list[Point], s: Series, axis: str) -> RigSeries:
+    out = RigSeries(s)
+    if s.select is None:
+        return out
+    for p in points:
+        if matches(p, s.select):
+            x = point_x(p, axis)
+            if x is not None:
+                out.points.setdefault(x, []).append(p)
+    return out
+
+
+def _near(x: float, xs: list[float]) -> float | None:
+    return next((y for y in xs if abs(y - x) <= X_TOL), None)
+
+
+# --- results --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Outcome:
+    claim: Claim
+    verdict: str
+    rig: str                  # the rig's numbers
+    study: str                # the study's numbers
+    ratio: str = ""           # rig / study where that means something
+    why: str = ""             # not comparable: what is missing
+    evidence: tuple[str, ...] = ()
+    explained: bool = True    # a disagreement with no rig evidence: False
+
+    @property
+    def unexplained(self) -> bool:
+        return self.verdict == DISAGREES and not self.explained
+
+
+@dataclass(frozen=True)
+class Cell:
+    x: float
+    rig: float | None
+    study: float | None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.rig is None or not self.study:
+            return None
+        return self.rig / self.study
+
+
+@dataclass(frozen=True)
+class TableRow:
+    sid: str
+    label: str
+    cells: tuple[Cell, ...]
+    lacks: str | None = None
+    rig_xs: tuple[float, ...] = ()           # every x the rig measured for this series
+    rig_values: tuple[float | None, ...] = ()
+
+
+@dataclass(frozen=True)
+class TableResult:
+    table: Table
+    rows: tuple[TableRow, ...]
+
+
+@dataclass(frozen=True)
+class Counts:
+    agrees: int = 0
+    disagrees: int = 0
+    not_comparable: int = 0
+    unexplained: int = 0
+
+
+@dataclass(frozen=True)
+class Against:
+    reference: Reference
+    outcomes: tuple[Outcome, ...]
+    tables: tuple[TableResult, ...]
+
+    def counts(self) -> dict[str, Counts]:
+        """Per experiment id (in E order), plus 'all'."""
+        out: dict[str, Counts] = {}
+        for exp in self.reference.experiments() + ["all"]:
+            oc = [o for o in self.outcomes if exp in ("all", o.claim.experiment)]
+            c = Counter(o.verdict for o in oc)
+            out[exp] = Counts(c[AGREES], c[DISAGREES], c[NOT_COMPARABLE],
+                              sum(o.unexplained for o in oc))
+        return out
+
+
+# --- evidence -------------------------------------------------------------------------
+def _fmt(v: float | None, digits: int = 3) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "—"
+    return f"{v:.{digits}g}" if abs(v) < 10 ** digits else f"{v:.0f}"
+
+
+def point_evidence(p: Point, verdicts: Mapping[Any, Any]) -> tuple[str, bool]:
+    """One line of the rig's evidence for a point, and whether it names a bound."""
+    v = verdicts.get(p.key)
+    kind = getattr(v, "kind", None)
+    parts = [f"{p.key.client} at {_fmt(p.x_rtt_ms)} ms"
+             f"{'' if p.key.concurrency == 1 else f' x{p.key.concurrency}'}: "
+             f"{kind or 'no verdict'}"]
+    detail = getattr(v, "detail", "")
+    if detail:
+        parts.append(f"({detail})")
+    if p.cpu_ratio:
+        parts.append(f"client CPU {max(p.cpu_ratio):.2f} s per wall s")
+    if (g := p.cpu_s_per_gb()) is not None:
+        parts.append(f"{g:.2f} s/GB client")
+    if (g := p.server_cpu_s_per_gb()) is not None:
+        parts.append(f"{g:.2f} s/GB server")
+    if p.samples_bps:
+        for name, bound in (("window bound", p.window_bound_bps()),
+                            ("validated path", p.path_bound_bps())):
+            if bound:
+                parts.append(f"{p.mean_bps / bound:.0%} of {name} {bound / 1e9:.2f} Gbit/s")
+    return " ".join(parts), kind is not None and kind not in NO_EXPLANATION
+
+
+def _evidence(points: list[Point], verdicts: Mapping[Any, Any]) -> tuple[tuple[str, ...], bool]:
+    lines, explained = [], False
+    for p in points:
+        line, ok = point_evidence(p, verdicts)
+        lines.append(line)
+        explained = explained or ok
+    return tuple(lines), explained
+
+
+# --- claims ---------------------------------------------------------------------------
+def kendall_tau(a: list[float], b: list[float]) -> float:
+    """Kendall's tau-b of two equally long lists (ties counted as tau-b does)."""
+    n = len(a)
+    conc = disc = ties_a = ties_b = 0
+    for i in range(n):
+        for j in range(i + 1, n):
+            da, db = a[i] - a[j], b[i] - b[j]
+            if da == 0 and db == 0:
+                continue
+            if da == 0:
+                ties_a += 1
+            elif db == 0:
+                ties_b += 1
+            elif (da > 0) == (db > 0):
+                conc += 1
+            else:
+                disc += 1
+    denom = math.sqrt((conc + disc + ties_a) * (conc + disc + ties_b))
+    return (conc - disc) / denom if denom else math.nan
+
+
+class _Ctx:
+    def __init__(self, ref: Reference, points: list[Point], verdicts: Mapping[Any, Any],
+                 claim: Claim) -> None:
+        self.ref, self.claim, self.verdicts = ref, claim, verdicts
+        self.table = ref.table(claim.table) if claim.table else None
+        self.axis = self.table.x if self.table else str(claim.x)
+        self.unit = self.table.unit if self.table else "MB/s"
+        self.rs = [rig_series(points, ref.series[s], self.axis) for s in claim.series]
+
+    def label(self, i: int) -> str:
+        return self.rs[i].series.label
+
+    def study(self, i: int, x: float) -> float | None:
+        return self.table.value(self.claim.series[i], x) if self.table else None
+
+    def xs(self) -> list[float]:
+        """x values where every series has a rig value (and a study value with a table)."""
+        cand = self.claim.at or (self.table.at if self.table else self.rs[0].xs())
+        out = []
+        for x in cand:
+            if all(_near(x, r.xs()) is not None for r in self.rs) and \
+                    (self.table is None or all(self.study(i, x) is not None
+                                               for i in range(len(self.rs)))):
+                out.append(x)
+        return out
+
+    def rig(self, i: int, x: float) -> float | None:
+        near = _near(x, self.rs[i].xs())
+        return None if near is None else self.rs[i].value(near, self.unit)
+
+    def points_at(self, xs: list[float]) -> list[Point]:
+        out = []
+        for r in self.rs:
+            for x in xs:
+                near = _near(x, r.xs())
+                out += r.points.get(near, []) if near is not None else []
+        return out
+
+    def outcome(self, ok: bool, rig: str, study: str, ratio: str = "",
+                xs: list[float] | None = None) -> Outcome:
+        if ok:
+            return Outcome(self.claim, AGREES, rig, study, ratio)
+        ev, explained = _evidence(self.points_at(xs if xs is not None else self.xs()),
+                                  self.verdicts)
+        return Outcome(self.claim, DISAGREES, rig, study, ratio, evidence=ev,
+                       explained=explained)
+
+
+def _x(x: float, axis: str) -> str:
+    unit = {"rtt_ms": " ms", "branches_percent": " %"}.get(axis, "")
+    return f"{_fmt(x)}{unit}" if axis != "concurrency" else f"x{_fmt(x)}"
+
+
+def _order(labels: list[str], vals: list[float]) -> str:
+    pairs = sorted(zip(vals, labels), key=lambda t: -t[0])
+    return " > ".join(f"{lab} {_fmt(v)}" for v, lab in pairs)
+
+
+def _ranking(c: _Ctx) -> Outcome:
+    xs = c.xs() if c.table else (c.claim.at or _common_xs(c))
+    if not xs:
+        return _missing(c)
+    rig_parts, study_parts, bad = [], [], []
+    n = len(c.rs)
+    for x in xs:
+        rv = [c.rig(i, x) or 0.0 for i in range(n)]
+        sv = [c.study(i, x) or 0.0 for i in range(n)] if c.table else \
+            [float(n - i) for i in range(n)]    # listed best first
+        tau = kendall_tau(rv, sv)
+        labels = [c.label(i) for i in range(n)]
+        if math.isnan(tau):       # every pair tied on one side: no order to compare
+            rig_parts.append(f"{_x(x, c.axis)}: tied, not ranked ({_order(labels, rv)})")
+            study_parts.append(f"{_x(x, c.axis)}: " + _order(labels, sv))
+            continue
+        rig_parts.append(f"{_x(x, c.axis)}: τ={tau:+.2f} ({_order(labels, rv)})")
+        study_parts.append(f"{_x(x, c.axis)}: " + (_order(labels, sv) if c.table
+                                                   else " > ".join(labels)))
+        if tau < c.claim.min_tau:
+            bad.append(x)
+    return c.outcome(not bad, "; ".join(rig_parts), "; ".join(study_parts),
+                     f"τ ≥ {c.claim.min_tau:g} wanted", xs=bad)
+
+
+def _common_xs(c: _Ctx) -> list[float]:
+    sets = [set(r.xs()) for r in c.rs]
+    return sorted(set.intersection(*sets)) if sets else []
+
+
+def _ratio(c: _Ctx) -> Outcome:
+    xs = c.xs() if c.table else (c.claim.at or _common_xs(c))
+    xs = [x for x in xs if c.rig(0, x) is not None and c.rig(1, x)]
+    if not xs:
+        return _missing(c)
+    rig_parts, study_parts, bad = [], [], []
+    for x in xs:
+        r = (c.rig(0, x) or 0.0) / (c.rig(1, x) or 1.0)
+        if c.table:
+            s = (c.study(0, x) or 0.0) / (c.study(1, x) or math.inf)
+            lo, hi = s / c.claim.factor, s * c.claim.factor
+            study_parts.append(f"{_x(x, c.axis)}: {_fmt(s)}")
+        else:
+            lo, hi = c.claim.band or (0.0, math.inf)
+        if c.claim.band and c.table:
+            lo, hi = c.claim.band
+        rig_parts.append(f"{_x(x, c.axis)}: {_fmt(r)}")
+        if not lo <= r <= hi:
+            bad.append(x)
+    head = f"{c.label(0)} / {c.label(1)}"
+    band = (f"band {_fmt(c.claim.band[0])}–{_fmt(c.claim.band[1])}" if c.claim.band
+            else f"within x{c.claim.factor:g} of the study's")
+    study = "; ".join(study_parts) if study_parts else band
+    return c.outcome(not bad, f"{head} {'; '.join(rig_parts)}", study, band, xs=bad)
+
+
+def collapse_x(xs: list[float], vals: list[float], fraction: float) -> float | None:
+    """The first x where the series falls below `fraction` of its value at the first x."""
+    if not xs or vals[0] <= 0:
+        return None
+    return next((x for x, v in zip(xs, vals) if v < fraction * vals[0]), None)
+
+
+def plateau_x(xs: list[float], vals: list[float], within: float) -> float | None:
+    """The first x whose value is within `within` of the series' maximum."""
+    if not xs:
+        return None
+    top = max(vals)
+    return next(x for x, v in zip(xs, vals) if v >= (1 - within) * top)
+
+
+def _onset(c: _Ctx, kind: str) -> Outcome:
+    r = c.rs[0]
+    xs = sorted(x for x in (c.claim.at or r.xs()) if _near(x, r.xs()) is not None)
+    vals = [c.rig(0, x) for x in xs]
+    pairs = [(x, v) for x, v in zip(xs, vals) if v is not None]
+    if len(pairs) < 2:
+        return _missing(c)
+    rx, rv = [p[0] for p in pairs], [p[1] for p in pairs]
+    fn = (lambda a, b: collapse_x(a, b, c.claim.fraction)) if kind == "collapse" else \
+        (lambda a, b: plateau_x(a, b, c.claim.within))
+    rig_x = fn(rx, rv)
+    if c.table:
+        sx = [x for x in (c.claim.at or c.table.at) if c.study(0, x) is not None]
+        study_x = fn(sx, [c.study(0, x) or 0.0 for x in sx])
+    else:
+        study_x = c.claim.study_value
+    what = (f"below {c.claim.fraction:.0%} of its {_x(rx[0], c.axis)} value"
+            if kind == "collapse" else f"within {c.claim.within:.0%} of its maximum")
+    rig = f"{c.label(0)} {what} at {_x(rig_x, c.axis) if rig_x is not None else 'no x'}" \
+          f" (measured {_x(rx[0], c.axis)}..{_x(rx[-1], c.axis)})"
+    study = f"at {_x(study_x, c.axis)}" if study_x is not None else "never in its range"
+    if rig_x is None and study_x is not None and rx[-1] < study_x:
+        return Outcome(c.claim, NOT_COMPARABLE, rig, study,
+                       why=f"the run stops at {_x(rx[-1], c.axis)}, before the study's x")
+    if rig_x is None or study_x is None:
+        ok = rig_x is None and study_x is None
+    else:
+        lo, hi = sorted((rig_x, study_x))
+        ok = lo == hi or (lo > 0 and hi / lo <= c.claim.factor)
+    ratio = f"{rig_x / study_x:.2f}" if rig_x and study_x else ""
+    return c.outcome(ok, rig, study, ratio, xs=rx)
+
+
+def _flat(c: _Ctx) -> Outcome:
+    r = c.rs[0]
+    xs = [x for x in (c.claim.at or r.xs()) if c.rig(0, x) is not None]
+    if len(xs) < 2:
+        return _missing(c)
+    rv = [c.rig(0, x) or 0.0 for x in xs]
+    spread = (max(rv) - min(rv)) / max(rv) if max(rv) > 0 else 0.0
+    rig = f"{c.label(0)} spread {spread:.0%} over {_x(xs[0], c.axis)}..{_x(xs[-1], c.axis)}"
+    if c.table:
+        sv = [c.study(0, x) or 0.0 for x in (c.claim.at or c.table.at)]
+        s_spread = (max(sv) - min(sv)) / max(sv) if max(sv) > 0 else 0.0
+        study = f"spread {s_spread:.0%}"
+        ok = (spread <= c.claim.within) == (s_spread <= c.claim.within)
+    else:
+        study = f"flat within {c.claim.within:.0%}"
+        ok = spread <= c.claim.within
+    return c.outcome(ok, rig, study, xs=xs)
+
+
+def _alike(c: _Ctx) -> Outcome:
+    """Every series within `within` of the best at each x: (max - min) / max."""
+    xs = c.xs() if c.table else (c.claim.at or _common_xs(c))
+    if not xs:
+        return _missing(c)
+    rig_parts, study_parts, bad = [], [], []
+    for x in xs:
+        rv = [c.rig(i, x) or 0.0 for i in range(len(c.rs))]
+        spread = (max(rv) - min(rv)) / max(rv) if max(rv) > 0 else 0.0
+        rig_parts.append(f"{_x(x, c.axis)}: {spread:.0%}")
+        want = True
+        if c.table:
+            sv = [c.study(i, x) or 0.0 for i in range(len(c.rs))]
+            s_spread = (max(sv) - min(sv)) / max(sv) if max(sv) > 0 else 0.0
+            study_parts.append(f"{_x(x, c.axis)}: {s_spread:.0%}")
+            want = s_spread <= c.claim.within
+        if (spread <= c.claim.within) != want:
+            bad.append(x)
+    study = "spread " + ("; ".join(study_parts) if study_parts
+                         else f"within {c.claim.within:.0%}")
+    return c.outcome(not bad, "spread (max-min)/max " + "; ".join(rig_parts), study,
+                     f"alike: spread ≤ {c.claim.within:.0%}", xs=bad)
+
+
+def _share(c: _Ctx) -> Outcome:
+    r = c.rs[0]
+    xs = [x for x in (c.claim.at or r.xs()) if _near(x, r.xs()) is not None]
+    parts, bad = [], []
+    lo, hi = c.claim.band or (0.0, math.inf)
+    for x in xs:
+        pts = [p for p in r.points[_near(x, r.xs()) or x] if p.samples_bps]
+        shares = []
+        for p in pts:
+            bound = {"capacity": p.path_bound_bps(), "window": p.window_bound_bps(),
+                     "rate": p.rate_bps}[str(c.claim.bound)]
+            if bound:
+                shares.append(p.mean_bps / bound)
+        if not shares:
+            continue
+        s = statistics.fmean(shares)
+        parts.append(f"{_x(x, c.axis)}: {s:.0%}")
+        if not lo <= s <= hi:
+            bad.append(x)
+    if not parts:
+        return _missing(c, f"no {c.claim.bound} bound recorded for its points")
+    study = f"{lo:.0%}–{hi:.0%} of {c.claim.bound}" + (
+        f" (states {_fmt(c.claim.study_value)})" if c.claim.study_value is not None else "")
+    return c.outcome(not bad, f"{c.label(0)} share of {c.claim.bound}: " + "; ".join(parts),
+                     study, xs=bad)
+
+
+def _missing(c: _Ctx, why: str = "") -> Outcome:
+    if not why:
+        empty = [r.series for r in c.rs if not r.points]
+        why = ("the run has no rows for " + ", ".join(
+            f"{s.label} ({', '.join(f'{k}={v}' for k, v in (s.select or {}).items())})"
+            for s in empty)) if empty else "no x at which every series was measured"
+    return Outcome(c.claim, NOT_COMPARABLE, "—", _study_summary(c), why=why)
+
+
+def _study_summary(c: _Ctx) -> str:
+    if c.table is None:
+        return c.claim.text
+    xs = c.claim.at or c.table.at
+    return "; ".join(f"{c.label(i)} {_fmt(c.study(i, xs[0]))}@{_x(xs[0], c.axis)}"
+                     for i in range(len(c.rs)))
+
+
+KIND_FN = {"ranking": _ranking, "ratio": _ratio, "collapse": lambda c: _onset(c, "collapse"),
+           "plateau": lambda c: _onset(c, "plateau"), "flat": _flat, "share": _share, "alike": _alike}
+
+
+def evaluate(ref: Reference, points: list[Point], verdicts: Mapping[Any, Any],
+             claim: Claim) -> Outcome:
+    lacks = [ref.series[s] for s in claim.series if ref.series[s].lacks]
+    if claim.lacks or lacks:
+        why = claim.lacks or "; ".join(f"{s.label}: {s.lacks}" for s in lacks)
+        return Outcome(claim, NOT_COMPARABLE, "—", claim.text, why=f"needs {why}")
+    c = _Ctx(ref, points, verdicts, claim)
+    if any(not r.points for r in c.rs):
+        return _missing(c)
+    return KIND_FN[claim.kind](c)
+
+
+def table_result(ref: Reference, points: list[Point], t: Table) -> TableResult:
+    rows = []
+    for sid, vals in t.rows.items():
+        s = ref.series[sid]
+        rs = rig_series(points, s, t.x)
+        cells = tuple(Cell(x, None if (n := _near(x, rs.xs())) is None else rs.value(n, t.unit),
+                           v) for x, v in zip(t.at, vals))
+        rows.append(TableRow(sid, s.label, cells, s.lacks, tuple(rs.xs()),
+                             tuple(rs.value(x, t.unit) for x in rs.xs())))
+    return TableResult(t, tuple(rows))
+
+
+def compare(ref: Reference, points: list[Point], verdicts: Mapping[Any, Any]) -> Against:
+    """Every claim and table of `ref` against the run's points."""
+    return Against(ref, tuple(evaluate(ref, points, verdicts, c) for c in ref.claims),
+                   tuple(table_result(ref, points, t) for t in ref.tables))

@@ -1,0 +1,155 @@
+"""Reference files (rig.description.reference) and the comparison against a study
+(rig.report.against), on fake points: pure, no namespaces."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rig.description import reference
+from rig.errors import InputError
+from rig.report import against as A
+from rig.report.model import Key, Point
+
+ROOT = Path(__file__).resolve().parent.parent
+
+REF = """
+format: 1
+study: toy
+title: a toy study
+seed: 999_toy.txt
+conditions: {link: 10 Gbit/s}
+series:
+  fast: {label: fast client, select: {client: fast}}
+  slow: {label: slow client, select: {client: slow}}
+  wget: {label: wget, lacks: a wget client}
+tables:
+  - id: t1
+    experiment: E27
+    source: 999_toy.txt table 1
+    title: MB/s per client
+    unit: MB/s
+    precision: whole MB/s
+    x: rtt_ms
+    at: [0, 10, 100]
+    rows:
+      fast: [1000, 800, 100]
+      slow: [500, 200, 20]
+claims:
+  - {id: rank, experiment: E27, source: t1, text: fast beats slow, kind: ranking, table: t1, series: [fast, slow]}
+  - {id: ratio, experiment: E27, source: t1, text: fast/slow, kind: ratio, table: t1, series: [fast, slow], at: [10]}
+  - {id: coll, experiment: E27, source: t1, text: slow halves early, kind: collapse, table: t1, series: [slow]}
+  - {id: w, experiment: E5, source: fig, text: wget is slow, kind: ranking, x: rtt_ms, series: [fast, wget]}
+  - {id: flat, experiment: E9, source: fig, text: flat, kind: flat, x: rtt_ms, series: [fast], within: 0.2}
+"""
+
+
+def _ref(text: str = REF) -> reference.Reference:
+    return reference.from_text(text, "toy.yaml")
+
+
+def _pt(client: str, rtt: float, mbs: float, cpu: float | None = None) -> Point:
+    p = Point(Key("wan", rtt, client, 1, 1), "curl", samples_bps=[mbs * 8e6],
+              base_client=client, bytes_ok=10**9)
+    if cpu is not None:
+        p.cpu_s, p.cpu_ratio = [cpu], [0.97]
+    return p
+
+
+class V:
+    def __init__(self, kind: str, detail: str = "") -> None:
+        self.kind, self.detail = kind, detail
+
+
+def test_loads_and_agrees() -> None:
+    ref = _ref()
+    pts = [_pt("fast", x, v) for x, v in ((0, 900), (10, 700), (100, 90))] + \
+          [_pt("slow", x, v) for x, v in ((0, 400), (10, 150), (100, 15))]
+    res = A.compare(ref, pts, {})
+    by = {o.claim.id: o for o in res.outcomes}
+    assert by["rank"].verdict == A.AGREES
+    assert by["ratio"].verdict == A.AGREES          # 4.67 vs 4.0
+    assert by["coll"].verdict == A.AGREES           # both at 10 ms
+    assert by["w"].verdict == A.NOT_COMPARABLE and "needs wget: a wget client" in by["w"].why
+    assert by["flat"].verdict == A.DISAGREES        # 900 -> 90 is not flat
+    assert by["flat"].unexplained                   # no verdicts given
+    c = res.counts()
+    assert c["E27"] == A.Counts(3, 0, 0, 0)
+    assert c["all"].unexplained == 1
+    row = res.tables[0].rows[0]
+    assert row.cells[0].rig == pytest.approx(900) and row.cells[0].ratio == pytest.approx(0.9)
+
+
+def test_disagreement_carries_rig_evidence() -> None:
+    ref = _ref()
+    pts = [_pt("fast", 0, 300, cpu=2.4), _pt("slow", 0, 3000)] + \
+          [_pt("fast", x, v) for x, v in ((10, 700), (100, 90))] + \
+          [_pt("slow", x, v) for x, v in ((10, 150), (100, 15))]
+    verdicts = {pts[0].key: V("client-CPU-bound", "CPU 0.97 of wall")}
+    rank = next(o for o in A.compare(ref, pts, verdicts).outcomes if o.claim.id == "rank")
+    assert rank.verdict == A.DISAGREES and rank.explained
+    assert "τ=-1.00" in rank.rig
+    assert any("client-CPU-bound" in e and "2.40 s/GB client" in e for e in rank.evidence)
+    # the same without a verdict that names a bound: unexplained
+    rank = next(o for o in A.compare(ref, pts, {}).outcomes if o.claim.id == "rank")
+    assert rank.unexplained
+
+
+def test_no_rows_is_not_comparable() -> None:
+    res = A.compare(_ref(), [_pt("other", 0, 1)], {})
+    assert all(o.verdict == A.NOT_COMPARABLE for o in res.outcomes)
+    assert "no rows for fast client" in res.outcomes[0].why
+
+
+def test_kendall_and_onsets() -> None:
+    assert A.kendall_tau([3, 2, 1], [30, 20, 10]) == pytest.approx(1.0)
+    assert A.kendall_tau([1, 2, 3], [30, 20, 10]) == pytest.approx(-1.0)
+    assert A.collapse_x([0, 10, 20], [100, 60, 40], 0.5) == 20
+    assert A.collapse_x([0, 10], [100, 90], 0.5) is None
+    assert A.plateau_x([1, 2, 4, 8], [1, 5, 9.5, 10], 0.1) == 4
+
+
+def _bad(tmp_path: Path, mutate) -> str:
+    data = yaml.safe_load(REF)
+    mutate(data)
+    f = tmp_path / "bad.yaml"
+    f.write_text(yaml.safe_dump(data))
+    with pytest.raises(InputError) as e:
+        reference.load(f)
+    return str(e.value)
+
+
+@pytest.mark.parametrize("mutate, expect", [
+    (lambda d: d.update(colour="red"), "colour: unknown key"),
+    (lambda d: d["tables"][0]["rows"]["fast"].pop(), "tables[0].rows.fast: has 2 values"),
+    (lambda d: d["tables"][0].update(unit="furlongs"), "tables[0].unit: must be one of"),
+    (lambda d: d["claims"][0].update(series=["fast", "nope"]), "claims[0].series: no such series"),
+    (lambda d: d["claims"][0].update(experiment="E40"), "claims[0].experiment: expected an experiment"),
+    (lambda d: d["series"]["fast"].update(lacks="x"), "series.fast: give exactly one"),
+    (lambda d: d["series"]["fast"]["select"].update(colour=1), "series.fast.select.colour: unknown"),
+    (lambda d: d["claims"][1].update(at=[7]), "claims[1].at: not an x of table t1"),
+    (lambda d: d["claims"][2].update(table="t9"), "claims[2].table: no such table"),
+])
+def test_bad_reference_one_line(tmp_path: Path, mutate, expect) -> None:
+    msg = _bad(tmp_path, mutate)
+    assert "bad.yaml" in msg and expect in msg and "\n" not in msg
+
+
+def test_scenario_bad_reproduces_path_exits_2(tmp_path: Path) -> None:
+    sc = (ROOT / "scenarios" / "quick.yaml").read_text() + "\nreproduces: nowhere.yaml\n"
+    f = tmp_path / "s.yaml"
+    f.write_text(sc)
+    r = subprocess.run([sys.executable, "-m", "rig", "plan", str(f)], capture_output=True,
+                       text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 2, r.stderr
+    assert "reproduces" in r.stderr and "nowhere.yaml" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout.strip()
+
+
+def test_shipped_references_load() -> None:
+    files = sorted((ROOT / "reproductions").glob("*.yaml"))
+    for f in files:
+        reference.load(f)
