@@ -153,3 +153,42 @@ def test_shipped_references_load() -> None:
     files = sorted((ROOT / "reproductions").glob("*.yaml"))
     for f in files:
         reference.load(f)
+
+
+RUN_REF = """
+format: 1
+study: syn
+title: a synthetic study
+seed: 999_toy.txt
+series:
+  x4: {label: xrdcp 4 streams, select: {client: xrdcp-S4}}
+  curl: {label: curl, select: {client: curl}}
+tables:
+  - {id: t, experiment: E27, source: tab 1, title: MB/s, unit: MB/s, precision: whole,
+     x: rtt_ms, at: [0, 20, 60, 120], rows: {x4: [1000, 900, 400, 200], curl: [500, 300, 100, 50]}}
+claims:
+  - {id: r, experiment: E27, source: tab 1, text: xrdcp ahead, kind: ranking, table: t, series: [x4, curl]}
+"""
+
+
+def test_report_redraws_against_section(tmp_path: Path) -> None:
+    from fixtures_results import make_run
+
+    from rig.report import render
+    run = make_run(tmp_path / "run", env={"reference": {"file": "syn.yaml", "text": RUN_REF}})
+    files = render(run)
+    page = (run / "report.html").read_text()
+    assert "against the study" in page and "xrdcp ahead" in page
+    md = (run / "against.md").read_text()
+    assert "| E27 | 1 |" in md and "rig/study" in md
+    assert any(f.name == "against_t.png" for f in files)
+
+
+def test_report_bad_stored_reference_one_line(tmp_path: Path) -> None:
+    from fixtures_results import make_run
+    bad = RUN_REF.replace("kind: ranking", "kind: rankin")
+    run = make_run(tmp_path / "run", env={"reference": {"file": "syn.yaml", "text": bad}})
+    r = subprocess.run([sys.executable, "-m", "rig", "report", str(run)], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 2
+    assert "claims[0].kind" in r.stderr and len(r.stderr.strip().splitlines()) == 1

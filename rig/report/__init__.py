@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rig.description.reference import Reference
 from rig.report.model import Run, load_run
 from rig.report.verdict import Verdict, verdicts
 
@@ -44,6 +45,43 @@ def render(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
     vmap = verdicts(run)
     images, notes = draw_charts(run, out, vmap)
     files = images + write_tables(run, vmap, out)
+    section, more = against_study(run, vmap, out)
     page = out / "report.html"
-    page.write_text(report_html(run, vmap, images, notes), encoding="utf-8")
-    return files + [page]
+    page.write_text(report_html(run, vmap, images, notes, section), encoding="utf-8")
+    return files + more + [page]
+
+
+def stored_reference(run: Run) -> Reference | None:
+    """The study reference the run stored (scenario key `reproduces`), checked again."""
+    from rig.description import reference
+    from rig.errors import InputError
+    stored = run.env.get("reference")
+    if stored is None:
+        return None
+    if not isinstance(stored, dict) or not isinstance(stored.get("text"), str):
+        raise InputError("environment.reference is not {file, text}",
+                         file=str(run.dir / "results.sqlite"))
+    return reference.from_text(stored["text"],
+                               f"{run.dir / 'results.sqlite'}: reference "
+                               f"{stored.get('file', '?')}")
+
+
+def against_study(run: Run, vmap: dict, out: Path) -> tuple[list[str], list[Path]]:
+    """The section "against the study" and against.md (+ its charts), if the run has a
+    reference; ([], []) otherwise."""
+    from rig.report import against, against_view
+    ref = stored_reference(run)
+    if ref is None:
+        return [], []
+    a = against.compare(ref, run.points, vmap)
+    notes: list[str] = []
+    images: dict[str, Path] = {}
+    try:
+        from rig.report import against_charts
+        images = against_charts.draw(a, out)
+    except ImportError as e:
+        notes.append(f"charts not drawn: matplotlib is not available ({e})")
+    md = out / "against.md"
+    md.write_text(against_view.markdown(a, run.run_id), encoding="utf-8")
+    files = [md] + [p for png in images.values() for p in (png, png.with_suffix(".svg"))]
+    return against_view.html_section(a, images, notes), files

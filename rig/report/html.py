@@ -228,7 +228,10 @@ def _environment(env: dict) -> list[str]:
     return out
 
 
-def report_html(run: Run, verdicts: dict, images: list[Path], notes: list[str]) -> str:
-    body = (_header(run, verdicts) + _charts(images, notes) + _measurements(run, verdicts)
+def report_html(run: Run, verdicts: dict, images: list[Path], notes: list[str],
+                against: list[str] | None = None) -> str:
+    """The page; `against`: the section "against the study" (rig.report.against_view)."""
+    body = (_header(run, verdicts) + (against or []) + _charts(images, notes)
+            + _measurements(run, verdicts)
             + _captures(run) + _validations(run) + _environment(run.env))
     return page(f"rig report {run.run_id}", body)

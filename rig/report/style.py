@@ -95,3 +95,7 @@ def sort_key(name: str) -> tuple[int, str, int]:
     fams = list(FAMILIES)
     m = re.search(r"(\d+)$", name)
     return (fams.index(family(name)), base_name(name), int(m.group(1)) if m else 0)
+
+# "Against the study" charts: the study's series over the rig's, one colour per series.
+STUDY_LINESTYLE = "--"
+STUDY_ALPHA = 0.8

@@ -1,0 +1,128 @@
+"""The section "against the study" of report.html, and its text version against.md, from
+an Against (rig.report.against) alone.
+
+Per experiment: the claims (claim | rig | study | ratio | verdict | evidence) and each
+numeric table as rig | study | ratio per series and x; the charts
+(rig.report.against_charts) lay the study's series over the rig's.
+
+Pure Python: must not import matplotlib, rig.realization, rig.process, rig.services.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rig.report.against import AGREES, DISAGREES, Against, Counts, Outcome, TableResult, _fmt
+from rig.report.html import esc, image, table
+
+TITLE = "against the study"
+_CLASS = {AGREES: "good", DISAGREES: "flag"}
+
+
+def _xs(t: TableResult) -> list[float]:
+    """The table's x values the rig measured for some series (all, if none)."""
+    have = {c.x for r in t.rows for c in r.cells if c.rig is not None}
+    return [x for x in t.table.at if x in have] or list(t.table.at)
+
+
+def table_rows(t: TableResult) -> tuple[list[str], list[list[str]]]:
+    """Header and rows: per series three lines, rig | study | rig/study, per x."""
+    xs = _xs(t)
+    unit = {"rtt_ms": " ms", "branches_percent": " %"}.get(t.table.x, "")
+    header = [f"series ({t.table.unit})", ""] + [f"{_fmt(x)}{unit}" for x in xs]
+    rows = []
+    for r in t.rows:
+        cells = {c.x: c for c in r.cells}
+        if r.lacks:
+            rig_line = [r.label, "rig"] + ["n/c"] * len(xs)
+        else:
+            rig_line = [r.label, "rig"] + [_fmt(cells[x].rig) for x in xs]
+        rows.append(rig_line)
+        rows.append(["", "study"] + [_fmt(cells[x].study) for x in xs])
+        rows.append(["", "rig/study"] + [_fmt(cells[x].ratio, 2) for x in xs])
+    return header, rows
+
+
+def claim_row(o: Outcome) -> list[str]:
+    why = o.why or "; ".join(o.evidence)
+    if o.unexplained:
+        why = "UNEXPLAINED: " + (why or "no rig evidence")
+    return [o.claim.id, o.claim.kind, o.claim.text, o.rig, o.study, o.ratio, o.verdict, why]
+
+
+CLAIM_HEADER = ["claim", "kind", "the study says", "rig", "study", "ratio / band", "verdict",
+                "rig's evidence / what is missing"]
+COUNT_HEADER = ["experiment", "claims", "agrees", "disagrees", "not comparable here",
+                "unexplained"]
+
+
+def _count_row(exp: str, c: Counts) -> list[str]:
+    n = c.agrees + c.disagrees + c.not_comparable
+    return [exp, str(n), str(c.agrees), str(c.disagrees), str(c.not_comparable),
+            str(c.unexplained)]
+
+
+def html_section(a: Against, images: dict[str, Path], notes: list[str]) -> list[str]:
+    ref = a.reference
+    out = [f"<h2 id=\"against\">{esc(TITLE)}: {esc(ref.title)}</h2>",
+           f"<p>Reference <code>{esc(ref.source)}</code> (seed {esc(ref.seed)}), stored "
+           "with the run. Compared is what does not depend on scale: rankings (Kendall's "
+           "τ), ratios, where a series halves, plateaus, spreads, shares of a bound.</p>"]
+    if ref.scaled:
+        out.append(f'<p class="note">Scaled: {esc(ref.scaled)}</p>')
+    if ref.conditions:
+        out.append(table(["study condition", "value"], ref.conditions.items()))
+    counts = a.counts()
+    out.append(table(COUNT_HEADER, [_count_row(e, c) for e, c in counts.items()]))
+    out += [f'<p class="note">{esc(n)}</p>' for n in notes]
+    for exp in ref.experiments():
+        out.append(f"<h3>{esc(exp)}</h3>")
+        oc = [o for o in a.outcomes if o.claim.experiment == exp]
+        if oc:
+            out.append(table(CLAIM_HEADER, [claim_row(o) for o in oc],
+                             [_CLASS.get(o.verdict, "") for o in oc]))
+        for t in a.tables:
+            if t.table.experiment != exp:
+                continue
+            out.append(f"<p><b>{esc(t.table.title)}</b> — {esc(t.table.source)}; "
+                       f"precision: {esc(t.table.precision)}</p>")
+            header, rows = table_rows(t)
+            out.append(table(header, rows))
+            if t.table.id in images:
+                out.append(image(images[t.table.id], chart_caption(t)))
+    return out
+
+
+def chart_caption(t: TableResult) -> str:
+    return (f"{t.table.title}: the study's series (dashed, open markers) and the rig's "
+            "(solid), each normalised to its own value at the first x, so the shapes "
+            "compare across scales.")
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
+    def cell(s: str) -> str:
+        return str(s).replace("|", "\\|").replace("\n", " ")
+    out = ["| " + " | ".join(cell(h) for h in header) + " |",
+           "|" + "|".join("---" for _ in header) + "|"]
+    out += ["| " + " | ".join(cell(c) for c in r) + " |" for r in rows]
+    return out
+
+
+def markdown(a: Against, run_id: str) -> str:
+    ref = a.reference
+    out = [f"# Run {run_id} {TITLE}: {ref.title}", "",
+           f"Reference: `{ref.source}` (seed `{ref.seed}`).", ""]
+    if ref.scaled:
+        out += [f"Scaled: {ref.scaled}", ""]
+    out += _md_table(COUNT_HEADER, [_count_row(e, c) for e, c in a.counts().items()]) + [""]
+    for exp in ref.experiments():
+        out += [f"## {exp}", ""]
+        oc = [o for o in a.outcomes if o.claim.experiment == exp]
+        if oc:
+            out += _md_table(CLAIM_HEADER, [claim_row(o) for o in oc]) + [""]
+        for t in a.tables:
+            if t.table.experiment == exp:
+                out += [f"**{t.table.title}** — {t.table.source}; precision: "
+                        f"{t.table.precision}", ""]
+                header, rows = table_rows(t)
+                out += _md_table(header, rows) + [""]
+    return "\n".join(out) + "\n"
