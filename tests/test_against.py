@@ -192,3 +192,37 @@ def test_report_bad_stored_reference_one_line(tmp_path: Path) -> None:
                        text=True, timeout=120)
     assert r.returncode == 2
     assert "claims[0].kind" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_replay_rows_match_their_scenario_name() -> None:
+    p = _pt("app-xrootd@100%", 0, 10)
+    p.branch_fraction = 1.0
+    assert A.matches(p, {"client": "app-xrootd", "branches_percent": 100.0})
+    assert not A.matches(p, {"client": "app-xrootd", "branches_percent": 20.0})
+
+
+def test_inflation_claim_uses_srtt_over_ping() -> None:
+    text = REF + """  - {id: infl, experiment: E37, source: s, text: bbr keeps inflation < 5 ms, kind: inflation,
+     x: rtt_ms, series: [fast], study_value: 5}
+"""
+    ref = _ref(text)
+    pts = [_pt("fast", 10, 100), _pt("fast", 100, 50)]
+    pts[0].rtt_ms_measured, pts[1].rtt_ms_measured = 10.2, 100.1
+    o = next(o for o in A.compare(ref, pts, {}, {pts[0].key: 12.0, pts[1].key: 103.0}).outcomes
+             if o.claim.id == "infl")
+    assert o.verdict == A.AGREES and "+1.80 ms" in o.rig and "+2.90 ms" in o.rig
+    o = next(o for o in A.compare(ref, pts, {}, {pts[0].key: 40.0}).outcomes
+             if o.claim.id == "infl")
+    assert o.verdict == A.DISAGREES and "+29.80 ms" in o.rig
+    o = next(o for o in A.compare(ref, pts, {}).outcomes if o.claim.id == "infl")
+    assert o.verdict == A.NOT_COMPARABLE and "no sender srtt" in o.why
+    bad = text.replace("study_value: 5}", "}")
+    with pytest.raises(InputError, match="study_value"):
+        _ref(bad)
+
+
+def test_cores_together() -> None:
+    p = Point(Key("wan", 0, "c", 1, 4), "curl", samples_bps=[1e9], base_client="c")
+    p.cpu_s, p.cpu_ratio = [0.5] * 4, [0.5] * 4        # 4 processes, 1 s wall each
+    p.server_cpu_s = [0.25] * 4
+    assert A.cores_together(p) == pytest.approx(3.0)

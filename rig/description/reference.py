@@ -32,7 +32,7 @@ UNITS: dict[str, tuple[str, float]] = {
     "Gbit/s": ("throughput", 1e-9), "Mbit/s": ("throughput", 1e-6),
     "GB/s": ("throughput", 1 / 8e9), "s": ("duration", 1.0),
 }
-KINDS = ("ranking", "ratio", "collapse", "plateau", "flat", "share", "alike")
+KINDS = ("ranking", "ratio", "collapse", "plateau", "flat", "share", "alike", "inflation")
 BOUNDS = ("capacity", "window", "rate")
 MAX_ITEMS = 256
 # selector key -> parser of its value; each names a column of the rig's points
@@ -249,6 +249,9 @@ class Claim:
             raise ctx.child("series").error(f"{d['kind']} takes {want} series", d["series"])
         if len(set(d["series"])) != n:
             raise ctx.child("series").error("a series is listed twice", d["series"])
+        if d["kind"] == "inflation" and d["study_value"] is None:
+            raise ctx.child("study_value").error("inflation needs the study's bound in ms "
+                                                 "(study_value)")
         if d["kind"] == "share" and d["bound"] is None:
             raise ctx.child("bound").error(f"share needs a bound ({', '.join(BOUNDS)})")
         if d["kind"] == "share" and d["band"] is None:

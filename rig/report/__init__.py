@@ -66,6 +66,29 @@ def stored_reference(run: Run) -> Reference | None:
                                f"{stored.get('file', '?')}")
 
 
+def srtt_by_key(run: Run) -> dict:
+    """The sender's mean smoothed RTT (ms) per point: a tool's own `extra.srtt_ms`
+    (iperf3) where given, else the tcp_samples of the point's connections."""
+    import json
+    import statistics
+    from rig.report.model import _key
+    from rig.report.verdict import tcp_evidence
+    given: dict = {}
+    for t in run.transfers:
+        try:
+            extra = json.loads(t.get("extra") or "null")
+        except ValueError:
+            continue
+        if t.get("ok") and isinstance(extra, dict) and isinstance(extra.get("srtt_ms"),
+                                                                   (int, float)):
+            given.setdefault(_key(t), []).append(float(extra["srtt_ms"]))
+    out = {k: statistics.fmean(v) for k, v in given.items()}
+    for k, ev in tcp_evidence(run).items():
+        if k not in out and ev.srtt_ms:
+            out[k] = statistics.fmean(ev.srtt_ms)
+    return out
+
+
 def against_study(run: Run, vmap: dict, out: Path) -> tuple[list[str], list[Path]]:
     """The section "against the study" and against.md (+ its charts), if the run has a
     reference; ([], []) otherwise."""
@@ -73,7 +96,7 @@ def against_study(run: Run, vmap: dict, out: Path) -> tuple[list[str], list[Path
     ref = stored_reference(run)
     if ref is None:
         return [], []
-    a = against.compare(ref, run.points, vmap)
+    a = against.compare(ref, run.points, vmap, srtt_by_key(run))
     notes: list[str] = []
     images: dict[str, Path] = {}
     try:

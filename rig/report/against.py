@@ -16,6 +16,7 @@ Must not import matplotlib, rig.realization, rig.process, rig.services.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections import Counter
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ AGREES, DISAGREES, NOT_COMPARABLE = "agrees", "disagrees", "not comparable here"
 VERDICTS = (AGREES, DISAGREES, NOT_COMPARABLE)
 NO_EXPLANATION = ("unexplained", "failed")
 X_TOL = 1e-6
+DETAIL_CHARS = 200       # a verdict's detail as evidence, cut to stay readable
 
 
 # --- the rig's side of a series -------------------------------------------------------
@@ -43,8 +45,16 @@ def point_x(p: Point, axis: str) -> float | None:
     raise ValueError(axis)
 
 
+def client_name(p: Point) -> str:
+    """The scenario's client name: a replay row is stored as `name@P%` per branch fraction."""
+    name = p.base_client or p.key.client
+    if p.branch_fraction is not None:
+        name = re.sub(r"@[0-9.]+%$", "", name)
+    return name
+
+
 def _column(p: Point, key: str) -> Any:
-    return {"client": p.base_client or p.key.client, "tool": p.tool, "tls": p.tls,
+    return {"client": client_name(p), "tool": p.tool, "tls": p.tls,
             "streams": p.key.streams, "concurrency": p.key.concurrency, "path": p.key.path,
             "mode": p.cache_mode, "library": p.read_library, "server": p.server,
             "branches_percent": None if p.branch_fraction is None
@@ -186,11 +196,13 @@ def point_evidence(p: Point, verdicts: Mapping[Any, Any]) -> tuple[str, bool]:
     parts = [f"{p.key.client} at {_fmt(p.x_rtt_ms)} ms"
              f"{'' if p.key.concurrency == 1 else f' x{p.key.concurrency}'}: "
              f"{kind or 'no verdict'}"]
-    detail = getattr(v, "detail", "")
+    detail = str(getattr(v, "detail", ""))
     if detail:
-        parts.append(f"({detail})")
+        parts.append(f"({detail if len(detail) <= DETAIL_CHARS else detail[:DETAIL_CHARS - 1] + '…'})")
     if p.cpu_ratio:
         parts.append(f"client CPU {max(p.cpu_ratio):.2f} s per wall s")
+    if (cores := cores_together(p)) is not None:
+        parts.append(f"{cores:.2f} cores together (client x{p.key.concurrency} + server)")
     if (g := p.cpu_s_per_gb()) is not None:
         parts.append(f"{g:.2f} s/GB client")
     if (g := p.server_cpu_s_per_gb()) is not None:
@@ -198,9 +210,19 @@ def point_evidence(p: Point, verdicts: Mapping[Any, Any]) -> tuple[str, bool]:
     if p.samples_bps:
         for name, bound in (("window bound", p.window_bound_bps()),
                             ("validated path", p.path_bound_bps())):
-            if bound:
+            if bound and p.mean_bps >= 0.01 * bound:   # far below a bound: not what limits
                 parts.append(f"{p.mean_bps / bound:.0%} of {name} {bound / 1e9:.2f} Gbit/s")
     return " ".join(parts), kind is not None and kind not in NO_EXPLANATION
+
+
+def cores_together(p: Point) -> float | None:
+    """CPU of all the point's client processes and its server, over the wall time: on a
+    small host the shared CPU binds before any one process saturates a core."""
+    walls = [c / r for c, r in zip(p.cpu_s, p.cpu_ratio) if r > 0]
+    if not walls or not sum(walls):
+        return None
+    # N concurrent processes share one wall per repeat
+    return (sum(p.cpu_s) + sum(p.server_cpu_s)) * p.key.concurrency / sum(walls)
 
 
 def _evidence(points: list[Point], verdicts: Mapping[Any, Any]) -> tuple[tuple[str, ...], bool]:
@@ -236,8 +258,9 @@ def kendall_tau(a: list[float], b: list[float]) -> float:
 
 class _Ctx:
     def __init__(self, ref: Reference, points: list[Point], verdicts: Mapping[Any, Any],
-                 claim: Claim) -> None:
+                 claim: Claim, srtt_ms: Mapping[Any, float] | None = None) -> None:
         self.ref, self.claim, self.verdicts = ref, claim, verdicts
+        self.srtt_ms = srtt_ms or {}
         self.table = ref.table(claim.table) if claim.table else None
         self.axis = self.table.x if self.table else str(claim.x)
         self.unit = self.table.unit if self.table else "MB/s"
@@ -466,6 +489,28 @@ def _share(c: _Ctx) -> Outcome:
                      study, xs=bad)
 
 
+def _inflation(c: _Ctx) -> Outcome:
+    """The sender's smoothed RTT over the step's validated ping RTT, in ms, at each x."""
+    r = c.rs[0]
+    bound = float(c.claim.study_value or 0.0)
+    parts, bad = [], []
+    for x in [x for x in (c.claim.at or r.xs()) if _near(x, r.xs()) is not None]:
+        vals = [c.srtt_ms[p.key] - (p.rtt_ms_measured if p.rtt_ms_measured is not None
+                                    else p.key.rtt_ms or 0.0)
+                for p in r.points[_near(x, r.xs()) or x] if p.key in c.srtt_ms]
+        if not vals:
+            continue
+        v = statistics.fmean(vals)
+        parts.append(f"{_x(x, c.axis)}: {v:+.2f} ms")
+        if v > bound:
+            bad.append(x)
+    if not parts:
+        return _missing(c, "no sender srtt recorded for its points (tcp sampling off, "
+                           "or a tool that reports none)")
+    return c.outcome(not bad, f"{c.label(0)} srtt - ping RTT " + "; ".join(parts),
+                     f"< {_fmt(bound)} ms", xs=bad)
+
+
 def _missing(c: _Ctx, why: str = "") -> Outcome:
     if not why:
         empty = [r.series for r in c.rs if not r.points]
@@ -484,16 +529,17 @@ def _study_summary(c: _Ctx) -> str:
 
 
 KIND_FN = {"ranking": _ranking, "ratio": _ratio, "collapse": lambda c: _onset(c, "collapse"),
-           "plateau": lambda c: _onset(c, "plateau"), "flat": _flat, "share": _share, "alike": _alike}
+           "plateau": lambda c: _onset(c, "plateau"), "flat": _flat, "share": _share, "alike": _alike,
+           "inflation": _inflation}
 
 
 def evaluate(ref: Reference, points: list[Point], verdicts: Mapping[Any, Any],
-             claim: Claim) -> Outcome:
+             claim: Claim, srtt_ms: Mapping[Any, float] | None = None) -> Outcome:
     lacks = [ref.series[s] for s in claim.series if ref.series[s].lacks]
     if claim.lacks or lacks:
         why = claim.lacks or "; ".join(f"{s.label}: {s.lacks}" for s in lacks)
         return Outcome(claim, NOT_COMPARABLE, "—", claim.text, why=f"needs {why}")
-    c = _Ctx(ref, points, verdicts, claim)
+    c = _Ctx(ref, points, verdicts, claim, srtt_ms)
     if any(not r.points for r in c.rs):
         return _missing(c)
     return KIND_FN[claim.kind](c)
@@ -511,7 +557,10 @@ def table_result(ref: Reference, points: list[Point], t: Table) -> TableResult:
     return TableResult(t, tuple(rows))
 
 
-def compare(ref: Reference, points: list[Point], verdicts: Mapping[Any, Any]) -> Against:
-    """Every claim and table of `ref` against the run's points."""
-    return Against(ref, tuple(evaluate(ref, points, verdicts, c) for c in ref.claims),
+def compare(ref: Reference, points: list[Point], verdicts: Mapping[Any, Any],
+            srtt_ms: Mapping[Any, float] | None = None) -> Against:
+    """Every claim and table of `ref` against the run's points; `srtt_ms`: the sender's
+    mean smoothed RTT per point Key (for `inflation` claims)."""
+    return Against(ref, tuple(evaluate(ref, points, verdicts, c, srtt_ms)
+                              for c in ref.claims),
                    tuple(table_result(ref, points, t) for t in ref.tables))
