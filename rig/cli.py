@@ -118,7 +118,7 @@ def _draw(out: Path) -> None:
 
 def cmd_report(a) -> int:
     from rig import report
-    for p in report.render(Path(a.dir)):
+    for p in report.render(Path(a.dir), reference_file=a.reference):
         print(p)
     return 0
 
@@ -191,6 +191,9 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(fn=cmd_run)
     rp = sub.add_parser("report", help="redraw charts and tables from DIR/results.sqlite")
     rp.add_argument("dir")
+    rp.add_argument("--reference", metavar="FILE",
+                    help="compare against this study reference (reproductions/*.yaml) "
+                         "instead of the one stored with the run")
     rp.set_defaults(fn=cmd_report)
     c = sub.add_parser(
         "compare", help="regression check between two runs (exit 1: regression)",

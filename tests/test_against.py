@@ -226,3 +226,20 @@ def test_cores_together() -> None:
     p.cpu_s, p.cpu_ratio = [0.5] * 4, [0.5] * 4        # 4 processes, 1 s wall each
     p.server_cpu_s = [0.25] * 4
     assert A.cores_together(p) == pytest.approx(3.0)
+
+
+def test_report_with_a_given_reference(tmp_path: Path) -> None:
+    from fixtures_results import make_run
+    run = make_run(tmp_path / "run")                     # no stored reference
+    ref = tmp_path / "syn.yaml"
+    ref.write_text(RUN_REF)
+    r = subprocess.run([sys.executable, "-m", "rig", "report", str(run), "--reference", str(ref)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "given to `rig report`" in (run / "against.md").read_text()
+    ref.write_text(RUN_REF.replace("unit: MB/s", "unit: furlongs"))
+    (run / "against.md").unlink()
+    r = subprocess.run([sys.executable, "-m", "rig", "report", str(run), "--reference", str(ref)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2 and "tables[0].unit" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not (run / "against.md").exists()

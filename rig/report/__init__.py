@@ -31,7 +31,8 @@ def draw_charts(run: Run, out_dir: Path, vmap: dict) -> tuple[list[Path], list[s
     return charts.draw_all(run, out_dir, vmap)
 
 
-def render(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
+def render(run_dir: Path, out_dir: Path | None = None,
+           reference_file: str | Path | None = None) -> list[Path]:
     """Write charts (PNG+SVG), summary.csv, rtt_table_{mean,max}.{csv,md},
     validations.csv and report.html for the run in run_dir (default: into run_dir).
 
@@ -40,12 +41,16 @@ def render(run_dir: Path, out_dir: Path | None = None) -> list[Path]:
     from rig.report.html import report_html
     from rig.report.tables import write_tables
     run = load_run(Path(run_dir))
+    given = None
+    if reference_file is not None:    # checked before anything is written
+        from rig.description import reference
+        given = reference.load(reference_file)
     out = Path(out_dir) if out_dir is not None else run.dir
     out.mkdir(parents=True, exist_ok=True)
     vmap = verdicts(run)
     images, notes = draw_charts(run, out, vmap)
     files = images + write_tables(run, vmap, out)
-    section, more = against_study(run, vmap, out)
+    section, more = against_study(run, vmap, out, given)
     page = out / "report.html"
     page.write_text(report_html(run, vmap, images, notes, section), encoding="utf-8")
     return files + more + [page]
@@ -89,15 +94,20 @@ def srtt_by_key(run: Run) -> dict:
     return out
 
 
-def against_study(run: Run, vmap: dict, out: Path) -> tuple[list[str], list[Path]]:
+def against_study(run: Run, vmap: dict, out: Path, given: Reference | None = None
+                  ) -> tuple[list[str], list[Path]]:
     """The section "against the study" and against.md (+ its charts), if the run has a
-    reference; ([], []) otherwise."""
+    reference (or one is `given`: `rig report DIR --reference FILE`); ([], []) otherwise."""
     from rig.report import against, against_view
-    ref = stored_reference(run)
+    ref = given or stored_reference(run)
     if ref is None:
         return [], []
     a = against.compare(ref, run.points, vmap, srtt_by_key(run))
     notes: list[str] = []
+    if given is not None:
+        stored = run.env.get("reference")
+        notes.append(f"reference {given.source} given to `rig report`, not the one stored "
+                     f"with the run ({stored.get('file') if isinstance(stored, dict) else 'none'})")
     images: dict[str, Path] = {}
     try:
         from rig.report import against_charts
@@ -105,6 +115,6 @@ def against_study(run: Run, vmap: dict, out: Path) -> tuple[list[str], list[Path
     except ImportError as e:
         notes.append(f"charts not drawn: matplotlib is not available ({e})")
     md = out / "against.md"
-    md.write_text(against_view.markdown(a, run.run_id), encoding="utf-8")
+    md.write_text(against_view.markdown(a, run.run_id, notes), encoding="utf-8")
     files = [md] + [p for png in images.values() for p in (png, png.with_suffix(".svg"))]
     return against_view.html_section(a, images, notes), files

@@ -107,10 +107,11 @@ def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
     return out
 
 
-def markdown(a: Against, run_id: str) -> str:
+def markdown(a: Against, run_id: str, notes: list[str] | None = None) -> str:
     ref = a.reference
     out = [f"# Run {run_id} {TITLE}: {ref.title}", "",
            f"Reference: `{ref.source}` (seed `{ref.seed}`).", ""]
+    out += [f"Note: {n}" for n in notes or []] + ([""] if notes else [])
     if ref.scaled:
         out += [f"Scaled: {ref.scaled}", ""]
     out += _md_table(COUNT_HEADER, [_count_row(e, c) for e, c in a.counts().items()]) + [""]
