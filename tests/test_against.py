@@ -243,3 +243,14 @@ def test_report_with_a_given_reference(tmp_path: Path) -> None:
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 2 and "tables[0].unit" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not (run / "against.md").exists()
+
+
+def test_scenario_with_a_bad_reference_exits_2(tmp_path: Path) -> None:
+    (tmp_path / "ref.yaml").write_text(RUN_REF.replace("format: 1", "format: 7"))
+    f = tmp_path / "s.yaml"
+    f.write_text((ROOT / "scenarios" / "quick.yaml").read_text() + "\nreproduces: ref.yaml\n")
+    r = subprocess.run([sys.executable, "-m", "rig", "plan", str(f)], capture_output=True,
+                       text=True, timeout=120, cwd=tmp_path)
+    assert r.returncode == 2
+    assert "ref.yaml: format: must be <= 1" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout.strip()

@@ -29,7 +29,8 @@ AGREES, DISAGREES, NOT_COMPARABLE = "agrees", "disagrees", "not comparable here"
 VERDICTS = (AGREES, DISAGREES, NOT_COMPARABLE)
 NO_EXPLANATION = ("unexplained", "failed")
 X_TOL = 1e-6
-DETAIL_CHARS = 200       # a verdict's detail as evidence, cut to stay readable
+DETAIL_CHARS = 140       # a verdict's detail as evidence, cut to stay readable
+MAX_EVIDENCE = 6         # points cited per disagreement (the rest counted)
 
 
 # --- the rig's side of a series -------------------------------------------------------
@@ -197,6 +198,7 @@ def point_evidence(p: Point, verdicts: Mapping[Any, Any]) -> tuple[str, bool]:
              f"{'' if p.key.concurrency == 1 else f' x{p.key.concurrency}'}: "
              f"{kind or 'no verdict'}"]
     detail = str(getattr(v, "detail", ""))
+    head = 2 if detail else 1
     if detail:
         parts.append(f"({detail if len(detail) <= DETAIL_CHARS else detail[:DETAIL_CHARS - 1] + '…'})")
     if p.cpu_ratio:
@@ -212,7 +214,7 @@ def point_evidence(p: Point, verdicts: Mapping[Any, Any]) -> tuple[str, bool]:
                             ("validated path", p.path_bound_bps())):
             if bound and p.mean_bps >= 0.01 * bound:   # far below a bound: not what limits
                 parts.append(f"{p.mean_bps / bound:.0%} of {name} {bound / 1e9:.2f} Gbit/s")
-    return " ".join(parts), kind is not None and kind not in NO_EXPLANATION
+    return " ".join(parts[:head]) + "".join(f", {x}" for x in parts[head:]), kind is not None and kind not in NO_EXPLANATION
 
 
 def cores_together(p: Point) -> float | None:
@@ -231,6 +233,9 @@ def _evidence(points: list[Point], verdicts: Mapping[Any, Any]) -> tuple[tuple[s
         line, ok = point_evidence(p, verdicts)
         lines.append(line)
         explained = explained or ok
+    if len(lines) > MAX_EVIDENCE:
+        lines = lines[:MAX_EVIDENCE] + [f"... and {len(lines) - MAX_EVIDENCE} more point(s) "
+                                        "(the run's verdict table)"]
     return tuple(lines), explained
 
 

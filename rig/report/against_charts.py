@@ -25,8 +25,9 @@ def table_chart(t: TableResult, out_dir: Path) -> list[Path]:
     if len(t.table.at) < 2 or not any(c.rig is not None for r in t.rows for c in r.cells):
         return []
     fig, (ax,) = new_figure(width=9.0, height=5.4)
-    for r in t.rows:
-        st = style.style_for(r.sid)
+    for i, r in enumerate(t.rows):
+        st = style.Style(style.SERIES_CYCLE[i % len(style.SERIES_CYCLE)],
+                         style.MARKERS[i % len(style.MARKERS)])
         # the rig's series normalised at the study's first x it measured
         first = next((c.x for c in r.cells if c.rig is not None and c.study), None)
         if first is None:

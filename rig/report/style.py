@@ -99,3 +99,6 @@ def sort_key(name: str) -> tuple[int, str, int]:
 # "Against the study" charts: the study's series over the rig's, one colour per series.
 STUDY_LINESTYLE = "--"
 STUDY_ALPHA = 0.8
+# one colour per row of a study's table, in row order (hash shades can collide)
+SERIES_CYCLE: tuple[str, ...] = ("#1f5fa8", "#e6750a", "#2e8b3a", "#7b3fa0", "#c0392b",
+                                 "#17becf", "#8c564b", "#555555", "#b8860b", "#e377c2")
