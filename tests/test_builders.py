@@ -134,6 +134,17 @@ def test_iperf3_parse_captured_reverse_has_server_srtt():
     assert p.extra["receiver_bps"] > 1e8
 
 
+def test_iperf3_congestion_per_client():
+    a = tools.get("iperf3")
+    argv = a.argv(_job("iperf3", congestion="reno"))
+    assert argv[argv.index("-C") + 1] == "reno"
+    assert "-C" not in a.argv(_job("iperf3"))
+    p = parse_iperf3((DATA / "iperf3-reverse-P2.json").read_text())
+    assert p.extra["sender_cc"] == "bbr"                  # what the sending server used
+    assert p.extra["srtt_max_ms"] == pytest.approx(12.340)   # largest stream max_rtt (us)
+    assert p.extra["srtt_max_ms"] >= p.extra["srtt_ms"]
+
+
 def test_iperf3_parse_error():
     p = parse_iperf3(json.dumps({"error": "unable to connect to server"}), 1)
     assert p.bytes is None and "unable to connect" in p.error

@@ -75,6 +75,8 @@ def _with(path: str, value):
     ("clients.0.tool", "wget", "clients[0].tool", "must be one of"),
     ("clients.0.file", "nope", "clients[0].file", "no file of that name"),
     ("clients.0.block", "1MiB", "clients[0].block", "only for fdt"),
+    ("clients.0.congestion", "reno", "clients[0].congestion", "only for iperf3"),
+    ("clients.0.congestion", "vegas", "clients[0].congestion", "must be one of"),
     ("servers.0.kind", "lighttpd", "servers[0].kind", "must be one of"),
     ("tuning", {"tcp_rmem_default": "16MiB"}, "tuning.tcp_rmem_default", "needs tcp_rmem_max"),
     ("tuning", {"tcp_rmem_default": "32MiB", "tcp_rmem_max": "16MiB"},

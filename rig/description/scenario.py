@@ -378,7 +378,8 @@ class ServerSpec:
 
 
 _OPTIONS = ("page_checksum", "block", "buffer", "mode", "library", "cache_size", "segment",
-            "branches", "sources", "multiplex", "shadow_dir", "dest_dir")
+            "branches", "sources", "multiplex", "shadow_dir", "dest_dir", "congestion")
+CC_NAMES = ("bbr", "cubic", "reno", "htcp")
 
 
 def _branch_fraction(v: Any) -> float:
@@ -444,6 +445,8 @@ class ClientSpec:
     # the paths (by name) this client runs on; None: every path
     paths: list[str] | None = S.spec(S.optional(S.list_of(S.name, max_len=L.MAX_PATHS)), None)
     sweep: ClientSweep | None = S.spec(S.optional(S.section(ClientSweep)), None)
+    # this client's connections' congestion control (iperf3 -C), whatever tuning's default
+    congestion: str | None = S.spec(S.optional(S.choice(*CC_NAMES)), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
@@ -500,8 +503,7 @@ class Sweep:
 
 @dataclass(frozen=True)
 class Tuning:
-    congestion_control: str | None = S.spec(
-        S.optional(S.choice("bbr", "cubic", "reno", "htcp")), None)
+    congestion_control: str | None = S.spec(S.optional(S.choice(*CC_NAMES)), None)
     tcp_rmem_max: int | None = S.spec(S.optional(_buffer), None)
     tcp_wmem_max: int | None = S.spec(S.optional(_buffer), None)
     core_rmem_max: int | None = S.spec(S.optional(_buffer), None)   # host-global: restored

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 @register
 class Iperf3(ClientTool):
     name = "iperf3"
-    caps = Capabilities(max_streams=MAX_STREAMS, options=frozenset({"buffer", "duration"}),
+    caps = Capabilities(max_streams=MAX_STREAMS, options=frozenset({"buffer", "duration", "congestion"}),
                         needs_file=False, uses_iperf_servers=True)
 
     def job(self, c: "ClientSpec", streams: int, instance: int, *,
@@ -28,6 +28,9 @@ class Iperf3(ClientTool):
 
     def argv(self, job: Job) -> list[str]:
         buf = ["-w", str(job.client.buffer)] if job.client.buffer else []
+        # -C travels to the server in the test's parameters: in reverse mode (-R) the
+        # sending server's sockets use it (end.sender_tcp_congestion says what was used)
+        buf += ["-C", job.client.congestion] if job.client.congestion else []
         return [job.client.binary or "iperf3", "-c", job.addr, "-p", str(job.port), "-J",
                 "--get-server-output", "-R", "-P", str(job.streams),
                 "-t", f"{job.client.duration_s:g}", "--connect-timeout", "5000", *buf]
@@ -49,15 +52,24 @@ def parse_iperf3(stdout: str, returncode: int = 0) -> Parsed:
     end = d.get("end", {})
     recv = end.get("sum_received") or {}
     sent = end.get("sum_sent") or {}
-    srtts = _sender_rtts(end) or _sender_rtts((d.get("server_output_json") or {}).get("end", {}))
+    send_end = (d.get("server_output_json") or {}).get("end", {})
+    srtts = _sender_rtts(end) or _sender_rtts(send_end)
     extra = {"retransmits": sent.get("retransmits"),
              "srtt_ms": (sum(srtts) / len(srtts) / 1000.0) if srtts else None,
              "receiver_bps": recv.get("bits_per_second"),
-             "sender_cpu": end.get("cpu_utilization_percent")}
+             "sender_cpu": end.get("cpu_utilization_percent"),
+             "sender_cc": end.get("sender_tcp_congestion") or send_end.get("sender_tcp_congestion"),
+             "srtt_max_ms": _max_rtt_ms(end) or _max_rtt_ms(send_end)}
     if not recv:
         return Parsed(bytes=None, error="iperf3: no received summary")
     return Parsed(bytes=int(recv.get("bytes", 0)), seconds=float(recv.get("seconds", 0.0)),
                   error=None if returncode == 0 else f"exit {returncode}", extra=extra)
+
+
+def _max_rtt_ms(end: dict) -> float | None:
+    """The largest srtt (ms) any stream's sender saw (iperf3's max_rtt, in us)."""
+    rtts = [float((s.get("sender") or {}).get("max_rtt") or 0) for s in end.get("streams", [])]
+    return max(rtts) / 1000.0 if rtts and max(rtts) > 0 else None
 
 
 def _sender_rtts(end: dict) -> list[float]:
