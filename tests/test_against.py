@@ -88,11 +88,17 @@ def test_disagreement_carries_rig_evidence() -> None:
     pts = [_pt("fast", 0, 300, cpu=2.4), _pt("slow", 0, 3000)] + \
           [_pt("fast", x, v) for x, v in ((10, 700), (100, 90))] + \
           [_pt("slow", x, v) for x, v in ((10, 150), (100, 15))]
-    verdicts = {pts[0].key: V("client-CPU-bound", "CPU 0.97 of wall")}
+    verdicts = {pts[0].key: V("client-CPU-bound", "CPU 0.97 of wall"),
+                pts[1].key: V("path-limited", "94% of the validated path")}
     rank = next(o for o in A.compare(ref, pts, verdicts).outcomes if o.claim.id == "rank")
     assert rank.verdict == A.DISAGREES and rank.explained
     assert "τ=-1.00" in rank.rig
     assert any("client-CPU-bound" in e and "2.40 s/GB client" in e for e in rank.evidence)
+    # one point of the claim without a bound: the disagreement is not explained (strict:
+    # one explained point must not carry a claim that rests on others)
+    partial = {pts[0].key: verdicts[pts[0].key]}
+    rank = next(o for o in A.compare(ref, pts, partial).outcomes if o.claim.id == "rank")
+    assert rank.unexplained
     # the same without a verdict that names a bound: unexplained
     rank = next(o for o in A.compare(ref, pts, {}).outcomes if o.claim.id == "rank")
     assert rank.unexplained

@@ -7,8 +7,9 @@ A claim comes out **agrees**, **disagrees** or **not comparable here** (the seri
 capability, or the run has no rows for it), with the numbers on both sides. A
 disagreement carries the rig's own evidence for its points (bottleneck verdict with its
 detail, CPU per GB and per wall second, share of the window bound and of the validated
-capacity); when every point involved has no bound that explains it (verdict
-`unexplained` or none), the disagreement is counted unexplained.
+capacity); unless every point involved has a verdict that names a bound (not
+`unexplained`, `failed` or none), the disagreement is counted unexplained: one explained
+point does not carry a claim that rests on others.
 
 Pure: reads Points and verdicts (anything with `kind` and `detail`), never the host.
 Must not import matplotlib, rig.realization, rig.process, rig.services.
@@ -228,11 +229,11 @@ def cores_together(p: Point) -> float | None:
 
 
 def _evidence(points: list[Point], verdicts: Mapping[Any, Any]) -> tuple[tuple[str, ...], bool]:
-    lines, explained = [], False
+    lines, explained = [], bool(points)
     for p in points:
         line, ok = point_evidence(p, verdicts)
         lines.append(line)
-        explained = explained or ok
+        explained = explained and ok
     if len(lines) > MAX_EVIDENCE:
         lines = lines[:MAX_EVIDENCE] + [f"... and {len(lines) - MAX_EVIDENCE} more point(s) "
                                         "(the run's verdict table)"]
