@@ -27,6 +27,7 @@ MAX_RECORDS = 4_000_000          # ~25 bytes a record over 100 MB: a forged chai
 MAX_ZERO_RUN = 1 << 20           # uproot's unmarked gaps are bytes to KiB; more is a hole
 _NONZERO = re.compile(rb"[^\x00]")
 WINDOW = 1 << 20                 # bytes read at a time by the record walk
+MAX_FREE_BYTES = 16 << 20        # the free-segment list: 18 bytes a gap
 _KEY_HEAD = 26                   # Nbytes, version, objlen, datime, keylen, cycle, 8-byte seek
 _I4 = struct.Struct(">i").unpack_from
 
@@ -122,18 +123,52 @@ class RootFile:
                                   f"states ({end}): an extended or appended file")
         if not (begin <= seek_info and nb_info > 0 and seek_info + nb_info <= end):
             raise _bad(self.path, f"streamer info ({seek_info}, {nb_info} bytes) outside the file")
+        free = self._free_segments(_sf, _nf, begin, end)
         return Header(self.path, self.size, begin, end, seek_info, nb_info,
-                      self._walk(begin, end))
+                      self._walk(begin, end, free))
 
-    def _walk(self, begin: int, end: int) -> int:
+    def _free_segments(self, seek_free: int, nbytes_free: int, begin: int,
+                       end: int) -> dict[int, int]:
+        """The file's own list of free gaps (the TFree record at fSeekFree): first byte ->
+        last byte.  ROOT marks a freed record with a negative length; uproot does not, and a
+        smaller record written into freed space leaves the old record's bytes after it,
+        unmarked.  The list is what tells the walk to skip them."""
+        if seek_free <= 0 or nbytes_free <= 0:
+            return {}
+        if not (begin <= seek_free and seek_free + nbytes_free <= end
+                and nbytes_free <= MAX_FREE_BYTES):
+            raise _bad(self.path, f"free-segment list ({seek_free}, {nbytes_free} bytes) "
+                                  "outside the file")
+        k = self.key(seek_free, "free-segment list")
+        data = self._read(seek_free + k.keylen, k.nbytes - k.keylen)
+        free, pos = {}, 0
+        while pos + 2 <= len(data):
+            (version,) = struct.unpack_from(">h", data, pos)
+            fmt, step = (">qq", 18) if version > 1000 else (">ii", 10)
+            if pos + step > len(data):
+                break
+            first, last = struct.unpack_from(fmt, data, pos + 2)
+            pos += step
+            if first < end and not (begin <= first <= last < end):
+                raise _bad(self.path, f"free segment {first}..{last} outside the file")
+            if first < end:
+                free[first] = last
+        return free
+
+    def _walk(self, begin: int, end: int, free: dict[int, int] | None = None) -> int:
         """Follow the record chain fBEGIN -> fEND as TFile::Map does: every record starts
         with its own length (negative for a free gap ROOT marked) and its key names its
-        own address; it must land exactly on fEND.  uproot leaves small unmarked gaps of
-        zeros, skipped here up to MAX_ZERO_RUN bytes: a longer run is a hole.  Read in
+        own address; it must land exactly on fEND.  A gap in the file's free-segment list is
+        skipped whole.  uproot leaves small unmarked gaps of zeros, skipped here up to
+        MAX_ZERO_RUN bytes: a longer run is a hole.  Read in
         windows of WINDOW bytes: memory stays flat however large the file."""
         at, records = begin, 0
         w_at, w = begin, b""
+        free = free or {}
         while at < end:
+            if at in free:                  # a gap the file lists as free: skip it whole
+                at = free[at] + 1
+                continue
             if at + _KEY_HEAD > w_at + len(w):
                 w_at, w = at, self._read(at, WINDOW)
             rel = at - w_at
