@@ -174,6 +174,8 @@ def test_plan_prints_args_keygen_and_both_clients(tmp_path):
     (0, {"streams": 2}, "clients[0].streams: wget supports at most 1 stream(s)"),
     (0, {"cipher": "aes128-ctr"}, "clients[0].cipher: only for scp"),
     (1, {"tls": "all"}, "clients[1].tls: scp cannot use TLS mode all"),
+    (0, {"tls": "control"}, "clients[0].tls: wget cannot use TLS mode control"),
+    (0, {"page_checksum": False}, "clients[0].page_checksum: only for xrdcp"),
     (1, {"cipher": "blowfish"}, "clients[1].cipher: must be one of aes128-ctr"),
     (1, {"server": "nginx"}, "clients[1].server: scp cannot talk to a nginx server"),
     (0, {"server": "sshd"}, "clients[0].server: wget cannot talk to a sshd server"),
