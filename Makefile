@@ -5,7 +5,7 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 APT_PKGS := xrootd-server xrootd-client davix curl wget iperf3 iptables iputils-ping nginx openssh-server \
             procps iproute2 python3-venv python3-pip chromium apache2 openssl tcpdump \
-            g++ make pkg-config davix-dev libcurl4-openssl-dev zlib1g-dev
+            g++ make pkg-config davix-dev libcurl4-openssl-dev zlib1g-dev sudo
 SCENARIO ?= scenarios/quick.yaml
 
 .PHONY: install deps venv helpers run test test-fast lint test-netem netem-deps bench clean-leftovers

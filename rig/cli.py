@@ -10,12 +10,55 @@ import os
 import sys
 from pathlib import Path
 
-from rig.errors import ExitStatus, InputError, RigError
+from rig.description import limits as L
+from rig.errors import ExitStatus, InputError, RigError, clip, quote
 
 
 def _need_root(what: str) -> None:
     if os.geteuid() != 0:
         raise RigError(f"{what} needs root (network namespaces, tc, iptables)")
+
+
+def _path(key: str, value: str | None) -> None:
+    """A path named on the command line, checked before anything reads it: not empty, no
+    longer than PATH_MAX, no component longer than NAME_MAX (else the OS's own error
+    would be the first to say so, deep inside a command)."""
+    if value is None:
+        return
+    raw = os.fsencode(value)
+    if not raw:
+        raise InputError("expected a path, got nothing", key=key, value=value)
+    if b"\0" in raw:
+        raise InputError("a path holds no NUL character", key=key, value=value)
+    if len(raw) > L.MAX_PATH_BYTES:
+        raise InputError(f"longer than {L.MAX_PATH_BYTES} bytes", key=key, value=value)
+    if any(len(part) > L.MAX_NAME_BYTES for part in raw.split(b"/")):
+        raise InputError(f"a name in it is longer than {L.MAX_NAME_BYTES} bytes", key=key,
+                         value=value)
+
+
+def _ranged(key: str, value: float | None, lo: float, hi: float) -> None:
+    if value is not None and not lo <= value <= hi:      # also refuses nan
+        raise InputError(f"must be within {lo:.6g}..{hi:.7g}", key=key, value=value)
+
+
+def _paths(a: argparse.Namespace) -> None:
+    """Every path option of every command, and the numbers argparse only typed."""
+    for key in ("scenario", "out", "dir", "baseline", "candidate", "tuning", "identity",
+                "known_hosts"):
+        if isinstance(getattr(a, key, None), str):
+            opt = key if key in ("scenario", "dir", "baseline", "candidate") else \
+                "--" + key.replace("_", "-")
+            _path(opt.upper() if not opt.startswith("--") else opt, getattr(a, key))
+    if a.cmd == "plan":      # read-plan options: checked even where a scenario ignores them
+        from rig.description.rootfile import cli as rootfile_cli
+        rootfile_cli.options(a)
+    if a.cmd == "doctor":
+        _ranged("--port", a.port, 1, 65535)
+    if a.cmd == "compare":
+        _ranged("--threshold", a.threshold, 1e-6, 1.0 - 1e-6)
+    if a.cmd == "net" and a.net_cmd == "up":
+        _ranged("--owner-pid", a.owner_pid, 1, L.MAX_PID)
 
 
 def cmd_doctor(a) -> int:
@@ -165,7 +208,7 @@ class _Parser(argparse.ArgumentParser):
     """Usage errors as one line `rig: ...`, exit 2, like every other bad input."""
 
     def error(self, message: str):
-        self.exit(int(ExitStatus.BAD_INPUT), f"rig: {self.prog}: {message}\n")
+        self.exit(int(ExitStatus.BAD_INPUT), clip(f"rig: {self.prog}: {message}") + "\n")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -231,7 +274,8 @@ def parser() -> argparse.ArgumentParser:
                     "(window_bytes, window_bound_bps_at_rtt)")
     up.add_argument("--backend", default="auto", help="auto | netem | userspace | none")
     up.add_argument("--owner-pid", type=int, help="the path lives until this process exits "
-                    "(default: the shell or script that ran rig net up; 1: until rig net down)")
+                    "(default: the shell or script that ran rig net up, past sudo & co. and "
+                    "subshells; 1: until rig net down)")
     down = nsub.add_parser("down")
     down.add_argument("--name", required=True)
     nsub.add_parser("list")
@@ -245,19 +289,43 @@ def parser() -> argparse.ArgumentParser:
 
 def program(argv: list[str] | None = None) -> int:
     a = parser().parse_args(argv)
+    _paths(a)
     return a.fn(a)
+
+
+CLOSED_STDOUT = 128 + 13     # 141, as a shell reports `cat` killed by SIGPIPE
+
+
+def _closed_stdout() -> int:
+    """stdout's reader went away (`rig plan ... | head`): end quietly, as cat does. Later
+    writes (and the interpreter's flush at exit) go to /dev/null."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    finally:
+        os.close(devnull)
+    return CLOSED_STDOUT
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         code = program(argv)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = _closed_stdout()
     except InputError as e:
         for line in str(e).splitlines() or [""]:     # InputErrors: one line per defect
-            print(f"rig: {line}", file=sys.stderr)
+            print(clip(f"rig: {line}"), file=sys.stderr)
         code = ExitStatus.BAD_INPUT
     except RigError as e:
-        print(f"rig: {e}", file=sys.stderr)
+        print(clip(f"rig: {e}"), file=sys.stderr)
         code = e.exit_status
+    except OSError as e:         # the environment said no where no layer expected it
+        where = f"{quote(e.filename)}: " if e.filename else ""
+        print(clip(f"rig: {where}{e.strerror or e}"), file=sys.stderr)
+        code = ExitStatus.ERROR
     except KeyboardInterrupt as e:
         print(f"rig: interrupted ({e or 'Ctrl-C'}); everything the rig made was removed",
               file=sys.stderr)

@@ -40,6 +40,20 @@ def quote(value: object, limit: int = QUOTE_CHARS) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
+MAX_LINE = 4 * QUOTE_CHARS      # one error line, all told
+_MAX_WORD = 3 * QUOTE_CHARS // 2   # a run without spaces: a quoted value, or a real path
+
+
+def clip(text: str, limit: int = MAX_LINE) -> str:
+    """One error line fit to print: control characters escaped, every run of more than
+    1.5 x QUOTE_CHARS characters without a space (a 10,000-character path or value echoed
+    in a message; a real path is shorter) cut with '…', the whole at most `limit`
+    characters. The one helper every command line's error printing goes through."""
+    words = printable(text).split(" ")
+    out = " ".join(w if len(w) <= _MAX_WORD else w[:_MAX_WORD - 1] + "…" for w in words)
+    return out if len(out) <= limit else out[:limit - 1] + "…"
+
+
 class ExitStatus(enum.IntEnum):
     OK = 0
     ERROR = 1          # the run could not proceed (environment, tool failure)
@@ -67,7 +81,7 @@ class InputError(RigError):
         super().__init__(str(self))
 
     def __str__(self) -> str:
-        head = ": ".join(printable(p) for p in (self.file, self.key) if p)
+        head = ": ".join(printable(p, _MAX_WORD) for p in (self.file, self.key) if p)
         message = printable(self.message, _MAX_MESSAGE)
         text = f"{head}: {message}" if head else message
         if self.has_value:

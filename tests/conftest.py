@@ -15,7 +15,7 @@ ROOT = os.geteuid() == 0
 # copies): marked `slow` here, in one place, so `make test-fast` stays under 30 s.
 SLOW_FILES = {"test_fdt_security.py", "test_fdt_loopback.py", "test_results_fuzz.py",
               "test_report_html_browser.py", "test_bad_input.py", "test_fdt_fuzz.py",
-              "test_compare_sim.py"}
+              "test_compare_sim.py", "test_closed_stdout.py"}
 SLOW_TESTS = {  # each draws every chart of a run or a comparison (> 1 s here)
     "test_cli_prints_the_summary_line_and_exit_code", "test_render_writes_charts_tables_and_html",
     "test_summary_numbers_come_from_the_database", "test_report_html_is_self_contained",
@@ -30,7 +30,8 @@ SLOW_TESTS = {  # each draws every chart of a run or a comparison (> 1 s here)
     "test_improvement_is_reported_and_exit_zero",
     "test_smaller_window_flags_exactly_the_window_limited_points",
     "test_engine_table_in_report_reads_typed_and_old_rows", "test_identical_runs_do_not_regress",
-    "test_failed_candidate_is_a_regression"}
+    "test_failed_candidate_is_a_regression",
+    "test_no_scenario_mutation_reaches_an_assert"}  # ~24k scenario cases, ~25 s
 
 
 def pytest_collection_modifyitems(config, items):

@@ -83,7 +83,7 @@ def test_bad_replay_clients_are_one_line(tmp_path, client, key, msg):
     ([{"name": "aod", "kind": "root"}], "files[0].size", "required key is missing"),
     # the generator's own limit, named at the scenario's key (a mutation test found it
     # reported as `rootfile.size` without the file)
-    ([{"name": "aod", "kind": "root", "size": 128}], "files[0].size",
+    ([{"name": "aod", "kind": "root", "size": "128B"}], "files[0].size",
      "must be at least 1 KiB (got 128)"),
 ])
 def test_bad_root_files_are_one_line(tmp_path, files, key, msg):

@@ -1,8 +1,10 @@
 """End-to-end: real xrootd (root:// + XrdHttp), nginx, the FDT-style server, xrdcp,
 davix-get, curl, iperf3 and rig-fdt through an emulated path; measured RTT within
 tolerance, bytes checked, results stored as they land, report drawn, nothing left."""
+import csv
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -25,6 +27,7 @@ def run_dir(tmp_path_factory):
                        capture_output=True, text=True, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     assert r.stdout.strip().splitlines()[-1] == str(out)
+    (out.parent / "console.txt").write_text(r.stdout + r.stderr)
     prefix = Store.open(out).environment()["prefix"]
     assert not [n for n in netns.list_namespaces() if n.startswith(prefix)]
     return out
@@ -99,6 +102,19 @@ def test_environment_and_report(run_dir):
         assert env["sysctls_before"][k] == env["sysctls_after"][k]
     assert (run_dir / "throughput_vs_rtt.png").stat().st_size > 1000
     assert (run_dir / "summary.csv").read_text().count("\n") >= 6
+
+
+def test_console_and_report_number_steps_alike(run_dir):
+    # issue 31.4: the console's "[step 2/2] wan rtt=20ms" is step 2 in the report too
+    console = (run_dir.parent / "console.txt").read_text()
+    said = {float(rtt): n for n, rtt in
+            re.findall(r"\[step (\d+)/2\] wan rtt=([\d.]+)ms", console)}
+    assert said == {0.0: "1", 20.0: "2"}, console[-2000:]
+    with open(run_dir / "validations.csv") as f:
+        shown = {(float(r["rtt_ms_configured"]), r["step"]) for r in csv.DictReader(f)}
+    assert shown == {(0.0, "1"), (20.0, "2")}
+    page = (run_dir / "report.html").read_text()
+    assert "step(s) flagged, by kind: " in page or "No step flagged." in page
 
 
 def test_real_path_is_used_as_is(tmp_path):

@@ -69,10 +69,10 @@ def test_late_engine_makes_the_step_emulator_limited_citing_its_lateness(
     assert "engine adds 4 ms mean release lateness per round trip, > 3 ms" in v.detail
     assert "window-limited" in v.also          # what it would have been
     assert verdicts(run)[_point(run, "curl", 20).key].kind == "window-limited"
-    rows = [r for r in engine_rows(run) if r["step"] == "2"]
+    rows = [r for r in engine_rows(run) if r["step"] == "3"]     # shown from 1
     assert {r["emulation"] for r in rows} == {"LATE"}
     assert {r["late_over_tol"] for r in rows} == {"30.00% > 0.6 ms"}
-    assert {r["emulation"] for r in engine_rows(run) if r["step"] == "1"} == {"on time"}
+    assert {r["emulation"] for r in engine_rows(run) if r["step"] == "2"} == {"on time"}
     render(d)
     page = (d / "report.html").read_text()
     assert "emulation late" in page and "LATE" in page
@@ -86,7 +86,7 @@ def test_slightly_late_engine_flags_the_step_but_keeps_the_window_verdict(
     run = load_run(make_run(tmp_path / "r", engine_by_step={2: late}))
     v = verdicts(run)[_point(run, "curl", 60).key]
     assert v.kind == "window-limited"
-    assert ("step 2: emulation late: mean lateness 0.800 ms per round trip (0.400 forward"
+    assert ("step 3: emulation late: mean lateness 0.800 ms per round trip (0.400 forward"
             " + 0.400 reverse) > tolerance 0.600 ms") in v.text()
     assert "20.00% of packets > 1 ms late" in v.text()   # p99 beyond the 1 ms target
 
@@ -461,7 +461,7 @@ def test_a_step_is_judged_per_phase_so_the_path_check_does_not_hide_its_transfer
          "rtt_ms_measured": 20.5, "flagged": True, "flag_reason": "RTT 20.500 ms off"},
         {"step": 2, "path": "wan", "phase": "after", "rtt_ms_configured": 20.0,
          "rtt_ms_measured": 20.1, "flagged": False, "flag_reason": None}]
-    rows = {r["phase"]: r for r in timing_rows(run) if r["step"] == "2"}
+    rows = {r["phase"]: r for r in timing_rows(run) if r["step"] == "3"}  # shown from 1
     assert list(rows) == ["path check (before)", "transfers", "path check (after)"]
     assert (rows["path check (before)"]["emulation"], rows["path check (before)"]["ping_off_ms"],
             rows["path check (before)"]["agreement"]) == ("LATE", "+0.500", "agree")

@@ -7,6 +7,7 @@ nothing of its own remains.
 """
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
@@ -293,3 +294,98 @@ def test_concurrent_net_up_of_one_name_builds_exactly_one_path():
     assert not _states_named(name)
     r = rig("net", "down", "--name", name)            # gone: a second down says so
     assert r.returncode == 1 and "no path named" in r.stderr
+
+
+# --- a path made from a script (issue 31.1) ------------------------------------------
+
+# The script captures the JSON in a `$( )` (with 2>/dev/null, so bash keeps a subshell
+# between it and the rig: the subshell dies as soon as the JSON is captured), prints its
+# own pid and the JSON, then waits for a line on stdin before it exits.
+SCRIPT = ('j=$({wrap} "$@" net up --name {name} --rtt 5ms --backend none 2>/dev/null) '
+          '|| exit 3; echo "$$"; echo "$j"; read -r _')
+WRAPS = {"plain": "", "sudo": "sudo", "nohup": "nohup", "setsid": "setsid",
+         "setsid-fork": "setsid -f", "sudo-timeout": "timeout 120 sudo"}
+
+
+@pytest.mark.netns
+@pytest.mark.parametrize("wrap", list(WRAPS))
+def test_a_path_made_in_a_script_lives_as_long_as_the_script(wrap):
+    name = f"{UNIQUE}-s{list(WRAPS).index(wrap)}"
+    # timeout: a deadline for the script, should the rig or the script hang
+    sh = subprocess.Popen(["timeout", "300", "bash", "-c",
+                           SCRIPT.format(wrap=WRAPS[wrap], name=name), "bash",
+                           *RIG], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, cwd=REPO)
+    prefix = None
+    try:
+        first = sh.stdout.readline()
+        assert first.strip().isdigit(), (first, sh.poll(), sh.stderr.read())
+        script_pid = int(first)
+        info = json.loads(sh.stdout.readline())
+        prefix = info["prefix"]
+        st = netns.read_states()[prefix]
+        assert (st["owner_pid"], st["owner_comm"]) == (script_pid, "bash"), st
+        assert owner.alive(st["owner_pid"], st["owner_start"])
+        said: list[str] = []
+        res = clean.clean(prefixes={prefix}, say=said.append)   # what `rig clean` runs
+        assert res.removed == 0 and len(res.left) == 1, said
+        assert said == [f"left {prefix} (net up '{name}', owner pid {script_pid} (bash) "
+                        f"alive): use rig net down --name {name}, or rig clean --force"]
+        assert len(_mine(prefix)["ns"]) == 6
+        sh.stdin.write("done\n")
+        sh.stdin.close()
+        assert sh.wait(timeout=30) == 0, sh.stderr.read()
+        said.clear()
+        res = clean.clean(prefixes={prefix}, say=said.append)
+        assert res.removed == 3 and res.left == [], said     # its 3 namespaces
+        assert said[0] == f"removing {prefix} (net up '{name}', owner pid {script_pid} (bash) gone)"
+        assert _mine(prefix) == NOTHING and not _states_named(name)
+    finally:
+        if sh.poll() is None:
+            sh.kill()
+            sh.wait(timeout=10)
+        _give_back(None, name)
+    assert prefix is None or _mine(prefix) == NOTHING
+
+
+@pytest.mark.netns
+def test_a_path_made_at_a_terminal_by_a_forking_setsid_belongs_to_the_terminal_s_shell(
+        tmp_path):
+    # `setsid -f rig net up ... > FILE` typed at a terminal: the rig is orphaned (PID 1
+    # adopts it) and its stdout is a file, so the terminal's session leader owns the path
+    name, out = f"{UNIQUE}-tty", tmp_path / "up.json"
+    inner = (f'echo "pid=$$"; setsid -f "$@" net up --name {name} --rtt 5ms --backend none '
+             f'>{out} 2>/dev/null; for i in $(seq 600); do [ -s {out} ] && break; sleep 0.1; '
+             'done; echo ready; read -r _')
+    cmd = shlex.join(["bash", "-c", inner, "bash", *RIG])      # script(1) takes a string
+    sh = subprocess.Popen(["timeout", "300", "script", "-qec", cmd, "/dev/null"],
+                          stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
+    prefix = None
+    try:
+        lines: list[str] = []
+        while not lines or lines[-1] != "ready":
+            line = sh.stdout.readline()
+            assert line, (lines, sh.stderr.read())
+            lines.append(line.decode().strip())
+        leader = int(next(x for x in lines if x.startswith("pid="))[4:])
+        prefix = json.loads(out.read_text())["prefix"]
+        st = netns.read_states()[prefix]
+        assert st["owner_pid"] == leader and st["owner_how"] in ("terminal", "parent"), st
+        said: list[str] = []
+        assert clean.clean(prefixes={prefix}, say=said.append).left == [prefix], said
+        assert len(_mine(prefix)["ns"]) == 6
+        sh.stdin.write(b"done\n")
+        sh.stdin.close()
+        assert sh.wait(timeout=30) == 0
+        deadline = time.monotonic() + 10
+        while owner.alive(st["owner_pid"], st["owner_start"]) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        said.clear()
+        assert clean.clean(prefixes={prefix}, say=said.append).removed == 3, said
+        assert _mine(prefix) == NOTHING and not _states_named(name)
+    finally:
+        if sh.poll() is None:
+            sh.kill()
+            sh.wait(timeout=10)
+        _give_back(None, name)

@@ -323,5 +323,5 @@ def test_validation_csv_lists_every_check(tmp_path: Path) -> None:
     with open(run / "validations.csv") as f:
         rows = list(csv.DictReader(f))
     assert len(rows) == 8
-    assert [r["flagged"] for r in rows if r["step"] == "2"] == ["FLAGGED", "FLAGGED"]
+    assert [r["flagged"] for r in rows if r["step"] == "3"] == ["FLAGGED", "FLAGGED"]  # from 1
     assert json.dumps(rows)  # plain strings only

@@ -343,7 +343,7 @@ def test_rig_plan_prints_a_read_plan_summary(small, lay):
     r = subprocess.run([sys.executable, "-m", "rig", "plan", str(small[0]), "--percent", "150"],
                        capture_output=True, text=True, timeout=60, cwd=repo)
     assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
-    assert r.stderr.startswith("rig: read.percent: ") and "(got 150.0)" in r.stderr
+    assert r.stderr.startswith("rig: --percent: ") and "(got '150')" in r.stderr
     r = subprocess.run([sys.executable, "-m", "rig", "plan", "/nonexistent/x.root"],
                        capture_output=True, text=True, timeout=60, cwd=repo)
     assert r.returncode == 2 and r.stderr.strip() == "rig: /nonexistent/x.root: no such file"

@@ -232,3 +232,19 @@ def test_one_sample_transfer_still_gets_the_kernels_verdict(tmp_path):
         {k.client: x.text() for k, x in v.items()}
     assert all("sndbuf_limited 80% of busy time" in x.detail and "busy 100% of 0.3 s"
                in x.detail for x in v.values())      # 3 repeats x 0.1 s
+
+
+def test_tls_and_plain_of_one_client_keep_their_own_evidence():
+    """A client run with and without TLS is two points (model.client_label); the kernel's
+    evidence of each stays with its own point instead of merging into the plain one."""
+    def rows(tid: int, tls: str | None, **kw) -> list[dict]:
+        return [dict(vars(r), ok=1, path="w", rtt_ms_configured=20.0, client="c", tls=tls,
+                     streams=1, concurrency=1) for r in _samples(tid, seconds=3, **kw)]
+    ev = evidence_by_key(rows(1, "off", rwnd=0.9) + rows(2, "all", busy=0.3)
+                         + rows(3, None, rwnd=0.9))
+    assert {k.client for k in ev} == {"c", "c tls=all"}
+    plain = next(e for k, e in ev.items() if k.client == "c")
+    tls = next(e for k, e in ev.items() if k.client == "c tls=all")
+    assert plain.conns == 2 and tls.conns == 1      # NULL (an older run) is off
+    assert plain.classify()[0] == "window-limited"
+    assert tls.classify()[0] == "application-limited"

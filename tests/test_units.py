@@ -16,7 +16,7 @@ def test_rate(text, want):
 
 
 @pytest.mark.parametrize("text,want", [("256MiB", 256 << 20), ("1GiB", 1 << 30), ("10GB", 10**10),
-                                       ("4096", 4096), ("64KiB", 65536)])
+                                       ("4096B", 4096), ("64KiB", 65536)])
 def test_size(text, want):
     assert units.parse_size(text) == want
 

@@ -45,3 +45,21 @@ MIN_SOCKET_BUFFER = 4 << 10       # a client's socket buffer (fdt --bufsize, ipe
 MIN_BLOCK, MAX_BLOCK = 1 << 10, 1 << 30       # fdt block (rig.fdt.protocol.MAX_BLOCK)
 MAX_SIZE = 1 << 40                # any size at all, 1 TiB
 MIN_MTU, MAX_MTU = 576, 65000
+
+# --- ROOT files and read plans (a scenario's files:/clients:, and `rig plan FILE.root`) -----
+MIN_ROOT_FILE = 1 << 10           # the generator writes nothing smaller
+MAX_ROOT_BRANCHES = 2000          # a generated file: uproot's writer is quadratic in branches
+                                  # (1,000: 5.5 s, 2,000: 24 s, 5,000: > 120 s here)
+MAX_ROOT_BASKETS = 50_000         # clusters x branches of a generated file (~0.7 ms each to write)
+MIN_CLUSTER, MAX_CLUSTER = 64 << 10, 1 << 30   # a generated file's cluster
+MAX_SEED = 2**31 - 1
+MIN_CACHE, MAX_CACHE = 64 << 10, 4 << 30       # TTreeCache size
+MIN_SEGMENT, MAX_SEGMENT = 1 << 20, 4 << 30    # lazy-download segment
+MAX_LEARN_ENTRIES = 1_000_000
+MAX_BRANCH_NAMES = 10_000         # --branches: names in the list
+
+# --- command-line values ------------------------------------------------------------
+MAX_PATH_BYTES = 4095             # PATH_MAX less its NUL
+MAX_NAME_BYTES = 255              # NAME_MAX: one component of a path
+MAX_HOST_CHARS = 253              # a DNS name
+MAX_PID = 1 << 22                 # pid_max's ceiling on Linux

@@ -187,9 +187,15 @@ class PathSpec:
     # the router role on an end host (router_host = client_host or server_host): that
     # end's one interface on the path, which carries both directions
     router_iface: str | None = S.spec(S.optional(_ifname), None)
+    # this path's MTU (seed 000's jumbo frames beside 1500 in one run); None: tuning.mtu
+    mtu: int | None = S.spec(S.optional(S.integer(L.MIN_MTU, L.MAX_MTU)), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
+        if d["mtu"] is not None and (d["kind"] == "real" or d["router_host"] is not None
+                                     or LOCAL not in (d["client_host"], d["server_host"])):
+            raise ctx.child("mtu").error("a path's own MTU is set on the namespaces this "
+                                         "host builds (elsewhere: tuning.mtu)", d["mtu"])
         if d["kind"] == "real":
             for k in ("router_host", "router_ifaces", "router_iface"):
                 if d[k] is not None:
@@ -256,9 +262,9 @@ class FileSpec:
     size: int = S.spec(S.optional(S.size), None)   # required, except for a root `path`
     kind: str = S.spec(S.choice("random", "root"), "random")
     # kind root: generated (branches, cluster, seed; docs/caching-modes.md) or a user's file
-    branches: int | None = S.spec(S.optional(S.integer(1, 5000)), None)
-    cluster: int | None = S.spec(S.optional(S.size_in(64 << 10, 1 << 30)), None)
-    seed: int | None = S.spec(S.optional(S.integer(0, 2**31 - 1)), None)
+    branches: int | None = S.spec(S.optional(S.integer(1, L.MAX_ROOT_BRANCHES)), None)
+    cluster: int | None = S.spec(S.optional(S.size_in(L.MIN_CLUSTER, L.MAX_CLUSTER)), None)
+    seed: int | None = S.spec(S.optional(S.integer(0, L.MAX_SEED)), None)
     path: str | None = S.spec(S.optional(S.path_text), None)
 
     @classmethod
@@ -388,6 +394,17 @@ def _branch_fraction(v: Any) -> float:
 
 
 @dataclass(frozen=True)
+class ClientSweep:
+    """A client's own sweep axes: each one named replaces the scenario's `sweep:` axis for
+    this client only (e.g. iperf3 over 1-16 processes beside xrdcp over streams 1-15)."""
+    concurrency: list[int] | None = S.spec(S.optional(S.list_of(
+        S.integer(1, L.MAX_CONCURRENCY), max_len=L.MAX_SWEEP_VALUES)), None)
+    streams: list[int] | None = S.spec(S.optional(S.list_of(
+        S.integer(1, L.MAX_STREAMS), max_len=L.MAX_SWEEP_VALUES)), None)
+    repeats: int | None = S.spec(S.optional(S.integer(1, L.MAX_REPEATS)), None)
+
+
+@dataclass(frozen=True)
 class ClientSpec:
     """A client configuration (tool: a module in rig/services/tools/); the sweep runs it
     at each of its stream counts, concurrencies and repeats."""
@@ -411,8 +428,8 @@ class ClientSpec:
     # tool replay (caching modes): docs/caching-modes.md
     mode: str | None = S.spec(S.optional(S.choice(*READ_MODES)), None)
     library: str | None = S.spec(S.optional(S.choice("xrootd", "davix", "curl")), None)
-    cache_size: int | None = S.spec(S.optional(S.size_in(64 << 10, 4 << 30)), None)
-    segment: int | None = S.spec(S.optional(S.size_in(1 << 20, 4 << 30)), None)
+    cache_size: int | None = S.spec(S.optional(S.size_in(L.MIN_CACHE, L.MAX_CACHE)), None)
+    segment: int | None = S.spec(S.optional(S.size_in(L.MIN_SEGMENT, L.MAX_SEGMENT)), None)
     branches: float | None = S.spec(S.optional(_branch_fraction), None)
     # lazy-download's shadow file: a directory, or `memory` (docs/caching-modes.md)
     shadow_dir: str | None = S.spec(S.optional(S.path_text), None)
@@ -429,6 +446,9 @@ class ClientSpec:
     multiplex: bool | None = S.spec(S.optional(S.boolean), None)
     # tcpdump of the router's interfaces (headers only) while this client runs
     capture: str | None = S.spec(S.optional(S.choice(*CAPTURE_MODES)), None)
+    # the paths (by name) this client runs on; None: every path
+    paths: list[str] | None = S.spec(S.optional(S.list_of(S.name, max_len=L.MAX_PATHS)), None)
+    sweep: ClientSweep | None = S.spec(S.optional(S.section(ClientSweep)), None)
     # scp: the SSH cipher (`ssh -c`), checked by the tool (rig/services/tools/scp.py)
     cipher: str | None = S.spec(S.optional(S.text), None)
     # free-form words added to the tool's argv, for what the schema does not cover
@@ -445,6 +465,11 @@ class ClientSpec:
         if d["streams"] > caps.max_streams:
             raise ctx.child("streams").error(
                 f"{tool} supports at most {caps.max_streams} stream(s)", d["streams"])
+        own = d["sweep"].streams if d["sweep"] is not None else None
+        for i, n in enumerate(own or []):
+            if n > caps.max_streams:
+                raise ctx.child("sweep").child("streams").child(i).error(
+                    f"{tool} supports at most {caps.max_streams} stream(s)", n)
         for key in _OPTIONS:
             if d[key] is not None and key not in caps.options:
                 users = sorted(t.name for t in tools.all_tools() if key in t.caps.options)
@@ -694,6 +719,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
         S.unique_names(ctx.child(key), items, key[:-1])
     servers = {s.name: s for s in sc.servers}
     files = {f.name for f in sc.files}
+    file_kinds = {f.name: f.kind for f in sc.files}
     clients = []
     for i, c in enumerate(sc.clients):
         cc = ctx.child("clients").child(i)
@@ -717,10 +743,24 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
                 f"a {servers[c.server].kind} server does not serve {c.protocol}", c.server)
         if c.file not in files:
             raise cc.child("file").error("no file of that name", c.file)
+        if c.tool == "replay" and file_kinds[c.file] != "root":
+            raise cc.child("file").error("a caching-mode replay reads a ROOT file: give the file "
+                                         "kind: root (generated) or a path", c.file)
+        if c.tls not in (None, "off") and not server_kinds.get(servers[c.server].kind).tls_ports:
+            raise cc.child("tls").error(f"a {servers[c.server].kind} server does not serve TLS "
+                                        "(xrootd and nginx do)", c.tls)
         _check_tpc(cc, c, caps, servers)
     sc = dataclasses.replace(sc, clients=clients)
+    names = [p.name for p in sc.paths]
+    for i, c in enumerate(sc.clients):
+        for j, pn in enumerate(c.paths or []):
+            if pn not in names:
+                raise ctx.child("clients").child(i).child("paths").child(j).error(
+                    f"no such path (have: {', '.join(names)})", pn)
     for c in sc.clients:
         limit = tools.get(c.tool).caps.max_streams
+        if c.sweep is not None and c.sweep.streams:
+            continue               # its own streams, checked with the client
         for s in sc.sweep.streams or []:
             if limit > 1 and s > limit:
                 raise ctx.child("sweep").child("streams").error(
@@ -755,9 +795,10 @@ def _check_tls_sweep(ctx: S.Ctx, sc: Scenario) -> None:
     if len(set(modes)) != len(modes):
         raise cc.error("a TLS mode is listed twice", modes)
     for m in modes:
-        if m != "off" and not any(m in tools.get(c.tool).caps.tls for c in sc.clients):
+        if m != "off" and not any(_can_tls(sc, c, m) for c in sc.clients):
             users = sorted(t.name for t in tools.all_tools() if m in t.caps.tls)
-            raise cc.error(f"no client can use TLS mode {m} (only {', '.join(users)})", m)
+            raise cc.error(f"no client can use TLS mode {m} (only {', '.join(users)}, "
+                           "against an xrootd or nginx server)", m)
 
 
 def tls_modes(sc: Scenario, c: ClientSpec) -> list[str]:
@@ -767,8 +808,15 @@ def tls_modes(sc: Scenario, c: ClientSpec) -> list[str]:
         return [c.tls]
     if not sc.sweep.tls:
         return ["off"]
-    caps = tools.get(c.tool).caps
-    return [m for m in sc.sweep.tls if m == "off" or m in caps.tls] or ["off"]
+    return [m for m in sc.sweep.tls if m == "off" or _can_tls(sc, c, m)] or ["off"]
+
+
+def _can_tls(sc: Scenario, c: ClientSpec, mode: str) -> bool:
+    """Whether client `c` can run TLS mode `mode`: its tool can, and its server serves TLS."""
+    if mode not in tools.get(c.tool).caps.tls:
+        return False
+    kind = next((s.kind for s in sc.servers if s.name == c.server), None)
+    return kind is None or bool(server_kinds.get(kind).tls_ports)
 
 
 def uses_tls(sc: Scenario) -> bool:
@@ -854,11 +902,47 @@ def placements(sc: Scenario) -> list[Placement]:
 def measurements(sc: Scenario) -> int:
     """Transfer groups of the whole sweep (what rig.description.steps expands), counted without
     expanding them."""
-    steps = sum(1 if p.kind == "real" else len(p.rtts_s) for p in sc.paths)
-    configs = sum((len(sc.sweep.streams) if sc.sweep.streams
-                   and tools.get(c.tool).caps.max_streams > 1 else 1)
-                  * (len(sc.sweep.branches) if sc.sweep.branches and c.branches is None
-                     and "branches" in tools.get(c.tool).caps.options else 1)
-                  * len(tls_modes(sc, c))
-                  for c in sc.clients)
-    return steps * configs * len(sc.sweep.concurrency) * sc.sweep.repeats
+    total = 0
+    for p in sc.paths:
+        steps = 1 if p.kind == "real" else len(p.rtts_s)
+        total += steps * sum(len(client_streams(sc, c)) * len(client_concurrency(sc, c))
+                             * (len(sc.sweep.branches) if sc.sweep.branches
+                                and c.branches is None
+                                and "branches" in tools.get(c.tool).caps.options else 1)
+                             * len(tls_modes(sc, c)) * client_repeats(sc, c)
+                             for c in sc.clients if runs_on(c, p))
+    return total
+
+
+def client_repeats(sc: Scenario, c: ClientSpec) -> int:
+    """Repeats of client `c`: its own `sweep.repeats`, else the scenario's."""
+    if c.sweep is not None and c.sweep.repeats is not None:
+        return c.sweep.repeats
+    return sc.sweep.repeats
+
+
+def runs_on(c: ClientSpec, p: PathSpec) -> bool:
+    """Does client `c` run on path `p` (its own `paths:`, else every path)?"""
+    return c.paths is None or p.name in c.paths
+
+
+def client_streams(sc: Scenario, c: ClientSpec) -> list[int]:
+    """Stream counts client `c` runs: its own `sweep.streams`, else the scenario's for a
+    multi-stream tool, else its `streams`."""
+    if c.sweep is not None and c.sweep.streams:
+        return list(c.sweep.streams)
+    if sc.sweep.streams and tools.get(c.tool).caps.max_streams > 1:
+        return list(sc.sweep.streams)   # limits checked when the scenario was loaded
+    return [c.streams]
+
+
+def client_concurrency(sc: Scenario, c: ClientSpec) -> list[int]:
+    """Concurrencies client `c` runs: its own `sweep.concurrency`, else the scenario's."""
+    if c.sweep is not None and c.sweep.concurrency:
+        return list(c.sweep.concurrency)
+    return list(sc.sweep.concurrency)
+
+
+def path_mtu(sc: Scenario, p: PathSpec) -> int:
+    """The MTU of path `p`'s links: its own `mtu:`, else `tuning.mtu`."""
+    return p.mtu if p.mtu is not None else sc.tuning.mtu

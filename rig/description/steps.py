@@ -10,8 +10,16 @@ import dataclasses
 from dataclasses import dataclass
 
 from rig.description.profile import LinkProfile
-from rig.description.scenario import ClientSpec, PathSpec, Scenario, tls_modes
+from rig.description.scenario import (ClientSpec, PathSpec, Scenario, client_concurrency,
+                                      client_repeats, client_streams, runs_on, tls_modes)
 from rig.services import tools
+
+
+def shown_step(index: int) -> int:
+    """A step as users see it: stored from 0 (`index`, the results' `step` column), shown
+    from 1. The console's `[step N/M]`, `rig plan`, the report's tables, headline and
+    verdicts all number steps through here, so one step has one number everywhere."""
+    return int(index) + 1
 
 
 @dataclass(frozen=True)
@@ -25,6 +33,10 @@ class Step:
     @property
     def rtt_ms(self) -> float | None:
         return None if self.rtt_s is None else self.rtt_s * 1e3
+
+    @property
+    def number(self) -> int:
+        return shown_step(self.index)
 
     def label(self) -> str:
         rtt = "real" if self.rtt_s is None else f"rtt={self.rtt_s * 1e3:g}ms"
@@ -53,9 +65,7 @@ def expand(sc: Scenario) -> list[Step]:
 
 
 def stream_counts(sc: Scenario, c: ClientSpec) -> list[int]:
-    if sc.sweep.streams and tools.get(c.tool).caps.max_streams > 1:
-        return list(sc.sweep.streams)   # limits checked when the scenario was loaded
-    return [c.streams]
+    return client_streams(sc, c)
 
 
 def branch_configs(sc: Scenario, c: ClientSpec) -> list[ClientSpec]:
@@ -70,15 +80,18 @@ def branch_configs(sc: Scenario, c: ClientSpec) -> list[ClientSpec]:
             for f in sc.sweep.branches]
 
 
-def groups(sc: Scenario) -> list[Group]:
-    """Transfer groups of one step, in the order they run: repeats outermost, so a slow
-    drift of the host spreads over every configuration instead of biasing one."""
+def groups(sc: Scenario, path: PathSpec | None = None) -> list[Group]:
+    """Transfer groups of one step (on `path`: the clients that run there; None: every
+    client), in the order they run: repeats outermost, so a slow drift of the host spreads
+    over every configuration instead of biasing one."""
     out = []
-    for rep in range(sc.sweep.repeats):
+    for rep in range(max(client_repeats(sc, c) for c in sc.clients)):
         for c0 in sc.clients:
+            if rep >= client_repeats(sc, c0) or (path is not None and not runs_on(c0, path)):
+                continue
             for c in branch_configs(sc, c0):
                 for s in stream_counts(sc, c):
-                    for n in sc.sweep.concurrency:
+                    for n in client_concurrency(sc, c):
                         # TLS innermost: with and without it run back to back, side by side
                         for t in tls_modes(sc, c):
                             out.append(Group(c, s, n, rep, t))

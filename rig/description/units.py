@@ -2,9 +2,11 @@
 '256MiB' -> bytes, '1.5%' -> 0.015.
 
 Every result is a finite number. Units are case-exact where case changes the meaning
-(`Mib` is mebibits, not `MiB`; `b` is a bit, `B` a byte); rates are bits per second
-with an explicit unit: a bare number (tc reads bytes/s) and `*bps` (tc reads `mbps` as
-megaBYTES per second) are refused with the spelling to use instead.
+(`Mib` is mebibits, not `MiB`; `b` is a bit, `B` a byte). Every dimensioned quantity
+(duration, size, rate) needs its unit: a bare number, a YAML number or a string of
+digits, is refused unless it is 0 (zero in any unit); fractions (`0.5%`, or 0.005) have
+none. Rates are bits per second: `*bps` (tc reads `mbps` as megaBYTES per second) is
+refused with the spelling to use instead.
 
 Pure functions; raise ValueError with a short reason, callers add file/key context.
 """
@@ -56,15 +58,26 @@ def _split(text: object, what: str) -> tuple[float, str]:
     return _finite(float(m.group(1))), m.group(2)
 
 
-def parse_duration(text: object, *, default_unit: str = "s") -> float:
-    """Return seconds. Bare numbers are in `default_unit`."""
+def parse_duration(text: object, *, bare_unit: str | None = None) -> float:
+    """Return seconds. The unit is required (a bare 0 is zero in any unit), unless
+    `bare_unit` says what a bare number is in (rig-fdt's options, as iperf3's)."""
     value, unit = _split(text, "duration like '50ms'")
-    unit = unit or default_unit
+    if not unit and bare_unit is None:
+        _bare(value, "s")
+        return 0.0
+    unit = unit or bare_unit or "s"
     if unit not in _TIME:
         if unit.lower() in _TIME:
             raise ValueError(f"time units are lower-case: write {unit.lower()!r}")
         raise ValueError(f"unknown time unit {_show(unit)} (use ns, us, ms, s, min)")
     return _finite(value * _TIME[unit])
+
+
+def _bare(value: float, example: str) -> None:
+    """A bare number (no unit) is refused unless it is zero: the rule for every
+    dimensioned quantity, in a scenario, a topology, a tuning file and on the command line."""
+    if value != 0:
+        raise ValueError(f"give a unit, e.g. '{_num(value)}{example}' (a bare number is refused)")
 
 
 def _num(value: float) -> str:
@@ -103,9 +116,14 @@ def _size_hint(unit: str) -> str:
     return f"unknown size unit {_show(unit)} (use {_SIZE_HINT})"
 
 
-def parse_size(text: object) -> int:
-    """Return bytes. Bare numbers are bytes."""
+def parse_size(text: object, *, bare_unit: str | None = None) -> int:
+    """Return bytes. The unit is required (B for bytes; a bare 0 is zero in any unit),
+    unless `bare_unit` says what a bare number is in (rig-fdt's options, as FDT's)."""
     value, unit = _split(text, "size like '256MiB'")
+    if not unit and bare_unit is None:
+        _bare(value, "B")
+        return 0
+    unit = unit or bare_unit or "B"
     if unit not in _SIZE:
         raise ValueError(_size_hint(unit))
     result = _finite(value * _SIZE[unit])

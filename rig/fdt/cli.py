@@ -23,14 +23,17 @@ from __future__ import annotations
 import argparse
 import asyncio
 import enum
+import ipaddress
 import json
 import math
 import os
+import re
 import signal
 import sys
 from typing import Callable, Sequence, TextIO
 
-from rig.description.units import parse_duration, parse_size
+import rig.description.units as units
+from rig.errors import clip, quote
 from rig.fdt import client
 from rig.fdt.protocol import MAX_BLOCK, MAX_BUFSIZE, MAX_FILES, IntegrityError, ProtocolError
 from rig.fdt.server import Server
@@ -48,13 +51,14 @@ class ExitStatus(enum.IntEnum):
     INTEGRITY = 3
     TIMEOUT = 4
     INTERRUPTED = 130
+    CLOSED_STDOUT = 141     # stdout closed by its reader (`| head`), as cat under a shell
 
 
 class _Parser(argparse.ArgumentParser):
     """Usage errors are one line on stderr (`rig-fdt get: error: ...`), exit 2."""
 
     def error(self, message: str):
-        self.exit(ExitStatus.BAD_INPUT, f"{self.prog}: error: {message}\n")
+        self.exit(ExitStatus.BAD_INPUT, clip(f"{self.prog}: error: {message}") + "\n")
 
 
 def _ranged(parse: Callable[[str], float], lo: float, hi: float, shown: str,
@@ -64,16 +68,29 @@ def _ranged(parse: Callable[[str], float], lo: float, hi: float, shown: str,
         try:
             value = parse(text)
         except OverflowError:            # '1e400': infinite, no int holds it
-            raise argparse.ArgumentTypeError(f"must be {shown} (got {text!r})") from None
+            raise argparse.ArgumentTypeError(f"must be {shown} (got {quote(text)})") from None
         except ValueError as e:
-            raise argparse.ArgumentTypeError(f"{e} (got {text!r})") from None
+            why = "expected a whole number" if parse is int else str(e)
+            raise argparse.ArgumentTypeError(f"{why} (got {quote(text)})") from None
         if not math.isfinite(value) or not lo <= value <= hi or (above_lo and value == lo):
-            raise argparse.ArgumentTypeError(f"must be {shown} (got {text!r})")
+            raise argparse.ArgumentTypeError(f"must be {shown} (got {quote(text)})")
         return value
     return convert
 
 
 DAY = 86400.0
+
+
+def parse_size(text: str) -> int:
+    """Bytes; a bare number is bytes, as FDT's and iperf3's options read (the rig's own
+    command line and files require a unit)."""
+    return units.parse_size(text, bare_unit="B")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds; a bare number is seconds, as iperf3 -t reads."""
+    return units.parse_duration(text, bare_unit="s")
+
 _PORT = _ranged(int, 1, 65535, "a port number 1..65535")
 _LISTEN_PORT = _ranged(int, 0, 65535, "a port number 0..65535 (0: any free port)")
 _BUFSIZE = _ranged(parse_size, 1024, MAX_BUFSIZE, "1KiB..1GiB")
@@ -182,7 +199,25 @@ async def _transfer_cmd(a: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return ExitStatus.OK
 
 
+def _address(text: str) -> str | None:
+    """Why `text` is not an IP address or a DNS name (None: it is one)."""
+    try:
+        ipaddress.ip_address(text)
+        return None
+    except ValueError:
+        pass
+    if not text or len(text) > 253 or not re.fullmatch(r"[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?",
+                                                       text) \
+            or any(len(label) > 63 or not label for label in text.split(".")):
+        return "expected an IP address or a host name (letters, digits, '-', '.')"
+    return None
+
+
 def _check(a: argparse.Namespace, ap: argparse.ArgumentParser) -> None:
+    where = "--bind" if a.cmd == "serve" else "ADDR"
+    bad = _address(a.bind if a.cmd == "serve" else a.addr)
+    if bad:
+        ap.error(f"{where}: {bad} (got {(a.bind if a.cmd == 'serve' else a.addr)[:80]!r})")
     if a.cmd == "serve":
         if not os.path.isdir(a.root):
             ap.error(f"--root: not a directory (got {a.root!r})")
@@ -230,6 +265,19 @@ async def program(a: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             loop.remove_signal_handler(sig)
 
 
+def _closed_stdout(out: TextIO) -> int:
+    """Later writes (and the flush at exit) go to /dev/null; exit 141, a shell's status
+    for `cat` killed by SIGPIPE."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, out.fileno())
+    except (OSError, ValueError, AttributeError):
+        pass                      # not a real file (a test's StringIO)
+    finally:
+        os.close(devnull)
+    return ExitStatus.CLOSED_STDOUT
+
+
 def _status(e: BaseException) -> ExitStatus:
     if isinstance(e, IntegrityError):
         return ExitStatus.INTEGRITY
@@ -247,7 +295,11 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
     a = ap.parse_args(argv)
     _check(a, ap)
     try:
-        return int(asyncio.run(program(a, out, err)))
+        code = int(asyncio.run(program(a, out, err)))
+        out.flush()
+        return code
+    except BrokenPipeError:       # stdout's reader went away: end quietly, as cat does
+        return _closed_stdout(out)
     except (TransferError, ProtocolError, OSError, asyncio.CancelledError,
             KeyboardInterrupt) as e:
         status = _status(e) if not isinstance(e, KeyboardInterrupt) \
@@ -257,6 +309,7 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
             msg = f"{e.filename + ': ' if e.filename else ''}{e.strerror}"
         if isinstance(e, asyncio.CancelledError):
             msg = "interrupted"
+        msg = clip(msg)
         print(f"rig-fdt {a.cmd}: error: {msg}", file=err, flush=True)
         if a.cmd != "serve":
             print(json.dumps({"tool": "rig-fdt", "op": a.cmd, "error": msg,

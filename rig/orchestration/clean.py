@@ -49,10 +49,11 @@ def judge(st: dict | None) -> tuple[bool, str, str]:
     if kind == "net":
         name = st.get("name", "?")
         what, hint = f"net up {name!r}", f"use rig net down --name {name}, or rig clean --force"
-        if "owner_pid" not in st:
+        live = owner.state_alive(st)
+        if live is None:
             return True, f"{what}, no owner recorded (made by an older rig)", hint
-        who = f"owner pid {st['owner_pid']} ({st.get('owner_comm', '?')})"
-        if owner.alive(st["owner_pid"], st.get("owner_start")):
+        who = owner.describe(st)
+        if live:
             return True, f"{what}, {who} alive", hint
         return False, f"{what}, {who} gone", hint
     if kind == "run":

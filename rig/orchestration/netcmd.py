@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sys
 from dataclasses import replace
 from typing import Any
 
@@ -126,14 +127,15 @@ def parse_options(name: str, *, rtt: str, jitter: str = "0ms", loss: str = "0%",
 def _owner(owner_pid: int | None) -> dict:
     if owner_pid is not None:
         try:
-            return owner.record(owner_pid)
+            return dict(owner.record(owner_pid), owner_how="--owner-pid")
         except ProcessLookupError:
             raise InputError("no such process", file=WHERE, key="--owner-pid",
                              value=owner_pid) from None
-    inv = owner.invoker()
-    if inv is None:       # invoked by a process that is gone already: nobody keeps it
-        raise RigError("cannot tell which process invoked rig net up; give --owner-pid")
-    return owner.record(inv.pid)
+    found = owner.find()
+    if found.how == "none":
+        print("rig: note: no shell, script or unit owns this path (the rig runs orphaned "
+              "and without a terminal): it lives until rig net down", file=sys.stderr)
+    return owner.record_owner(found)
 
 
 def _named(name: str, states: dict[str, dict] | None = None) -> list[tuple[str, dict]]:
@@ -149,7 +151,7 @@ def _register(name: str, state: dict) -> str:
         taken = _named(name)
         if taken:
             p, st = taken[0]
-            gone = "owner_pid" in st and not owner.alive(st["owner_pid"], st.get("owner_start"))
+            gone = owner.state_alive(st) is False
             hint = "its owner is gone: rig clean removes it" if gone else "rig net down first"
             raise InputError(f"a path of that name is up ({p}; {hint})", file=WHERE,
                              key="--name", value=name)
@@ -230,6 +232,5 @@ def list_paths() -> list[dict]:
     for _p, st in netns.read_states().items():
         if st.get("kind") == "net":
             out.append(dict(st, alive=st.get("router_ns") in live,
-                            owner_alive=owner.alive(st.get("owner_pid"), st.get("owner_start"))
-                            if "owner_pid" in st else None))
+                            owner_alive=owner.state_alive(st)))
     return out

@@ -18,7 +18,7 @@ from rig.process.proc import ns_argv, pinned_argv
 from rig.realization.emul.netem import NetemBackend
 from rig.realization.emul.userspace import UserspaceBackend
 from rig.errors import printable
-from rig.description.scenario import LOCAL, Scenario, server_count, uses_tls
+from rig.description.scenario import LOCAL, Scenario, path_mtu, server_count, uses_tls
 from rig.realization import data
 from rig.services import servers
 from rig.services import tools
@@ -103,7 +103,7 @@ def plan_lines(sc: Scenario) -> list[str]:
             continue
         n = netns.lay_out(sc.topology, PREFIX, i, p.name, "198.18.0.0/24", workdir=wd / p.name,
                           servers=server_count(sc))
-        out += [_fmt(a) for a in netns.build_argv(n, mtu=sc.tuning.mtu)]
+        out += [_fmt(a) for a in netns.build_argv(n, mtu=path_mtu(sc, p))]
         out += [f"# write {netns.ETC_NETNS / ns / 'resolv.conf'} (no resolver in the namespace)"
                 for ns in n.namespaces]
         for node in n.nodes:
@@ -117,7 +117,7 @@ def plan_lines(sc: Scenario) -> list[str]:
         n = names[step.path.name]
         at = _at(step.path.client_host)
         client_ns, addr, site = n.client_ns, n.server_addr, n.site
-        out.append(f"# step {step.index + 1}: {step.label()}")
+        out.append(f"# step {step.number}: {step.label()}")
         if site is not None and step.profile is not None:
             rat = _at(step.path.router_host) if step.path.router_host else ""
             out += [ln if ln.startswith("#") else rat + ln for ln in _emulation(step, site)]
@@ -133,13 +133,13 @@ def plan_lines(sc: Scenario) -> list[str]:
                       " and server namespaces for this run only (then the scenario's again);"
                       " -P raised where the windows cannot carry 20 Gbit/s"))
         plans = _server_plans(sc, n, _host_wd(sc, step.path.server_host, wd))
-        for g in S.groups(sc):
+        for g in S.groups(sc, step.path):
             jobs = build_jobs(sc, g, plans, addr, servers.IPERF3_PORT, PREFIX)
             a = tools.get(g.client.tool)
             if site is not None and capture.wanted(step.path.capture, g.client.capture):
                 name = capture.group_name(g.client.name, g.streams, g.concurrency,
                                           g.repeat, g.tls)
-                folder = Path("OUT/captures") / f"step{step.index + 1}"
+                folder = Path("OUT/captures") / f"step{step.number}"
                 out += [_fmt(ns_argv(site.router_ns, capture.tcpdump_argv(
                     iface, folder / f"{name}-{iface}.pcap",
                     max_s=capture.wait_s(sc.transfer_timeout_s))))

@@ -31,7 +31,8 @@ from rig.errors import RigError, StepAborted
 from rig.description.linkstats import EmulStats, emulation_late, late_wakeups
 from rig.orchestration.reporter import Reporter, Say, stderr_say
 from rig.results.store import EngineStatsRow, Store, ValidationRow
-from rig.description.scenario import LOCAL, PathSpec, Scenario, server_count, uses_tls
+from rig.description.scenario import (LOCAL, PathSpec, Scenario, client_concurrency, path_mtu,
+                                      runs_on, server_count, uses_tls)
 from rig.process.remote import Host
 from rig.realization import data
 from rig.services import servers, tools
@@ -217,7 +218,7 @@ class Run:
         else:
             path = stack.enter_context(netns.path_net(
                 self.prefix, p.name, i, workdir=self.workdir / p.name,
-                mtu=self.sc.tuning.mtu, subnet=self.subnet, topology=self.sc.topology,
+                mtu=path_mtu(self.sc, p), subnet=self.subnet, topology=self.sc.topology,
                 servers=server_count(self.sc)))
             for node in path.nodes:
                 if node.role != "router" and node.ns is not None:
@@ -298,8 +299,10 @@ class Run:
                                   self.workdir / live.spec.name, host=h, rundir=rd)
         stack.callback(svc.stop)
         self.state.record_pid(svc)
-        for extra in range(1, max(self.sc.sweep.concurrency)):
-            if any(c.tool == "iperf3" for c in self.sc.clients):
+        iperfs = [c for c in self.sc.clients if c.tool == "iperf3" and runs_on(c, live.spec)]
+        most = max((n for c in iperfs for n in client_concurrency(self.sc, c)), default=1)
+        for extra in range(1, most):
+            if iperfs:
                 s2 = start_iperf3_server(live.server_ns, live.server_addr, iperf_port + extra,
                                          self.workdir / live.spec.name, host=h, rundir=rd)
                 stack.callback(s2.stop)
@@ -380,7 +383,8 @@ class Run:
         """Room for third-party copies: every TPC client's file, at the highest
         concurrency (each instance overwrites its own name group after group)."""
         tpc = [c for c in self.sc.clients if c.source]
-        need = sum(self.sc.file(c.file).size for c in tpc if c.file) * max(self.sc.sweep.concurrency)
+        need = sum(self.sc.file(c.file).size * max(client_concurrency(self.sc, c)) for c in tpc
+                   if c.file)
         owners = {servers.get(s.kind).run_as for s in self.sc.servers if s.tpc}
         return {"incoming_bytes": need, "incoming_owner": next(iter(owners - {None}), None)}
 
@@ -474,14 +478,14 @@ class Run:
             if any(p.capture for p in self.sc.paths) or any(c.capture for c in self.sc.clients):
                 self.say(f"WARNING: {capture.warning()}")
             all_steps = S.expand(self.sc)
-            self.reporter.start(len(all_steps) * len(S.groups(self.sc)))
+            self.reporter.start(sum(len(S.groups(self.sc, s.path)) for s in all_steps))
             for step in all_steps:
                 self._step(step, len(all_steps))
         return self.out
 
     def _step(self, step: S.Step, total: int) -> None:
         live = self.lives[step.path_index]
-        self.say(f"[step {step.index + 1}/{total}] {step.label()}: applying "
+        self.say(f"[step {step.number}/{total}] {step.label()}: applying "
                  f"{live.backend.name} emulation")
         if live.site is not None and step.profile is not None:
             if live.applied:
@@ -493,7 +497,7 @@ class Run:
         v = self._validate(step, live, "before", common)
         self._engine_stats(step, live, "check-before")
         common["rtt_ms_measured"] = v["rtt_ms_measured"]
-        gs = S.groups(self.sc)
+        gs = S.groups(self.sc, step.path)
         try:
             for gi, g in enumerate(gs):
                 self._group(step, live, g, common, f"{gi + 1}/{len(gs)}")
@@ -699,7 +703,7 @@ class Run:
             return contextlib.nullcontext()
         name = capture.group_name(g.client.name, g.streams, g.concurrency, g.repeat, g.tls)
         return capture.capturing(live.site, live.backend,
-                                 self.out / "captures" / f"step{step.index + 1}", name,
+                                 self.out / "captures" / f"step{step.number}", name,
                                  sender=sender, logdir=self.workdir / "captures",
                                  max_s=capture.wait_s(self.sc.transfer_timeout_s),
                                  record=self.state.record_pid)

@@ -18,7 +18,7 @@ from matplotlib.figure import Figure
 from rig.report import style
 from rig.report.charts import DPI, save
 from rig.report.compare_report import TIMELINE_PREFIX
-from rig.report.model import Key, Run
+from rig.report.model import Key, Run, client_label
 from rig.report.timeline import transfer_series
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ MAX_CHARTS = 12
 
 def _key(s: dict) -> Key:
     rtt = s["rtt_ms_configured"]
-    return Key(s["path"], None if rtt is None else float(rtt), s["client"],
+    return Key(s["path"], None if rtt is None else float(rtt), client_label(s),
                int(s["streams"]), int(s["concurrency"]))
 
 

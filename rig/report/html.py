@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from rig.report.model import Run
+from rig.report.verdict import flag_headline
 from rig.report.tables import ENGINE_COLUMNS, SUMMARY_COLUMNS, TIMING_COLUMNS, \
     VALIDATION_COLUMNS, engine_rows, timing_rows, \
     rtt_table, summary_rows, validation_rows
@@ -87,7 +88,6 @@ def _header(run: Run, verdicts: dict) -> list[str]:
     env = run.env
     backends = sorted({str(t["backend"]) for t in run.transfers}) or [env.get("backend", "?")]
     ok = sum(1 for t in run.transfers if t["ok"])
-    flagged = len({v["step"] for v in run.validations if v.get("flagged")})
     kinds = Counter(v.kind for v in verdicts.values())
     glance = ", ".join(f'<span class="k-{esc(k)}">{n} {esc(k)}</span>'
                        for k, n in kinds.most_common())
@@ -96,8 +96,8 @@ def _header(run: Run, verdicts: dict) -> list[str]:
             f'{esc(run.meta.get("rig_version", "?"))} &middot; backend '
             f'{esc(", ".join(backends))} &middot; kernel {esc(env.get("kernel", "?"))}</p>',
             f"<p>{len(run.points)} measurement points from {len(run.transfers)} transfers "
-            f"({ok} ok, {len(run.transfers) - ok} failed); {flagged} step(s) flagged by "
-            f"path validation. Bottlenecks: {glance or 'none'}.</p>"]
+            f"({ok} ok, {len(run.transfers) - ok} failed). {esc(flag_headline(run))} "
+            f"Bottlenecks: {glance or 'none'}.</p>"]
 
 
 CAPTIONS = {

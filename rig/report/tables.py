@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterable
 
 from rig.description.linkstats import STATS_VERSION, EmulStats, UnreadableStats, \
     emulation_late, rtt_tolerance_s
+from rig.description.steps import shown_step
 from rig.report.model import Point, Run, series_id, series_labels
 from rig.report.verdict import ALL_PHASES, Verdict, engine_phase_rows
 
@@ -97,7 +98,7 @@ def validation_rows(run: Run) -> list[dict[str, str]]:
     out = []
     for v in sorted(run.validations, key=lambda v: (v["step"], v["phase"] != "before")):
         out.append({
-            "step": str(v["step"]), "phase": v["phase"], "path": v["path"],
+            "step": str(shown_step(v["step"])), "phase": v["phase"], "path": v["path"],
             "backend": v["backend"], "rtt_ms_configured": _num(v.get("rtt_ms_configured"), "g"),
             "rtt_ms_measured": _num(v.get("rtt_ms_measured")),
             "rtt_ms_stddev": _num(v.get("rtt_ms_stddev"), ".3g"),
@@ -157,7 +158,7 @@ def engine_rows(run: Run) -> list[dict[str, str]]:
         rtt = _step_rtt_ms(run, step)
         tol_s = rtt_tolerance_s((rtt or 0.0) / 1e3)
         for r, st in engine_phase_rows(run, step, ALL_PHASES):
-            base = {"step": str(step), "path": r["path"], "backend": r["backend"],
+            base = {"step": str(shown_step(step)), "path": r["path"], "backend": r["backend"],
                     "phase": _phase(r)}
             if isinstance(st, UnreadableStats):
                 out.append({**base, "engine": f"unreadable: {st.reason}"})
@@ -201,7 +202,7 @@ def timing_rows(run: Run) -> list[dict[str, str]]:
         tol_s = rtt_tolerance_s((rtt or 0.0) / 1e3)
         for r, st in engine_phase_rows(run, step, ALL_PHASES):
             row = {c: "" for c in TIMING_COLUMNS}
-            row.update(step=str(step), path=r["path"], backend=r["backend"], phase=_phase(r),
+            row.update(step=str(shown_step(step)), path=r["path"], backend=r["backend"], phase=_phase(r),
                        rtt_ms_configured=_num(rtt, "g"), tolerance_ms=_ms(tol_s))
             late: list[str] = []
             if isinstance(st, EmulStats):

@@ -26,7 +26,7 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from rig.report.model import Key
+from rig.report.model import Key, client_label
 
 DOMINANT = 0.5       # a limit that held the sender at least half of its busy time
 IDLE_BUSY = 0.5      # busy less than half the connection's sampled life: idle sender
@@ -141,7 +141,7 @@ def _conn_summaries(samples: list[dict]) -> dict[int, list[dict]]:
         busy = d("busy_us")
         out[tid].append({
             "key": Key(last["path"], None if last["rtt_ms_configured"] is None
-                       else float(last["rtt_ms_configured"]), last["client"],
+                       else float(last["rtt_ms_configured"]), client_label(last),
                        int(last["streams"]), int(last["concurrency"])),
             "acked": last.get("bytes_acked") or 0, "busy": busy, "life": max(life, busy),
             "rwnd": d("rwnd_limited_us"), "sndbuf": d("sndbuf_limited_us"), "slow": slow,

@@ -15,6 +15,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from rig.report.charts import DPI, save
+from rig.description.steps import shown_step
 from rig.report.model import Run
 
 MIN_BYTES = 1 << 20          # flows below this carried requests, not the data
@@ -57,7 +58,7 @@ def draw(run: Run, out_dir: Path) -> list[Path]:
                     color="tab:red", markersize=4,
                     label=f"retransmission ({g.get('retrans_total', len(g['retrans']))})")
         rtt = f["rtt_ms_configured"]
-        ax.set_title(f"step {step + 1}: {f['client']} (rep {f['repeat'] + 1}) at "
+        ax.set_title(f"step {shown_step(step)}: {f['client']} (rep {f['repeat'] + 1}) at "
                      f"{'real' if rtt is None else f'{rtt:g} ms'}, loss "
                      f"{(f.get('loss_configured') or 0):.2%}; {f['src']}:{f['sport']} -> "
                      f"{f['dst']}:{f['dport']}, {(f['goodput_bps'] or 0) / 1e6:.1f} Mbit/s",
@@ -66,7 +67,7 @@ def draw(run: Run, out_dir: Path) -> list[Path]:
         ax.set_ylabel("sequence (MiB)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper left")
-        files += save(fig, out_dir, f"tseq_step{step + 1}")
+        files += save(fig, out_dir, f"tseq_step{shown_step(step)}")
     return files
 
 
@@ -81,7 +82,7 @@ def rows(run: Run) -> list[list[str]]:
         for f in sorted(by[key], key=lambda f: (f["side"] != "sender", f["sport"], f["dport"])):
             rtt = [f.get(k) for k in ("rtt_ms_min", "rtt_ms_median", "rtt_ms_p90")]
             out.append([
-                str(f["step"] + 1), "" if f["rtt_ms_configured"] is None
+                str(shown_step(f["step"])), "" if f["rtt_ms_configured"] is None
                 else f"{f['rtt_ms_configured']:g}", f["client"], str(f["repeat"] + 1),
                 f"{f['side']} ({f['iface']})", f"{f['src']}:{f['sport']} > {f['dst']}:{f['dport']}",
                 f"{f['data_bytes'] / 2**20:.1f}",

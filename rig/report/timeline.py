@@ -15,7 +15,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from rig.report.charts import DPI, save
-from rig.report.model import Run
+from rig.description.steps import shown_step
+from rig.report.model import Run, client_label
 
 
 def transfer_series(samples: list[dict]) -> tuple[list[float], list[float], list[float],
@@ -47,7 +48,7 @@ def draw(run: Run, out_dir: Path) -> list[Path]:
     by_step: dict[int, dict[tuple, list[dict]]] = defaultdict(lambda: defaultdict(list))
     for s in run.tcp:
         if s.get("repeat") == 0 and s.get("instance") == 0:
-            key = (s["client"], s["streams"], s["concurrency"], s["path"],
+            key = (client_label(s), s["streams"], s["concurrency"], s["path"],
                    s["rtt_ms_configured"])
             by_step[s["step"]][key].append(s)
     files: list[Path] = []
@@ -73,8 +74,8 @@ def draw(run: Run, out_dir: Path) -> list[Path]:
             ax.set_xlabel("seconds since the client started")
             ax.set_ylabel(y)
             ax.grid(alpha=0.3)
-        fig.suptitle(f"TCP timeline, step {step + 1}: {label} - sending side's tcp_info, "
+        fig.suptitle(f"TCP timeline, step {shown_step(step)}: {label} - sending side's tcp_info, "
                      "first repeat", fontsize=10)
         fig.legend(loc="outside right upper", fontsize=8, frameon=False)
-        files += save(fig, out_dir, f"timeline_step{step + 1}")
+        files += save(fig, out_dir, f"timeline_step{shown_step(step)}")
     return files

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from rig.description.linkstats import EMULATOR_DROPS, DirStats, EmulStats, UnreadableStats, \
     emulation_late, engine_busy, load_stats
+from rig.description.steps import shown_step
 from rig.report.model import Point, Run
 from rig.report.tcpevidence import Evidence, evidence_by_key
 
@@ -187,9 +188,48 @@ def late_notes(point: Point, run: Run) -> list[str]:
     out: list[str] = []
     for step in sorted(point.steps):
         for stats in step_engine_stats(run, step):
-            out += [f"step {step}: {r}" for r in emulation_late(
+            out += [f"step {shown_step(step)}: {r}" for r in emulation_late(
                 stats, None if point.key.rtt_ms is None else point.key.rtt_ms / 1e3)]
     return list(dict.fromkeys(out))
+
+
+FLAG_KINDS = ("path validation", "emulation late", "emulation late in a path check",
+              "transfers failed")
+
+
+def step_flags(run: Run) -> dict[str, list[int]]:
+    """Every kind of flag a step can carry, with the steps (as shown) that carry it:
+    path validation (ping or iperf3 off the configured path), emulation late during the
+    transfers (the console's EMULATION LATE) or during a path check, failed transfers."""
+    by: dict[str, set[int]] = {k: set() for k in FLAG_KINDS}
+    for v in run.validations:
+        if v.get("flagged"):
+            by["path validation"].add(shown_step(v["step"]))
+    for step in sorted({int(r["step"]) for r in run.engine}):
+        rtt = next((x.get("rtt_ms_configured") for x in run.validations + run.transfers
+                    if x["step"] == step and x.get("rtt_ms_configured") is not None), None)
+        for r, st in engine_phase_rows(run, step, ALL_PHASES):
+            # as the run judged it (its console line), or as the report's tables do
+            late = bool(r.get("emulation_late")) or (isinstance(st, EmulStats) and bool(
+                emulation_late(st, None if rtt is None else rtt / 1e3)))
+            if late:
+                check = (r.get("phase") or "").startswith("check")
+                by["emulation late in a path check" if check else "emulation late"].add(
+                    shown_step(step))
+    for t in run.transfers:
+        if not t.get("ok"):
+            by["transfers failed"].add(shown_step(t["step"]))
+    return {k: sorted(v) for k, v in by.items() if v}
+
+
+def flag_headline(run: Run) -> str:
+    """One sentence: how many steps each kind of flag marks, and which."""
+    flags = step_flags(run)
+    if not flags:
+        return "No step flagged."
+    steps = sorted({s for v in flags.values() for s in v})
+    parts = [f"{k}: {len(v)} ({', '.join(f'step {s}' for s in v)})" for k, v in flags.items()]
+    return f"{len(steps)} step(s) flagged, by kind: {'; '.join(parts)}."
 
 
 def emulator_reasons(point: Point, run: Run) -> list[str]:

@@ -406,8 +406,11 @@ class Store:
         the table existed."""
         if not self.has_table("tcp_samples"):
             return []
+        # the TLS mode keys a point too (rig.report.model.client_label)
+        tls = "t.tls" if any(r[1] == "tls" for r in self.conn.execute(
+            "PRAGMA table_info(transfers)")) else "NULL AS tls"
         return [dict(r) for r in self.conn.execute(
-            "SELECT s.*, t.path, t.rtt_ms_configured, t.client, t.streams, t.concurrency, "
-            "t.step, t.repeat, t.instance, t.ok, t.throughput_bps, t.duration_s "
+            f"SELECT s.*, t.path, t.rtt_ms_configured, t.client, {tls}, t.streams, "
+            "t.concurrency, t.step, t.repeat, t.instance, t.ok, t.throughput_bps, t.duration_s "
             "FROM tcp_samples s JOIN transfers t ON t.rowid = s.transfer_id "
             "ORDER BY s.transfer_id, s.conn, s.t_s")]

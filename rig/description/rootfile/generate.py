@@ -24,6 +24,7 @@ import types
 import uuid
 from pathlib import Path
 
+from rig.description import limits as L
 from rig.errors import InputError
 
 GENERATOR_VERSION = 1
@@ -54,8 +55,10 @@ class FileSpec:
             if not self.entry_bytes or any(not isinstance(b, int) or b < 1 for b in self.entry_bytes):
                 raise bad("entry_bytes", "must be a non-empty list of positive integers",
                           self.entry_bytes)
-        elif not isinstance(self.n_branches, int) or not 1 <= self.n_branches <= 5000:
-            raise bad("branches", "must be an integer from 1 to 5000", self.n_branches)
+        elif not isinstance(self.n_branches, int) \
+                or not 1 <= self.n_branches <= L.MAX_ROOT_BRANCHES:
+            raise bad("branches", f"must be an integer from 1 to {L.MAX_ROOT_BRANCHES}",
+                      self.n_branches)
         if self.entry_bytes is None and (not isinstance(self.event_bytes, int)
                                          or self.event_bytes < self.n_branches):
             raise bad("event_bytes", "must be at least one byte per branch", self.event_bytes)
@@ -64,6 +67,12 @@ class FileSpec:
             raise bad("cluster_entries", "must be a positive integer", self.cluster_entries)
         if not isinstance(self.cluster_bytes, int) or self.cluster_bytes < 1:
             raise bad("cluster_bytes", "must be a positive integer", self.cluster_bytes)
+        entries, per = self.layout_numbers()
+        baskets = -(-entries // per) * len(self.branch_sizes())
+        if baskets > L.MAX_ROOT_BASKETS:
+            raise bad("cluster", f"{baskets} baskets (clusters x branches): at most "
+                      f"{L.MAX_ROOT_BASKETS} (larger clusters, or fewer branches)",
+                      self.cluster_bytes)
 
     def branch_sizes(self) -> tuple[int, ...]:
         """Bytes per entry of every branch: a heavy-tailed spread (a few big collections,
