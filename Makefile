@@ -3,7 +3,7 @@
 PY      ?= python3
 VENV    ?= .venv
 BIN     := $(VENV)/bin
-APT_PKGS := xrootd-server xrootd-client davix curl iperf3 iptables iputils-ping nginx openssh-server \
+APT_PKGS := xrootd-server xrootd-client davix curl wget iperf3 iptables iputils-ping nginx openssh-server \
             procps iproute2 python3-venv python3-pip chromium apache2 openssl tcpdump \
             g++ make pkg-config davix-dev libcurl4-openssl-dev zlib1g-dev sudo
 SCENARIO ?= scenarios/quick.yaml

@@ -38,7 +38,8 @@ REPO = Path(__file__).resolve().parent.parent
 SEEDS = sorted((REPO / "scenarios").glob("*.yaml")) + \
     sorted((REPO / "tests/data/scenarios").glob("*.yaml"))
 N_RANDOM = 460            # plus the explicit cases: ~500 in all
-MAX_LINE = 400            # an error line: file + key path + message + <= 80 chars of value
+MAX_LINE = 320            # an error line after "rig: FILE: ": key path + message + <= 80 chars
+                          # of value (the file's own path is the test's tmp path, any length)
 
 BAD_VALUES: list = [
     "1e400MiB", "1e400gbit", "1e400s", "1e400", "1e400ms", float("inf"), float("-inf"),
@@ -346,7 +347,7 @@ def test_every_mutation_is_one_line_exit_2_or_valid_and_in_range(tmp_path, monke
         code, out, err = _run_plan(str(path))
         spent = time.monotonic() - t
         stats["tried"] += 1
-        assert spent < 3.0, (label, spent)
+        assert spent < 30.0, (label, spent)     # a hang, not a speed goal (bench/ has those)
         assert _snapshot(*watched) == before, label
         if code == 2:
             stats["rejected"] += 1
@@ -354,7 +355,7 @@ def test_every_mutation_is_one_line_exit_2_or_valid_and_in_range(tmp_path, monke
             lines = err.splitlines()
             assert len(lines) == 1 and err.endswith("\n"), (label, err[:500])
             assert lines[0].startswith(f"rig: {path}: "), (label, lines[0][:300])
-            assert len(lines[0]) <= MAX_LINE, (label, lines[0][:500])
+            assert len(lines[0]) - len(f"rig: {path}: ") <= MAX_LINE, (label, lines[0][:500])
             assert "Traceback" not in err
         else:
             assert code == 0, (label, code, err[:500])

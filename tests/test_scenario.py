@@ -72,7 +72,7 @@ def _with(path: str, value):
     ("paths.0.jitter", "20ms", "paths[0].jitter", "exceeds the RTT"),
     ("files.0.size", "-1MiB", "files[0].size", "not a size"),
     ("clients.0.streams", 16, "clients[0].streams", "at most 15"),
-    ("clients.0.tool", "wget", "clients[0].tool", "must be one of"),
+    ("clients.0.tool", "aria2c", "clients[0].tool", "must be one of"),
     ("clients.0.file", "nope", "clients[0].file", "no file of that name"),
     ("clients.0.block", "1MiB", "clients[0].block", "only for fdt"),
     ("clients.0.congestion", "reno", "clients[0].congestion", "only for iperf3"),

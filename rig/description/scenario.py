@@ -54,6 +54,17 @@ def _env(ctx: S.Ctx, v: Any) -> dict:
             for k, x in v.items()}
 
 
+MAX_ARGS = 64       # words of a client's `args:`
+
+
+def _arg(v: Any) -> str:
+    """One word of a client's `args:`: text on one line (it is an argv item, no shell)."""
+    v = S.text(v)
+    if not v.isprintable():
+        raise ValueError("expected text on one line without control characters")
+    return v
+
+
 def _tool(v: Any) -> str:
     return S.choice(*tools.names())(v)        # the registry as it is at load time
 
@@ -378,7 +389,7 @@ class ServerSpec:
 
 
 _OPTIONS = ("page_checksum", "block", "buffer", "mode", "library", "cache_size", "segment",
-            "branches", "sources", "multiplex", "shadow_dir", "dest_dir", "congestion")
+            "branches", "sources", "multiplex", "shadow_dir", "dest_dir", "congestion", "cipher")
 CC_NAMES = ("bbr", "cubic", "reno", "htcp")
 
 
@@ -447,6 +458,10 @@ class ClientSpec:
     sweep: ClientSweep | None = S.spec(S.optional(S.section(ClientSweep)), None)
     # this client's connections' congestion control (iperf3 -C), whatever tuning's default
     congestion: str | None = S.spec(S.optional(S.choice(*CC_NAMES)), None)
+    # scp: the SSH cipher (`ssh -c`), checked by the tool (rig/services/tools/scp.py)
+    cipher: str | None = S.spec(S.optional(S.text), None)
+    # free-form words added to the tool's argv, for what the schema does not cover
+    args: list = S.spec(S.list_of(_arg, min_len=0, scalar_ok=False, max_len=MAX_ARGS), [])
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:

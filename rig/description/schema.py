@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import difflib
 import ipaddress
 import math
 import os
@@ -60,8 +61,8 @@ def check_mapping(ctx: Ctx, data: Any, fields: dict[str, Field]) -> dict[str, An
         raise ctx.error("expected a mapping", data)
     for key in data:
         if key not in fields:
-            known = ", ".join(sorted(fields))
-            raise ctx.child(str(key)).error(f"unknown key (known: {known})", data[key])
+            raise ctx.child(str(key)).error(f"unknown key ({_known(str(key), fields)})",
+                                            data[key])
     out: dict[str, Any] = {}
     for key, f in fields.items():
         sub = ctx.child(key)
@@ -76,6 +77,21 @@ def check_mapping(ctx: Ctx, data: Any, fields: dict[str, Field]) -> dict[str, An
 
 # --- a document section declared once, as a dataclass ------------------------------
 EMPTY = object()   # default of a nested section: a missing key reads as an empty mapping
+
+
+KNOWN_CHARS = 160     # a longer list of known keys would not fit an error's one line
+
+
+def _known(key: str, fields: dict) -> str:
+    """The keys a section knows, for an unknown key's error: all of them when they are
+    few, else the closest to the one given (the README lists them all)."""
+    names = sorted(fields)
+    known = ", ".join(names)
+    if len(known) <= KNOWN_CHARS:
+        return f"known: {known}"
+    close = difflib.get_close_matches(key[:100], names, n=3)
+    return (f"closest known: {', '.join(close)}" if close
+            else f"none of its {len(names)} known keys, e.g. {', '.join(names[:6])}")
 
 
 def spec(parse: Parser, default: Any = _MISSING, *, key: str | None = None) -> Any:

@@ -153,7 +153,7 @@ def plan_lines(sc: Scenario) -> list[str]:
                     out.append(f"# write {path}:")
                     out += [f"#   {ln}" for ln in text.strip().splitlines()]
                 pre, argv = _pinned(wd.name, f"client-{g.client.name}", g.client.cpus,
-                                    a.argv(job), local=not at)
+                                    a.command(job), local=not at)
                 out += pre
                 line = at + _fmt(ns_argv(client_ns, argv), a.env(job))
                 note = f"   # x{g.concurrency} at once" if g.concurrency > 1 else ""
@@ -238,6 +238,7 @@ def _servers(sc: Scenario, out: list[str], n: netns.RealizedPath, wd: Path,
              at: str = "") -> None:
     for plans in _server_plans(sc, n, wd).values():
         for plan in plans:
+            out += [at + _fmt(a) for a in plan.kind.prepare_argv(plan)]
             for name, text in servers.server_files(plan).items():
                 out.append(f"{at}# {plan.workdir / name}:")
                 out += [f"#   {ln}" for ln in text.strip().splitlines()]

@@ -77,7 +77,7 @@ def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list,
              where: dict | None = None, cgroup: Path | None = None) -> None:
     a = tools.get(job.client.tool)
     # pinned by its cgroup when it has one, else by taskset
-    argv = proc.pinned_argv(None if cgroup else job.client.cpus, a.argv(job))
+    argv = proc.pinned_argv(None if cgroup else job.client.cpus, a.command(job))
     env = a.env(job)
     io_target = job.file_bytes if a.caps.timed_by_written_bytes else None
     for path, text in job.files:           # e.g. an extreme copy's metalink, in the run dir
@@ -154,6 +154,8 @@ def measure(o: Outcome) -> dict:
     tool = tools.get(job.client.tool)
     p = tool.parse(res.stdout, res.stderr, res.returncode, job)
     extra = dict(p.extra, process_wall_s=res.wall_s)
+    if job.client.args:
+        extra["args"] = list(job.client.args)     # the row's argv has them too
     error = p.error
     nbytes: int | None
     if tool.caps.timed_by_written_bytes:

@@ -96,6 +96,14 @@ class ServerKind:
         """The ports an instance of `spec` really listens on, given the defaults (pure)."""
         return ports
 
+    # files of its workdir readable by its user only (sshd and ssh refuse readable keys)
+    private: ClassVar[frozenset[str]] = frozenset({TLS_KEY})
+
+    def prepare_argv(self, p: ServerPlan) -> list[list[str]]:
+        """Commands run (with a deadline, before `files`) in its fresh workdir: the
+        per-run keys of sshd. Local instances only."""
+        return []
+
     def files(self, p: ServerPlan) -> dict[str, str]:
         """Config files (name -> text) the server needs in its workdir (pure)."""
         return {}

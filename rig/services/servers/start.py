@@ -14,7 +14,7 @@ from typing import Any
 
 from rig.process import nsprobe, proc
 from rig.errors import RigError
-from rig.services.servers import TLS_KEY, ServerPlan, iperf3_server_argv
+from rig.services.servers import ServerPlan, iperf3_server_argv
 
 READY_TIMEOUT_S = 20.0
 
@@ -52,9 +52,11 @@ def start_server(p: ServerPlan, local_dir: Path | None = None,
         shutil.rmtree(p.workdir)
     p.workdir.mkdir(parents=True)
     (p.workdir / "tmp").mkdir()
+    for argv in kind.prepare_argv(p):          # e.g. sshd's per-run keys
+        proc.run(argv, timeout=30, check=True)
     for name, text in kind.files(p).items():
         f = p.workdir / name
-        f.touch(mode=0o600 if name == TLS_KEY else 0o644)   # xrootd refuses a readable key
+        f.touch(mode=0o600 if name in kind.private else 0o644)   # xrootd refuses a readable key
         f.write_text(text)
     if kind.run_as:
         _chown_tree(p.workdir, kind.run_as)
@@ -76,6 +78,8 @@ def start_server(p: ServerPlan, local_dir: Path | None = None,
 def _start_remote(p: ServerPlan, local_dir: Path) -> RunningServer:
     h, kind = p.host, p.kind
     assert h is not None
+    if kind.prepare_argv(p):
+        raise RigError(f"server {p.origin}: a {p.spec.kind} server runs on this machine only")
     for name, text in kind.files(p).items():
         proc.put_file(h, str(p.workdir / name), text.encode())
     proc.run(["mkdir", "-p", str(p.workdir / "tmp")], timeout=30, host=h, check=True)

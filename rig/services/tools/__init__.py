@@ -42,6 +42,7 @@ class Job:
     source_url: str = ""         # third-party copy: where the destination pulls from
     files: tuple[tuple[str, str], ...] = ()   # (path, text) written before it starts
     origin_cpus: str | None = None
+    keys: str = ""               # scp: the sshd instance's run directory (keys, known_hosts)
 
     @property
     def target(self) -> str:
@@ -122,6 +123,16 @@ class ClientTool:
 
     def argv(self, job: Job) -> list[str]:
         raise NotImplementedError
+
+    def command(self, job: Job) -> list[str]:
+        """The argv the rig runs and `rig plan` prints: `argv()` with the client's
+        free-form `args:` added where the tool reads options (`with_args`)."""
+        return self.with_args(self.argv(job), list(job.client.args))
+
+    def with_args(self, argv: list[str], args: list[str]) -> list[str]:
+        """`args:` appended at the end (GNU-style tools read options after operands);
+        a tool whose parser stops at its first operand puts them before (scp)."""
+        return argv + args
 
     def env(self, job: Job) -> dict[str, str]:
         return dict(job.client.env)
