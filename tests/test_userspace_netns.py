@@ -105,7 +105,7 @@ def test_no_round_trip_is_shorter_than_the_path_under_load(path, backend, tmp_pa
     backend.apply(path.site, LinkProfile.symmetric(0.050))
     backend.check(path.site)
     idle = ping(path, 100, 0.01)
-    srv = proc.Service(["iperf3", "-s", "-p", "5299"], netns=path.server_ns,
+    srv = proc.Service(["iperf3", "-s", "--forceflush", "-p", "5299"], netns=path.server_ns,
                        log_path=tmp_path / "iperf3-s.log").start()
     cli = None
     try:
@@ -123,6 +123,11 @@ def test_no_round_trip_is_shorter_than_the_path_under_load(path, backend, tmp_pa
         assert p["received"] >= 0.9 * p["sent"], (what, p)
         assert p["min_ms"] >= 50.0 - EARLY_RESOLUTION_MS, (what, p)
     st = backend.stats(path.site)
+    print(f"ping min/avg idle {idle['min_ms']}/{idle['avg_ms']} ms, beside iperf3 -P4 -R "
+          f"{loaded['min_ms']}/{loaded['avg_ms']} ms; engine lateness min/mean/max ms: "
+          + ", ".join(f"{d.direction} {d.lateness.min_s * 1e3:.3f}/{d.lateness.mean_s * 1e3:.3f}/"
+                      f"{d.lateness.max_s * 1e3:.3f} ({d.released} released)"
+                      for d in st.directions if d.lateness and d.lateness.min_s is not None))
     for d in st.directions:
         assert d.lateness is not None and d.lateness.min_s is not None, d
         assert d.lateness.min_s >= 0.0, (d.direction, d.lateness)     # the engine's own view
