@@ -98,6 +98,7 @@ def test_rtt_from_timestamps_is_the_paths(run_dir):
     # path less the capture's timestamp resolution (capture.RTT_RESOLUTION_MS).
     from rig.results.capture import RTT_RESOLUTION_MS
     floor = 50.0 - RTT_RESOLUTION_MS
+    print(f"capture RTT min {sent['rtt_ms_min']:.3f} median {sent['rtt_ms_median']:.3f} ms")
     assert floor <= sent["rtt_ms_min"] <= 55.0, sent["rtt_ms_min"]
     assert floor <= sent["rtt_ms_median"] <= 80.0, sent["rtt_ms_median"]
 
