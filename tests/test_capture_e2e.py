@@ -90,10 +90,17 @@ def test_receiver_side_sees_the_gaps_repaired(run_dir):
 def test_rtt_from_timestamps_is_the_paths(run_dir):
     (sent,) = _flows(run_dir, "sender")
     assert sent["rtt_samples"] > 100
-    # the sender's round trip at the router: 50 ms of emulation; the queue the sender
-    # builds and delayed ACKs only add (2-core VM: up to +60 %)
-    assert 49.0 <= sent["rtt_ms_min"] <= 55.0, sent["rtt_ms_min"]
-    assert 49.0 <= sent["rtt_ms_median"] <= 80.0, sent["rtt_ms_median"]
+    # the sender's round trip at the router: 50 ms of emulation, both passes of the
+    # engine between the two sightings; the queue the sender builds, delayed ACKs and
+    # the TS clock's 1 ms tick only add (2-core VM: up to +60 %). The engine releases
+    # nothing before its deadline (issue 31: a fresh clone read 48.917 ms here, the
+    # engine then releasing up to half its batching window early), so the floor is the
+    # path less the capture's timestamp resolution (capture.RTT_RESOLUTION_MS).
+    from rig.results.capture import RTT_RESOLUTION_MS
+    floor = 50.0 - RTT_RESOLUTION_MS
+    print(f"capture RTT min {sent['rtt_ms_min']:.3f} median {sent['rtt_ms_median']:.3f} ms")
+    assert floor <= sent["rtt_ms_min"] <= 55.0, sent["rtt_ms_min"]
+    assert floor <= sent["rtt_ms_median"] <= 80.0, sent["rtt_ms_median"]
 
 
 def test_captures_stored_bounded_and_drawn(run_dir):

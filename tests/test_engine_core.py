@@ -32,22 +32,44 @@ def test_fixed_delay_releases_exactly_when_due():
     assert dq.stats.report("forward", 0).applied_delay_mean_s == pytest.approx(0.020)
 
 
-def test_early_window_and_lateness_histogram():
+def test_nothing_leaves_before_its_deadline_and_lateness_is_binned():
+    """Issue 31: release(upto) pops only packets due by upto (no early window), and
+    the lateness histogram bins early releases as finely as late ones."""
     dq = q(delay_s=0.010)
     for i in range(5):
         dq.arrive(i, 1.0 + i * 1e-5)
-    ids, _ = dq.release(1.010, 30e-6)              # ids 0..3 are due within 30 us
-    assert ids == [0, 1, 2, 3]
-    ids, _ = dq.release(1.0113)                      # 1.26 ms late
-    assert ids == [4]
+    ids, _ = dq.release(1.010 + 25e-6)               # ids 0..2 are due; 3, 4 not yet
+    assert ids == [0, 1, 2]
+    ids, _ = dq.release(1.0113)                      # 1.27 / 1.26 ms late
+    assert ids == [3, 4]
     late = dq.stats.report("forward", dq.held).lateness
     hist = dict(zip(LATENESS_LABELS, late.hist))
-    assert hist["-50..0us"] == 3 and hist["0..50us"] == 1
-    assert hist["1..2ms"] == 1
-    assert late.max_s == pytest.approx(0.00126)
-    assert late.count == 5 and late.share_late(1e-3) == pytest.approx(1 / 5)
+    assert hist["0..50us"] == 3 and hist["1..2ms"] == 2
+    assert sum(late.hist[:LATENESS_LABELS.index("0..50us")]) == 0     # none early
+    assert late.min_s == pytest.approx(5e-6) and late.max_s == pytest.approx(0.00127)
+    assert late.count == 5 and late.share_late(1e-3) == pytest.approx(2 / 5)
+    assert late.share_early() == 0.0
     # quantiles: upper edge of the bin holding them, never above the measured max
-    assert late.p50_s == 0.0 and late.p99_s == pytest.approx(0.00126)
+    assert late.p50_s == pytest.approx(50e-6) and late.p99_s == pytest.approx(0.00127)
+
+
+def test_early_releases_are_binned_per_bin_and_counted_as_early():
+    """A caller that counts lateness at a `now` before the deadline (a release that
+    reached the wire early) is binned per early bin, like a late one."""
+    from rig.description.linkstats import lateness_bin
+    dq = q(delay_s=0.010)
+    early = (-30e-6, -70e-6, -150e-6, -300e-6, -700e-6, -1.5e-3, -3e-3, -7e-3, -12e-3)
+    for i, e in enumerate(early):
+        dq.arrive(i, 1.0)
+        dq.release(1.010, now=1.010 + e)
+    late = dq.stats.report("forward", dq.held).lateness
+    for e in early:
+        assert late.hist[lateness_bin(e)] == 1, (e, late.hist)
+    assert [LATENESS_LABELS[lateness_bin(e)] for e in early] == [
+        "-50..0us", "-100..-50us", "-200..-100us", "-500..-200us", "-1..-0.5ms",
+        "-2..-1ms", "-5..-2ms", "-10..-5ms", "<-10ms"]
+    assert late.min_s == pytest.approx(-12e-3)
+    assert late.share_early() == pytest.approx(8 / 9)      # all but the -30 us one
 
 
 @pytest.mark.parametrize("dist", ["uniform", "normal"])

@@ -260,7 +260,7 @@ def test_capacity_not_measured_is_not_drawn_as_a_capacity(tmp_path: Path) -> Non
 def test_engine_timing_knobs_parse_and_default_to_a_realtime_engine() -> None:
     from rig.realization.emul.engine.server import Timing
     assert Timing.from_env("") == Timing(spin_s=0.0, comp=True, lag=True, rt=False,
-                                         rt_all=True, batch_s=400e-6, hold_s=200e-6, cpu=-1,
+                                         rt_all=True, batch_s=400e-6, hold_s=100e-6, cpu=-1,
                                          scale=True, qos=True, twin_s=0.0)
     assert Timing.from_env("lag=0").lag is False
     assert Timing.from_env("twin_us=150").twin_s == pytest.approx(150e-6)
@@ -269,8 +269,8 @@ def test_engine_timing_knobs_parse_and_default_to_a_realtime_engine() -> None:
     assert (t.spin_s, t.comp, t.rt, t.rt_all) == (pytest.approx(150e-6), False, True, False)
     t = Timing.from_env("batch_us=400,hold_us=200,cpu=1")
     assert (t.batch_s, t.hold_s, t.cpu) == (pytest.approx(400e-6), pytest.approx(200e-6), 1)
-    assert t.early_s == pytest.approx(200e-6)
-    assert Timing.from_env("batch_us=0").early_s == pytest.approx(20e-6)   # the 20 us window
+    assert t.window_s == pytest.approx(200e-6)         # the head waits <= batch_s / 2
+    assert Timing.from_env("batch_us=0").window_s == 0.0
     t = Timing.from_env("scale=0")
     assert t.factor(0.120) == 1.0                          # windows as given...
     scaled = Timing.from_env("batch_us=400,scale=1")
@@ -336,11 +336,12 @@ def test_cpu_latency_request_is_written_and_a_missing_device_is_a_note(tmp_path)
 
 
 @pytest.mark.parametrize("batch_us", [0, 400])
-def test_release_batching_leaves_within_half_its_window(monkeypatch, batch_us) -> None:
+def test_release_batching_never_leaves_early(monkeypatch, batch_us) -> None:
     """20 packets 50 us apart, 10 ms delay: each timer wake-up (fired exactly when armed)
-    releases what is due within the batching window, so 400 us batches need a quarter of
-    the verdict sends, and every packet leaves within +-200 us of its deadline; a lone
-    packet (a ping) leaves on time."""
+    is armed at the last deadline within half the batching window after the head and
+    releases what is due by then, so 400 us batches need a quarter of the verdict
+    sends, and every packet leaves 0..200 us after its deadline, never before (issue
+    31; until then +-200 us, centred); a lone packet (a ping) leaves on time."""
     from rig.realization.emul.engine import server
     eng, sent = _batching_engine(batch_us)
     core = eng.lanes[0].core
@@ -358,29 +359,57 @@ def test_release_batching_leaves_within_half_its_window(monkeypatch, batch_us) -
         eng._on_timer()
         wakes += 1
         if lone:
-            assert core.stats.late_max_s == pytest.approx(200e-6 if batch_us else 0.0)
-            assert core.stats.late_sum_s == pytest.approx(0.0, abs=1e-9)   # on time
+            assert core.stats.late_min_s >= -1e-12
     st = core.stats
     assert st.released == 21 and core.held == 0
     assert len(sent) == wakes
+    assert st.late_min_s == pytest.approx(0.0, abs=1e-9)          # never early
     if batch_us:
-        assert wakes == 4          # deadlines 0..950 us: [0, 400], [450, 850], [900, 950]
-        assert st.late_max_s <= 200e-6 + 1e-9
-        assert abs(st.late_sum_s / st.released) <= 50e-6      # centred: mean near zero
+        assert wakes == 5     # deadlines 0..950 us: [0, 200], [250, 450], ... + the lone
+        assert st.late_max_s == pytest.approx(200e-6)
+        assert st.late_sum_s / st.released == pytest.approx(20 * 100e-6 / 21)
     else:
-        assert wakes == 21         # one wake-up per packet (50 us apart > 20 us window)
+        assert wakes == 21         # one wake-up per packet
         assert st.late_max_s <= 1e-9
 
 
+def test_an_early_wakeup_waits_for_the_deadline(monkeypatch) -> None:
+    """The timer fires before the release time (the learned compensation overshot): the
+    engine finishes the wait when it is short, and when it is long releases nothing
+    before its deadline and sleeps again (issue 31)."""
+    from rig.realization.emul.engine import server
+    eng, sent = _batching_engine(0)
+    core = eng.lanes[0].core
+    core.arrive(0, 1.0)                                   # due 1.010
+    t = [1.0]
+
+    def clock() -> float:           # each read of the clock moves it 10 us on
+        t[0] += 10e-6
+        return t[0]
+    monkeypatch.setattr(server.time, "monotonic", clock)
+    eng._rearm(1.0)
+    t[0] = 1.010 - 60e-6                                  # 60 us early: spin it out
+    eng._on_timer()
+    assert core.stats.released == 1 and eng.spins == 1
+    assert 0.0 <= core.stats.late_min_s <= 20e-6
+    core.arrive(1, 1.1)                                   # due 1.110
+    eng._rearm(1.1)
+    t[0] = 1.110 - 5e-3                                   # 5 ms early: sleep again
+    eng._on_timer()
+    assert core.stats.released == 1 and eng.timer.armed_at == pytest.approx(1.110)
+    assert eng.early_wakeups == 2 and len(sent) == 1
+
+
 @pytest.mark.parametrize("lag", [True, False])
-def test_wake_to_send_lag_is_learned_so_packets_leave_on_time_and_are_counted_so(
-        monkeypatch, lag) -> None:
+def test_decision_to_send_lag_is_learned_and_counted(monkeypatch, lag) -> None:
     """Sparse packets (a ping every 20 ms, 10 ms delay); the timer fires exactly when
     armed, then the engine's own work takes 100 us before the verdict is sent (measured
-    on this VM: 70-160 us). With `lag` the engine learns that time, arms earlier and
-    counts lateness at the send: packets leave within 5 us of their deadline and the
-    stats say so. Without it they leave 100 us late while the stats say on time (the
-    blind spot that made an idle 20 ms path ping 20.2-20.4 ms with the engine on time)."""
+    on this VM: 70-160 us). Nothing is released before its deadline (issue 31), so that
+    work makes every packet 100 us late; with `lag` the engine learns it and counts the
+    lateness at the send, so its stats say so. Without it the stats say on time (the
+    blind spot that made an idle 20 ms path ping 20.2-20.4 ms with the engine on time).
+    (Until issue 31 the timer was armed earlier by the lag, which released packets
+    early whenever the learned lag overshot.)"""
     from rig.realization.emul.engine import server
     from rig.realization.emul.engine.core import WakeCompensator
     eng, _ = _batching_engine(0)
@@ -412,16 +441,15 @@ def test_wake_to_send_lag_is_learned_so_packets_leave_on_time_and_are_counted_so
         counted.append(core.stats.late_sum_s - before)
     assert core.stats.released == 200
     late = errors[100:]                       # after the 2 us-per-sample median settles
-    if lag:
-        assert max(abs(e) for e in late) <= 5e-6
-        assert eng._lag_s() == pytest.approx(100e-6, abs=5e-6)
-    else:
-        assert min(late) == pytest.approx(100e-6)          # every packet 100 us late
+    assert min(errors) >= 0.0                 # never before the deadline
+    assert max(late) == pytest.approx(100e-6) and min(late) == pytest.approx(100e-6)
     for e, c in zip(late, counted[100:]):
         if lag:
             assert c == pytest.approx(e, abs=5e-6)         # counted as it left
         else:
             assert c == pytest.approx(0.0, abs=1e-9)       # the old blind spot
+    if lag:
+        assert eng._lag_s() == pytest.approx(100e-6, abs=5e-6)
 
 
 def test_a_step_is_judged_per_phase_so_the_path_check_does_not_hide_its_transfers() -> None:
@@ -522,8 +550,9 @@ def test_standby_waker_is_armed_behind_the_engine_and_releases_only_what_it_miss
     eng.timer.expired = False
     eng._on_timer()
     assert core.stats.released == 1 and len(sent) == 1
-    # the engine on time for packet 1: released, and the standby then finds nothing
-    clock[0] = eng.timer.armed_at
+    # the engine on time for packet 1 (its wake-up as late as the compensation, which
+    # arms it that much early): released, and the standby then finds nothing
+    clock[0] = eng.timer.armed_at + eng.comp.value_s
     eng.timer.expired = True
     eng._on_timer()
     assert core.stats.released == 2
@@ -532,7 +561,7 @@ def test_standby_waker_is_armed_behind_the_engine_and_releases_only_what_it_miss
     eng.on_twin()
     assert (core.stats.released, eng.twin_wakeups, eng.twin_releases) == (2, 2, 1)
     # nothing left to hold after packet 2: no standby wake-up either
-    clock[0] = eng.timer.armed_at
+    clock[0] = eng.timer.armed_at + eng.comp.value_s
     eng.timer.expired = True
     eng._on_timer()
     assert core.stats.released == 3 and core.held == 0
@@ -608,3 +637,44 @@ def test_a_late_phase_says_how_late_the_engine_woke_and_how_long_it_waited() -> 
     assert late_wakeups(snap([0] * n, 0.0), None) == \
         "0 engine timer wake-ups >= 1 ms late, engine waited 0 ms for a CPU"
     assert late_wakeups(EmulStats("netem", ()), None) is None     # no histogram: no claim
+
+
+def test_emulation_early_is_flagged_per_direction_like_late() -> None:
+    """Issue 31: releases before their deadline are binned as finely as late ones and
+    the self-check flags a step where more than 1 % of one direction's packets left
+    more than 50 us early, or a round trip's mean lateness is below -tolerance."""
+    tol = rtt_tolerance_s(0.05)
+    ok = load_stats(_typed(20e-6, {"0..50us": 995, "-50..0us": 5}, tol_s=tol, over=0))
+    assert emulation_late(ok, 0.05) == []                       # within the clock's reach
+    edge = load_stats(_typed(20e-6, {"0..50us": 990, "-100..-50us": 10}, tol_s=tol, over=0))
+    assert emulation_late(edge, 0.05) == []                     # exactly 1 %: not beyond
+    early = _typed(-0.1e-3, {"0..50us": 600, "-200..-100us": 250, "-500..-200us": 150},
+                   tol_s=tol, over=0)
+    early["directions"][0]["lateness"]["min_s"] = -0.45e-3     # (one dict: both ways)
+    why = emulation_late(load_stats(early), 0.05)
+    assert why == [f"emulation early ({d}): 40.00% of packets released > 50 us before "
+                   "their deadline (max 1%, most early 0.45 ms)" for d in ("forward", "reverse")]
+    mean = load_stats(_typed(-0.3e-3, {"-500..-200us": 1000}, tol_s=tol, over=0))
+    assert emulation_late(mean, 0.05)[0] == ("emulation early: mean lateness -0.600 ms per "
+                                             "round trip < -tolerance 0.500 ms")
+
+
+def test_a_histogram_stored_before_the_early_bins_reads_as_it_did() -> None:
+    """Stored rows hold 11-bin histograms (one early bin, "<-50us"): they load into
+    today's 18 bins with that count in "-100..-50us", so quantiles, shares and the
+    verdicts computed from them are unchanged; version-1 rows keyed by label too."""
+    old = [348, 301, 175, 22, 40, 66, 36, 12, 0, 0, 0]       # bench/early_release.py, idle
+    d = _typed(30e-6, {}, tol_s=None)
+    for x in d["directions"]:
+        x["lateness"]["hist"] = old
+        x["lateness"]["count"] = sum(old)
+    st = load_stats(d)
+    lat = st.direction("forward").lateness
+    assert len(lat.hist) == len(LATENESS_LABELS) and sum(lat.hist) == sum(old)
+    assert dict(zip(LATENESS_LABELS, lat.hist))["-100..-50us"] == 348
+    assert lat.p50_s == 0.0 and lat.p99_s == pytest.approx(2e-3)
+    assert lat.share_late() == pytest.approx(12 / 1000)
+    assert lat.share_early() == pytest.approx(348 / 1000)
+    assert any("emulation early (forward): 34.80%" in r for r in emulation_late(st, 0.05))
+    v1 = load_stats({"forward": {"released": 3, "late_hist": {"<-50us": 2, "0..50us": 1}}})
+    assert v1.direction("forward").lateness.share_early() == pytest.approx(2 / 3)

@@ -158,7 +158,7 @@ def test_round_trip_of_every_backend_and_of_a_dead_engine() -> None:
      '[{"direction": "forward", "seen": -1}]}', "directions['forward'].seen"),
     ('{"stats_version": 2, "backend": "userspace", "directions": '
      '[{"direction": "forward", "lateness": {"count": 1, "mean_s": 0, "max_s": 0, '
-     '"hist": [1]}}]}', "want 11 bins"),
+     '"hist": [1]}}]}', "want 18 bins"),
     ('{"forward": {"seen": "many"}}', "forward.seen"),
     ('{"forward": {"released": 3, "late_hist": {"3..4ms": 3}}}', "forward.late_hist"),
     ('{"kernel_queues": {"queue": 1}}', "kernel_queues"),

@@ -83,10 +83,56 @@ def test_rtt_is_the_configured_one(path, backend):
     p = ping(path, 60, 0.02)
     assert p["received"] == 60
     assert p["avg_ms"] == pytest.approx(40.0, rel=0.15)
-    assert p["min_ms"] >= 40.0 * 0.97                # never (much) faster than configured
+    assert p["min_ms"] >= 40.0 - EARLY_RESOLUTION_MS  # never faster than configured
     st = backend.stats(path.site)
     assert st.alive is True and st.error is None
     assert st.direction("forward").released >= 60 and st.direction("reverse").released >= 60
+
+
+# A round trip through the engine is never shorter than the path (issue 31): nothing is
+# released before its deadline. What separates ping's minimum from the configured RTT is
+# then only clock reads: the engine's arrival stamp (its read time, or the kernel's
+# wall-clock stamp moved to the monotonic clock through an offset read beside it) and
+# ping's microsecond print. Until issue 31 the engine released up to half its batching
+# window early and an idle 50 ms path pinged 49.36 ms, 48.54 ms beside iperf3 -P4 -R
+# (bench/early_release.py).
+EARLY_RESOLUTION_MS = 0.05
+
+
+def test_no_round_trip_is_shorter_than_the_path_under_load(path, backend, tmp_path):
+    import shutil
+    assert shutil.which("iperf3"), "iperf3 missing (make install)"
+    backend.apply(path.site, LinkProfile.symmetric(0.050))
+    backend.check(path.site)
+    idle = ping(path, 100, 0.01)
+    srv = proc.Service(["iperf3", "-s", "--forceflush", "-p", "5299"], netns=path.server_ns,
+                       log_path=tmp_path / "iperf3-s.log").start()
+    cli = None
+    try:
+        proc.wait_until(lambda: "listening" in srv.log_tail(), timeout=10,
+                        what="iperf3 server", service=srv)
+        cli = proc.Service(["iperf3", "-c", path.server_addr, "-p", "5299", "-R", "-P", "4",
+                            "-t", "20"], netns=path.client_ns,
+                           log_path=tmp_path / "iperf3-c.log").start()
+        loaded = ping(path, 400, 0.01)
+    finally:
+        if cli is not None:
+            cli.stop()
+        srv.stop()
+    for what, p in (("idle", idle), ("beside iperf3 -P4 -R", loaded)):
+        assert p["received"] >= 0.9 * p["sent"], (what, p)
+        assert p["min_ms"] >= 50.0 - EARLY_RESOLUTION_MS, (what, p)
+    st = backend.stats(path.site)
+    print(f"ping min/avg idle {idle['min_ms']}/{idle['avg_ms']} ms, beside iperf3 -P4 -R "
+          f"{loaded['min_ms']}/{loaded['avg_ms']} ms; engine lateness min/mean/max ms: "
+          + ", ".join(f"{d.direction} {d.lateness.min_s * 1e3:.3f}/{d.lateness.mean_s * 1e3:.3f}/"
+                      f"{d.lateness.max_s * 1e3:.3f} ({d.released} released)"
+                      for d in st.directions if d.lateness and d.lateness.min_s is not None))
+    for d in st.directions:
+        assert d.lateness is not None and d.lateness.min_s is not None, d
+        assert d.lateness.min_s >= 0.0, (d.direction, d.lateness)     # the engine's own view
+        assert d.lateness.share_early() == 0.0
+    assert sum(d.released or 0 for d in st.directions) > 1000     # the load went through
 
 
 def test_reconfigure_between_steps(path, backend):
@@ -108,7 +154,8 @@ def test_random_loss_rate(path, backend):
     backend.apply(path.site, prof)
     p = ping(path, 2000, 0.002)
     loss = 1 - p["received"] / p["sent"]
-    assert loss == pytest.approx(0.05, rel=0.3)
+    # binomial, 5 sigma (was 30 % relative: 3.1 sigma at 2000 pings, a 1-in-500 flake)
+    assert abs(loss - 0.05) <= 5 * (0.05 * 0.95 / p["sent"]) ** 0.5, p
     fwd = backend.stats(path.site).direction("forward")
     assert fwd.dropped_loss == p["sent"] - p["received"]
     assert fwd.extra["gso"] is False                  # loss acts per wire segment
@@ -138,7 +185,8 @@ def test_duplication(path, backend):
     backend.apply(path.site, prof)
     p = ping(path, 300, 0.005)
     assert p["received"] == 300
-    assert p["dups"] / 300 == pytest.approx(0.3, rel=0.3)
+    # binomial, 5 sigma (was 30 % relative: 3.4 sigma at 300 pings)
+    assert abs(p["dups"] / 300 - 0.3) <= 5 * (0.3 * 0.7 / 300) ** 0.5, p
 
 
 def test_dead_engine_stops_the_step_and_the_path(path, backend):

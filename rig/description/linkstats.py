@@ -35,10 +35,27 @@ from typing import Any, Mapping
 STATS_VERSION = 2
 
 # Release lateness histogram (actual release - due time), shared with the engine's core:
-# bins are (<-50us), [-50us,0), [0,50us), ... [5ms,10ms), (>=10ms).
-LATENESS_EDGES_S = (-50e-6, 0.0, 50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3)
-LATENESS_LABELS = ("<-50us", "-50..0us", "0..50us", "50..100us", "100..200us",
-                   "200..500us", "0.5..1ms", "1..2ms", "2..5ms", "5..10ms", ">=10ms")
+# as finely early as late (issue 31: a release before its deadline is a fidelity defect,
+# counted per direction like a late one): (<-10ms), [-10ms,-5ms), ... [-50us,0),
+# [0,50us), ... [5ms,10ms), (>=10ms).
+_LATE_EDGES_S = (50e-6, 100e-6, 200e-6, 500e-6, 1e-3, 2e-3, 5e-3, 10e-3)
+LATENESS_EDGES_S = tuple(-e for e in reversed(_LATE_EDGES_S)) + (0.0,) + _LATE_EDGES_S
+LATENESS_LABELS = ("<-10ms", "-10..-5ms", "-5..-2ms", "-2..-1ms", "-1..-0.5ms",
+                   "-500..-200us", "-200..-100us", "-100..-50us", "-50..0us",
+                   "0..50us", "50..100us", "100..200us", "200..500us", "0.5..1ms",
+                   "1..2ms", "2..5ms", "5..10ms", ">=10ms")
+# Before issue 31 the histogram had one early bin below -50 us (11 bins, labels
+# "<-50us", "-50..0us", "0..50us", ...). A stored 11-bin histogram is read into these
+# bins with that early count in "-100..-50us": every quantile and share computed from it
+# is as before (that bin's upper edge is the old bin's, -50 us); only its label claims
+# more than was known.
+OLD_EARLY_LABEL = "<-50us"
+_OLD_BINS = 11
+# "Early": a release more than this before its deadline (the engine releases nothing
+# before its deadline since issue 31; the edge leaves room for clock reads, not for
+# batching). A step is flagged when more than LATE_SHARE_MAX of one direction's packets
+# left earlier than this, or the mean lateness of a round trip is below -tolerance.
+EARLY_THRESHOLD_S = 50e-6
 # "Late" for the share of late packets: the design's engine target is p99 <= 1 ms.
 LATE_THRESHOLD_S = 1e-3
 # The RTT tolerance of path validation (scenario `validation:` defaults): an engine whose
@@ -109,8 +126,11 @@ class Lateness:
     hist: tuple[int, ...]          # packets per LATENESS_LABELS bin
     tol_s: float | None = None     # the tolerance `over_tol` counts against (exact count)
     over_tol: int | None = None    # packets released more than tol_s late
+    min_s: float | None = None     # the most early release (< 0: before its deadline)
 
     def __post_init__(self) -> None:
+        if len(self.hist) == _OLD_BINS:        # stored before issue 31 (see OLD_EARLY_LABEL)
+            object.__setattr__(self, "hist", widen_hist(self.hist))
         if len(self.hist) != len(LATENESS_LABELS):
             raise StatsFormatError(f"lateness.hist: want {len(LATENESS_LABELS)} bins "
                                    f"(got {len(self.hist)})")
@@ -148,6 +168,16 @@ class Lateness:
         first = lateness_bin(threshold_s)
         return sum(self.hist[first:]) / n
 
+    def share_early(self, threshold_s: float = EARLY_THRESHOLD_S) -> float | None:
+        """Fraction of packets released more than threshold_s before their deadline;
+        threshold_s must be a bin edge's magnitude."""
+        if -threshold_s not in LATENESS_EDGES_S:
+            raise ValueError(f"early threshold {threshold_s} is not a histogram edge")
+        n = sum(self.hist)
+        if n <= 0:
+            return None
+        return sum(self.hist[:lateness_bin(-threshold_s)]) / n
+
     def share_over(self, tol_s: float) -> tuple[float, float] | None:
         """(share of packets released more than ~tol_s late, the threshold it was counted
         at): exact when the engine counted against tol_s, else from the histogram at the
@@ -172,19 +202,21 @@ class Lateness:
         over = self.over_tol
         if over is not None and prev.over_tol is not None and prev.tol_s == self.tol_s:
             over = over - prev.over_tol if over >= prev.over_tol else over
-        return Lateness(count, mean, self.max_s, hist,    # max: cumulative, not separable
-                        self.tol_s, over)
+        return Lateness(count, mean, self.max_s, hist,    # max, min: cumulative, not separable
+                        self.tol_s, over, self.min_s)
 
     def to_json(self) -> dict:
         return {"count": self.count, "mean_s": self.mean_s, "max_s": self.max_s,
                 "hist": list(self.hist), "p50_s": self.p50_s, "p99_s": self.p99_s,
                 "share_late_1ms": self.share_late(), "tol_s": self.tol_s,
-                "over_tol": self.over_tol}
+                "over_tol": self.over_tol, "min_s": self.min_s,
+                "share_early_50us": self.share_early()}
 
     @classmethod
     def from_json(cls, d: Any) -> "Lateness":
         d = _object(d, "lateness", {"count", "mean_s", "max_s", "hist", "p50_s", "p99_s",
-                                    "share_late_1ms", "tol_s", "over_tol"})
+                                    "share_late_1ms", "tol_s", "over_tol", "min_s",
+                                    "share_early_50us"})
         hist = d.get("hist")
         if not isinstance(hist, list):
             raise StatsFormatError(f"lateness.hist: want a list (got {hist!r})")
@@ -193,7 +225,8 @@ class Lateness:
                    _real(d.get("max_s"), "lateness.max_s"),
                    tuple(_nonneg_int(k, "lateness.hist") for k in hist),
                    _opt(_real, d.get("tol_s"), "lateness.tol_s"),
-                   _opt(_nonneg_int, d.get("over_tol"), "lateness.over_tol"))
+                   _opt(_nonneg_int, d.get("over_tol"), "lateness.over_tol"),
+                   _opt(_real, d.get("min_s"), "lateness.min_s"))
 
 
 _COUNTS = ("seen", "released", "held", "duplicated", "dropped_loss", "dropped_queue",
@@ -426,7 +459,38 @@ def emulation_late(stats: "EmulStats | UnreadableStats", rtt_s: float | None,
             out.append(f"emulation late ({d.direction}): {so[0]:.2%} of packets > "
                        f"{so[1] * 1e3:.3g} ms late (max {LATE_SHARE_MAX:.0%}; p99 <= "
                        f"{(p99 or 0) * 1e3:.3g} ms, max {lt.max_s * 1e3:.3g} ms)")
+    return out + emulation_early(stats, tol)
+
+
+def emulation_early(stats: "EmulStats | UnreadableStats", tol: float) -> list[str]:
+    """Why one step's emulation released packets before their deadline (a round trip
+    shorter than the path), or []: more than LATE_SHARE_MAX of one direction's packets
+    more than EARLY_THRESHOLD_S early, or a round trip's mean lateness below -tol."""
+    if not isinstance(stats, EmulStats):
+        return []
+    lates = [(d, d.lateness) for d in stats.directions
+             if d.lateness is not None and d.lateness.count]
+    out = []
+    rtt_late = sum(lt.mean_s for _, lt in lates)
+    if lates and rtt_late < -tol:
+        out.append(f"emulation early: mean lateness {rtt_late * 1e3:.3f} ms per round trip "
+                   f"< -tolerance {tol * 1e3:.3f} ms")
+    for d, lt in lates:
+        share = lt.share_early()
+        if share is not None and share > LATE_SHARE_MAX:
+            least = "" if lt.min_s is None else f", most early {-lt.min_s * 1e3:.3g} ms"
+            out.append(f"emulation early ({d.direction}): {share:.2%} of packets released > "
+                       f"{EARLY_THRESHOLD_S * 1e6:.0f} us before their deadline "
+                       f"(max {LATE_SHARE_MAX:.0%}{least})")
     return out
+
+
+def widen_hist(hist: "tuple[int, ...] | list[int]") -> tuple[int, ...]:
+    """An 11-bin histogram stored before issue 31 in today's bins (OLD_EARLY_LABEL);
+    any other length is returned as it is."""
+    if len(hist) != _OLD_BINS:
+        return tuple(hist)
+    return (0,) * (lateness_bin(-50e-6) - 1) + tuple(hist)
 
 
 def lateness_bin(late_s: float) -> int:
@@ -445,10 +509,15 @@ def late_wakeups(cur: "EmulStats | UnreadableStats",
     if not isinstance(cur, EmulStats):
         return None
     hist = cur.extra.get("timing", {}).get("wake_hist")
-    if not isinstance(hist, list) or len(hist) != len(LATENESS_LABELS):
+    if not isinstance(hist, list):
+        return None
+    hist = list(widen_hist(hist))
+    if len(hist) != len(LATENESS_LABELS):
         return None
     old = prev.extra.get("timing", {}).get("wake_hist") if isinstance(prev, EmulStats) \
         and prev.instance == cur.instance else None
+    if isinstance(old, list):
+        old = list(widen_hist(old))
     if isinstance(old, list) and len(old) == len(hist):
         hist = [a - b for a, b in zip(hist, old)]
     n = sum(hist[lateness_bin(LATE_THRESHOLD_S):])      # 1..2ms and later
@@ -566,6 +635,9 @@ def _v1_lane(direction: str, lane: dict) -> DirStats:
     hist_d = lane.get("late_hist")
     if hist_d is not None or lane.get("late_mean_s") is not None:
         hist_d = hist_d or {}
+        if isinstance(hist_d, dict) and OLD_EARLY_LABEL in hist_d:
+            hist_d = {("-100..-50us" if k == OLD_EARLY_LABEL else k): v
+                      for k, v in hist_d.items()}
         if not isinstance(hist_d, dict) or set(hist_d) - set(LATENESS_LABELS):
             raise StatsFormatError(f"{direction}.late_hist: want counts per bin "
                                    f"{list(LATENESS_LABELS)} (got {hist_d!r})")

@@ -24,6 +24,13 @@ Definitions, per flow (one direction of a connection) and per capture point:
   RTT sample      the time from a data segment carrying TSval X to the first ACK of the
                   other direction echoing X (TSecr), both seen at this point: on the
                   sender side, the round trip the sender sees, less the veth hop.
+                  It never reads shorter than the round trip of the segment the ACK
+                  answers: X is timed from its first sighting, and the segment whose
+                  arrival made the receiver echo X (RFC 7323 TS.Recent) carried X, so
+                  it passed here no earlier. It reads longer by the receiver's ACK
+                  delay and by up to one TS clock tick (1 ms on Linux: segments sent
+                  within a tick share X and are timed from the first). Its floor is
+                  the path's RTT less RTT_RESOLUTION_MS (the pcap timestamps).
 
 Bounded for big captures: packets are streamed (scapy's PcapReader, unused layers not
 dissected), at most `max_packets` per file and `budget_s` seconds of analysis; a
@@ -52,6 +59,7 @@ MAX_HOLES = 20_000           # gaps tracked per flow (oldest forgotten beyond)
 MAX_TS_PENDING = 50_000      # TSvals waiting for their echo per flow
 MAX_FLOWS = 256              # flows reported per file (the largest by data)
 _WRAP = 1 << 32
+RTT_RESOLUTION_MS = 0.05     # below the path's RTT an RTT sample may read (pcap clock)
 
 
 @dataclass

@@ -41,6 +41,7 @@ class DirectionStats:
     applied_delay_sum_s: float = 0.0
     late_sum_s: float = 0.0
     late_max_s: float = 0.0
+    late_min_s: float = float("inf")   # the most early (negative) or least late release
     late_hist: list[int] = field(default_factory=lambda: [0] * len(LATENESS_LABELS))
     tol_s: float = float("inf")     # releases later than this are counted in late_over
     late_over: int = 0
@@ -56,7 +57,8 @@ class DirectionStats:
                               (self.late_sum_s / self.released) if self.released else 0.0,
                               self.late_max_s, tuple(self.late_hist),
                               None if self.tol_s == float("inf") else self.tol_s,
-                              None if self.tol_s == float("inf") else self.late_over),
+                              None if self.tol_s == float("inf") else self.late_over,
+                              self.late_min_s if self.released else None),
             extra=extra)
 
 
@@ -223,16 +225,17 @@ class DirectionQueue:
             last = deadline
         return last
 
-    def release(self, upto: float, early_s: float = 0.0, *,
-                now: float | None = None) -> tuple[list[int], list[int]]:
-        """Pop every packet due by upto + early_s; lateness is measured against `now`
-        (default: upto), the actual release time.
+    def release(self, upto: float, *, now: float | None = None) -> tuple[list[int], list[int]]:
+        """Pop every packet due by `upto` (never one due later: a packet must not leave
+        before its deadline, issue 31); lateness is measured against `now` (default:
+        upto), when the release is expected to reach the wire, which the caller keeps
+        >= upto.
 
         Returns (ids in release order, ids to duplicate). Without reordering the ids are
         a prefix of the kernel queue in id order, so one batch verdict on ids[-1] covers
         them all.
         """
-        limit = upto + early_s
+        limit = upto
         if now is None:
             now = upto
         ids: list[int] = []
@@ -267,6 +270,8 @@ class DirectionQueue:
         st.late_sum_s += late * k
         if late > st.late_max_s:
             st.late_max_s = late
+        if late < st.late_min_s:
+            st.late_min_s = late
         if late > st.tol_s:
             st.late_over += k
         st.late_hist[lateness_bin(late)] += k

@@ -38,9 +38,10 @@ from rig.realization.emul.engine.core import HOLD_DUP, DirectionQueue, WakeCompe
 from rig.realization.emul.engine.nfq import NfQueue, verdict
 from rig.realization.emul.engine.timer import current_cpu
 
-# Packets due within this window after a wake-up leave with it (batching at high rates);
-# keeps the mean release error well below the RTT target of 0.3 ms.
-RELEASE_WINDOW_S = 20e-6
+# A wake-up that comes before its release time finishes the wait in a busy loop when it
+# is this close (or the learned wake-up compensation, if larger), else releases what is
+# due and sleeps again: a packet never leaves before its deadline (issue 31).
+SPIN_MAX_S = 100e-6
 # Kernel timestamps (NFQA_TIMESTAMP, wall clock) trusted only when this close to now.
 TSTAMP_SANITY_S = 0.5
 
@@ -53,13 +54,15 @@ class Timing:
     spin_s   wake this much before the deadline and finish the wait in a busy loop on
              the monotonic clock (a timer wake-up on a VM is late by tens of us or more)
     comp     arm the timer earlier by the learned median wake-up latency (WakeCompensator)
-    lag      the time from a timer wake-up to its first verdict's send (the engine's own
+    lag      the time from a release decision to its verdict's send (the engine's own
              Python work; measured with kernel tracepoints on this idle VM: 70-160 us
              from the timer's epoll_wait exit to sendto, while the packet then leaves
-             within 35 us of entering sendto) is learned as a running median too: the timer is armed that
-             much earlier, and lateness is counted at the expected send, not at the
-             wake-up (without it the engine reported itself on time while each
-             direction left ~0.1 ms late and an idle 20 ms path pinged 20.2-20.4 ms)
+             within 35 us of entering sendto) is learned as a running median, and
+             lateness is counted at the expected send, not at the decision (without it
+             the engine reported itself on time while each direction left ~0.1 ms late
+             and an idle 20 ms path pinged 20.2-20.4 ms). Since issue 31 the timer is
+             no longer armed earlier by it: a packet is released only once the clock
+             has passed its deadline, so that work is always on the late side
     rt       release from a dedicated timer thread at SCHED_FIFO (when permitted), the
              packet path staying at normal priority; the two share the core under a lock
     rt_all   the whole engine (packet path too) at SCHED_FIFO, when permitted: the default.
@@ -70,13 +73,17 @@ class Timing:
              still wait for a CPU. The price: the engine's CPU is no longer taken from it,
              so the iperf3 endpoints on the same 2 cores get less (-P8 at 120 ms: 6.2
              against 10.0 Gbit/s, medians of 2). Hence the default also batches:
-    batch_s  release batching: a timer wake-up releases every packet due within this
-             window after the head, armed midway between the head and the last packet
-             due in it (release error within +-batch_s/2, centred on zero; a lone
-             packet leaves on time; fewer wake-ups and verdict sends per packet)
+    batch_s  release batching: a timer wake-up is armed at the last deadline within
+             batch_s/2 after the head and releases every packet due by then (release
+             error within [0, batch_s/2]; a lone packet leaves on time; fewer wake-ups
+             and verdict sends per packet). Until issue 31 the window was batch_s,
+             released midway (error +-batch_s/2): half the packets left early, and a
+             50 ms path pinged 48.5-49.4 ms (bench/early_release.py)
     hold_s   read cadence while traffic flows: after a read, sleep this long (never past
              the next release) and read again, instead of waking per arriving packet;
-             arrivals read after such a sleep are stamped at its middle
+             arrivals read after such a sleep are stamped at the read (the latest they
+             can have arrived: never early, up to hold_s late; until issue 31 at the
+             sleep's middle, +-hold_s/2, so hold_s was 0.2 ms)
     qos      hold a PM QoS request for idle-exit latency 0 (/dev/cpu_dma_latency) while the
              engine runs: idle CPUs poll instead of halting, so a timer wake-up does not
              first wait for its CPU to leave an idle state (see bench/README.md)
@@ -97,7 +104,7 @@ class Timing:
              both (cyclictest, idle: wake-ups up to 7.5 ms late). `twin_us=150` turns it on.
     scale    batch_s and hold_s are meant for the tightest RTT tolerance (0.3 ms) and grow
              with the step's tolerance, max(0.3 ms, 1 % of the RTT): at 120 ms four times
-    Default: rt_all + batch 0.4 ms + hold 0.2 ms, scaled (bench variant `scaled`): the
+    Default: rt_all + batch 0.4 ms + hold 0.1 ms, scaled (bench variant `scaled`): the
     engine's CPU under 8 streams about halves against rtall alone and -P8 comes back
     most of the way to the normal-priority engine's, whose figure is carried by releases
     milliseconds late; see bench/README.md "Engine timing" for the numbers. Any knob can
@@ -110,7 +117,7 @@ class Timing:
     rt: bool = False
     rt_all: bool = True
     batch_s: float = 400e-6
-    hold_s: float = 200e-6
+    hold_s: float = 100e-6
     cpu: int = -1
     scale: bool = True
     qos: bool = True
@@ -138,9 +145,10 @@ class Timing:
         return rtt_tolerance_s(rtt_s) / rtt_tolerance_s(0.0) if self.scale else 1.0
 
     @property
-    def early_s(self) -> float:
-        """How early a packet may leave with a release (half the batching window)."""
-        return max(RELEASE_WINDOW_S, self.batch_s / 2)
+    def window_s(self) -> float:
+        """How far past the head's deadline a release may wait for later packets (half
+        the batching window); nothing leaves before its own deadline."""
+        return self.batch_s / 2
 
 
 def queue_limit(d: Direction, profile: LinkProfile) -> int:
@@ -193,6 +201,7 @@ class Engine:
     busy_hist: list[int] = []
     spins = 0
     holds = 0
+    early_wakeups = 0     # timer wake-ups before their release time (waited, never sent)
     release_at: float | None = None
     lag: WakeCompensator | None = None
     first_send: float | None = None     # when this wake-up's first verdict went out
@@ -220,6 +229,7 @@ class Engine:
         self.rt_note = "off"
         self.spins = 0
         self.holds = 0
+        self.early_wakeups = 0
         n = len(LATENESS_EDGES_S) + 1
         self.wake_hist, self.twin_hist, self.busy_hist = [0] * n, [0] * n, [0] * n
         self.set_windows()
@@ -254,7 +264,7 @@ class Engine:
             got = 0
             with self.lock:
                 for lane in self.lanes:
-                    got += self._on_readable(lane, arrival=now - (now - t0) / 2)
+                    got += self._on_readable(lane, arrival=now)
                 self.busy_hist[lateness_bin(time.monotonic() - now)] += 1
             if not got:
                 return
@@ -292,9 +302,8 @@ class Engine:
                 else:
                     drops.append(verdict(q, pid, False))
         lane.payloads.clear()
-        # only what is due: the batching window is the timer's (early here would bias
-        # the release error negative, as reads are frequent under load)
-        self._release_lane(lane, now, b"".join(drops), early_s=RELEASE_WINDOW_S)
+        # only what is due by now (the read time; the clock has passed it)
+        self._release_lane(lane, now, b"".join(drops))
         self._rearm(now)
         return got
 
@@ -358,42 +367,38 @@ class Engine:
                 pass
 
     def _fired(self, now: float, twin: bool = False) -> None:
-        """Release what the timer was armed for (a wake-up of the engine or its standby)."""
-        # The packet the timer was armed for leaves now even if the wake-up came a little
-        # early: arming `comp` ahead of the deadline centres the release error on zero.
-        upto = now
+        """Release what the timer was armed for (a wake-up of the engine or its standby).
+        Nothing leaves before its deadline: a wake-up that comes early finishes the wait
+        in a busy loop when the release time is near (SPIN_MAX_S, or the learned wake-up
+        compensation), else releases what is due and sleeps again (issue 31)."""
         if self.target is not None:
             if self.armed is not None and not twin:
                 self.comp.observe(now - self.armed - self.timing.spin_s)
-            if self.timing.spin_s and now < self.target:
-                # finish the wait precisely; bounded by the spin window plus the
-                # compensation, so a timer armed long ago cannot spin for long
-                end = min((self.release_at or self.target) - self._lag_s(),
-                          now + self.timing.spin_s + self.comp.cap_s)
-                self.spins += 1
-                while now < end:
-                    now = time.monotonic()
-            upto = max(now, self.release_at or self.target)
+            at = self.release_at or self.target
+            if now < at:
+                self.early_wakeups += 1
+                if at - now <= max(SPIN_MAX_S, self.comp.value_s) + self.timing.spin_s:
+                    self.spins += 1
+                    while now < at:
+                        now = time.monotonic()
             self.target = None
         self.first_send = None
+        decided = time.monotonic()
         for lane in self.lanes:
-            self._release_lane(lane, upto, b"", now)
+            self._release_lane(lane, decided, b"")
         if self.lag is not None and self.timing.lag and self.first_send is not None \
                 and not twin:
-            self.lag.observe(self.first_send - now)
+            self.lag.observe(self.first_send - decided)
         self._rearm(now)
 
     def _lag_s(self) -> float:
-        """How long after a wake-up its verdict is expected to leave (Timing.lag)."""
+        """How long after a release decision its verdict is expected to leave (Timing.lag)."""
         return self.lag.value_s if self.lag is not None and self.timing.lag else 0.0
 
-    def _release_lane(self, lane: Lane, upto: float, prefix: bytes,
-                      now: float | None = None, early_s: float | None = None) -> None:
-        if early_s is None:
-            early_s = max(RELEASE_WINDOW_S, self.batch_s / 2)
-        # lateness at the expected send, not at the wake-up or read (Timing.lag)
-        ids, dups = lane.core.release(upto, early_s,
-                                      now=(upto if now is None else now) + self._lag_s())
+    def _release_lane(self, lane: Lane, upto: float, prefix: bytes) -> None:
+        """Release what is due by `upto`, a time the clock has passed; lateness is counted
+        at the expected send (Timing.lag), which only adds."""
+        ids, dups = lane.core.release(upto, now=upto + self._lag_s())
         q = lane.nfq.queue
         if ids:
             if lane.core.reorder:
@@ -437,12 +442,12 @@ class Engine:
             return                       # already armed early enough
         self.target = self.release_at = head
         if self.batch_s:
-            # midway between the head and the last packet due within the window
+            # at the last deadline within half the window after the head: nothing early
             lasts = [x for lane in self.lanes
-                     if (x := lane.core.last_due(head + self.batch_s)) is not None]
-            self.release_at = (head + max(lasts, default=head)) / 2
+                     if (x := lane.core.last_due(head + self.batch_s / 2)) is not None]
+            self.release_at = max(lasts, default=head)
         self.armed = self.release_at - (self.comp.value_s if self.timing.comp else 0.0) \
-            - self._lag_s() - self.timing.spin_s
+            - self.timing.spin_s
         self.timer.arm(self.armed)
         if self.twin_timer is not None:
             self.twin_timer.arm(self.armed + self.timing.spin_s + self.timing.twin_s)
@@ -476,6 +481,7 @@ class Engine:
                                            "comp": self.timing.comp, "lag": self.timing.lag,
                                            "rt": self.rt_note,
                                            "spins": self.spins,
+                                           "early_wakeups": self.early_wakeups,
                                            "batch_us": self.batch_s * 1e6,
                                            "hold_us": self.hold_s * 1e6,
                                            "holds": self.holds, "cpu": self.timing.cpu,
