@@ -171,10 +171,11 @@ def test_client_stopped_hangs_until_its_deadline(tmp_path, decoy, sysctls):
     finally:
         rc = _finish(r)
     assert rc == 0, r.err[-5:]
-    assert any("curl" in ln and "FAILED: deadline of 15s passed" in ln for ln in r.err)
+    said = "FAILED: deadline of 15s passed; the client was stopped (state T), not writing"
+    assert any("curl" in ln and said in ln for ln in r.err), r.err
     t = _rows(r.out, "transfers")
     assert [(x["step"], x["ok"]) for x in t] == [(0, 0), (1, 1)]
-    assert "deadline" in t[0]["error"]
+    assert "stopped (state T)" in t[0]["error"]
     assert _phases(r.out) == [(0, "before"), (0, "after"), (1, "before"), (1, "after")]
 
 
@@ -200,11 +201,11 @@ def test_sigterm_during_teardown(tmp_path, decoy, sysctls):
     try:
         r.wait(lambda: len(r.rows("validations", "step = 1 AND phase = 'before'")),
                "step 2's first check")
-        pids = [p for p, argv0 in r.state().get("pids", []) if argv0 == "xrootd"]
+        pids = [p for p, argv0 in r.state().get("pids", []) if argv0 == "iperf3"]
         assert pids
-        # the teardown stops the servers first: once the origin has ended, the rig is in
-        # its teardown; it is held (SIGSTOP) so the SIGTERM surely lands there
-        r.wait(lambda: all(proc_state(p) in (None, "Z") for p in pids), "the origin's stop")
+        # the teardown stops the servers first (the iperf3 server, started last): once it
+        # has ended, the rig is in its teardown; held (SIGSTOP), the SIGTERM lands there
+        r.wait(lambda: all(proc_state(p) in (None, "Z") for p in pids), "the servers' stop")
         os.kill(r.p.pid, signal.SIGSTOP)
         os.kill(r.p.pid, signal.SIGTERM)
         os.kill(r.p.pid, signal.SIGCONT)

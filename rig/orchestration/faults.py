@@ -84,7 +84,8 @@ def signals_as_exceptions(say: Callable[[str], None] | None = None) -> Iterator[
                 (say or _stderr)(f"signal {signum} during teardown: finishing the teardown first")
             sig.deferred = signum
             return
-        raise KeyboardInterrupt(f"signal {signum}")
+        raise KeyboardInterrupt() if signum == signal.SIGINT else \
+            KeyboardInterrupt(f"signal {signum}")
     old[signal.SIGINT] = signal.signal(signal.SIGINT, handler)
     for s in (signal.SIGTERM, signal.SIGHUP):
         old[s] = signal.signal(s, handler)

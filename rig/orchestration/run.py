@@ -567,7 +567,7 @@ class Run:
                 self._group(step, live, g, common, f"{gi + 1}/{len(gs)}")
                 self._origins_alive(live)
         except StepAborted as e:
-            self.say(f"  step aborted: {e}")
+            self.say(f"  step aborted: {faults.one_line(e)}")
             self.store.add_validation(ValidationRow(**self._step_fields(step, live),
                                                     phase="aborted", flagged=True,
                                                     flag_reason=str(e), started_at=time.time()))
