@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from faultrig import CLEAN, FaultRun, leftovers, proc_state
+from faultrig import CLEAN, RIG, FaultRun, leftovers, proc_state
 from rig.realization import tuning
 
 pytestmark = [pytest.mark.faults, pytest.mark.e2e]
@@ -92,6 +92,10 @@ def test_origin_killed_mid_step(tmp_path, decoy, sysctls):
     v = _rows(r.out)
     assert v[0]["rtt_ms_measured"] > 0           # measured before the fault: kept
     assert "origin-died" in v[1]["flag_reason"] and "SIGKILL" in v[2]["flag_reason"]
+    # the stopped run still reports, from its rows alone
+    rep = subprocess.run([*RIG, "report", str(r.out)], capture_output=True, text=True,
+                         timeout=300)
+    assert rep.returncode == 0 and "Traceback" not in rep.stderr, rep.stderr[-2000:]
 
 
 def test_engine_stopped_for_2s_then_continued(tmp_path, decoy, sysctls):
