@@ -98,6 +98,17 @@ def test_origin_killed_mid_step(tmp_path, decoy, sysctls):
     assert rep.returncode == 0 and "Traceback" not in rep.stderr, rep.stderr[-2000:]
 
 
+def _control_backlog(r: FaultRun) -> int:
+    """Connections waiting on the engine's control socket (its Recv-Q while listening)."""
+    got = subprocess.run(["ip", "netns", "exec", f"{r.prefix}-0r", "ss", "-xlH"],
+                         capture_output=True, text=True, timeout=20).stdout
+    for line in got.splitlines():
+        f = line.split()
+        if len(f) > 4 and f[4].startswith(f"/run/rig/{r.prefix}/") and f[4].endswith(".sock"):
+            return int(f[2])
+    return 0
+
+
 def test_engine_stopped_for_2s_then_continued(tmp_path, decoy, sysctls):
     r = FaultRun(tmp_path / "out")
     try:
@@ -106,6 +117,9 @@ def test_engine_stopped_for_2s_then_continued(tmp_path, decoy, sysctls):
         assert engines, "no engine process in the router namespace"
         for pid in engines:
             os.kill(pid, signal.SIGSTOP)
+        # the rig's watchdog pings the engine every 0.5 s: once a ping waits in the control
+        # socket's backlog, the stop is seen, however slowly the loaded host runs the rig
+        r.wait(lambda: _control_backlog(r) > 0, "a watchdog ping waiting on the engine")
         time.sleep(2.0)           # the fault itself: 2 s stopped
         for pid in engines:
             os.kill(pid, signal.SIGCONT)
