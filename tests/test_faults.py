@@ -63,8 +63,17 @@ def _finish(r: FaultRun) -> int:
         rc = r.finish()
     finally:
         r.kill_if_running()
+    left = leftovers(r.prefix)
+    # what the run did, for the closing table (shown with pytest -rP)
+    print(f"exit {rc}; leftovers {left}")
+    print("\n".join(ln for ln in r.err if not ln.startswith("report:")))
+    if (r.out / "results.sqlite").exists():
+        print("validations:", [(v["step"], v["phase"], v["flag_reason"]) for v in _rows(r.out)])
+        print("transfers:", [(t["step"], t["ok"], t["error"]) for t in _rows(r.out, "transfers")])
+        print("engine late:", [(e["step"], e["phase"], e["emulation_late_reason"])
+                               for e in _rows(r.out, "engine_stats") if e["emulation_late"]])
     assert "Traceback" not in "\n".join(r.err), "\n".join(r.err[-30:])
-    assert leftovers(r.prefix) == CLEAN
+    assert left == CLEAN
     return rc
 
 
