@@ -119,10 +119,13 @@ class FaultRun:
         return self.p.returncode
 
     def kill_if_running(self) -> None:
+        """A run still going after a failed test: killed, then only its own prefix cleaned
+        (never `rig clean --force`, which would end other people's live runs)."""
         if self.p.poll() is None:
             os.killpg(self.p.pid, signal.SIGKILL)
             self.p.wait(timeout=30)
-            subprocess.run([*RIG, "clean", "--force"], capture_output=True, timeout=120)
+            from rig.orchestration.clean import clean
+            clean(force=True, say=lambda _: None, prefixes={self.prefix})
 
 
 def proc_state(pid: int) -> str | None:
