@@ -754,7 +754,7 @@ class Run:
             server=g.client.server), server_cpu=server_cpu)
         for r in rows:
             if alive_after is not None:   # never store an undelayed measurement as good
-                r.ok, r.error = False, f"emulation not in force: {alive_after}"
+                r.ok, r.error = False, f"emulation not in force: {faults.one_line(alive_after)}"
             tid = self.store.add_transfer(r)
             if smp is not None:
                 samples = tcpsample.sample_rows(smp.connections(r.instance), tid,
@@ -780,7 +780,7 @@ class Run:
         else:
             self.say(f"  [{pos}] {g.client.name}{' tls=' + g.tls if g.tls != 'off' else ''} "
                      f"streams={g.streams} x{g.concurrency} "
-                     f"rep={g.repeat + 1}: FAILED: {rows[0].error}")
+                     f"rep={g.repeat + 1}: FAILED: {faults.one_line(rows[0].error)}")
         if alive_after is not None:
             raise alive_after
 
