@@ -162,6 +162,7 @@ def test_engine_killed(tmp_path, decoy, sysctls):
         rc = _finish(r)
     assert rc == 0, r.err[-5:]
     assert any(ln.startswith("  step aborted:") and "engine died" in ln for ln in r.err)
+    assert not [ln for ln in r.err if ln.startswith("engine:")]   # its log: not a line of its own
     t = _rows(r.out, "transfers")
     assert [(x["step"], x["ok"]) for x in t] == [(0, 0), (1, 1)]   # step 2 on a new engine
     assert "emulation not in force" in t[0]["error"]
