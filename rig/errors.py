@@ -111,5 +111,9 @@ class InputErrors(InputError):
         return "\n".join(self.lines()) if hasattr(self, "errors") else super().__str__()
 
 
+class OutputFull(RigError):
+    """The output folder's filesystem is full: nothing more can be stored."""
+
+
 class StepAborted(RigError):
     """The current sweep step cannot be measured honestly (e.g. emulator died)."""

@@ -33,6 +33,7 @@ from rig.orchestration import hosts as remote_hosts
 from rig.realization import remote_router, remote_tuning
 from rig.process import owner, proc
 from rig.realization import data
+from rig.results.store import RESERVE
 
 
 @dataclass
@@ -135,13 +136,18 @@ def _clean_hosts(prefix: str, st: dict, say) -> bool:
 
 def _remove_downloads(prefix: str, st: dict, say) -> None:
     """A dead run's plain-download files (`dest_dir`): `<prefix>-*` in the directories
-    its state file names, nothing else."""
+    its state file names, nothing else; and the space it kept aside in its output folder."""
     for d in st.get("dest_dirs", []):
         with contextlib.suppress(OSError):
             for f in Path(d).iterdir():
                 if f.name.startswith(f"{prefix}-") and f.is_file():
                     f.unlink()
                     say(f"removed {f}")
+    if st.get("out"):      # the run's reserve in its output folder (rig.results.store)
+        reserve = Path(st["out"]) / RESERVE
+        with contextlib.suppress(OSError):
+            reserve.unlink()
+            say(f"removed {reserve}")
 
 
 def _cmdline(pid: int) -> list[str]:

@@ -77,12 +77,28 @@ class Reporter:
                        for k, v in (env or {}).items())
         line = f"{time.time() - self._t0:10.3f}  {(pre + ' ') if pre else ''}{shlex.join(argv)}\n"
         with self._lock:
-            self._log.write(line)
-            self._log.flush()
+            try:
+                self._log.write(line)
+                self._log.flush()
+            except OSError as e:     # a full disk must never stop a command (teardown!)
+                self._lost(e)
+
+    def _lost(self, e: OSError) -> None:
+        """commands.log cannot be written any more: said once, then no longer written."""
+        log, self._log = self._log, None
+        self.say(f"commands.log not written from here on ({e.strerror or e})")
+        if log is not None:
+            try:
+                log.close()
+            except OSError:
+                pass
 
     def close(self) -> None:
         proc.set_echo(None)
         with self._lock:
             if self._log is not None:
-                self._log.close()
+                try:
+                    self._log.close()
+                except OSError as e:
+                    self.say(f"commands.log not complete ({e.strerror or e})")
                 self._log = None

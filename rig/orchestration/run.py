@@ -15,9 +15,10 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from rig.orchestration import capture, hostinfo, hosts, origins, tcpsample, transfer
+from rig.orchestration import capture, faults, hostinfo, hosts, origins, tcpsample, transfer
+from rig.orchestration.faults import signals_as_exceptions
 
 from rig.realization import certs, cgroups, netns, remote_router, remote_tuning, tls, tuning
 
@@ -27,7 +28,7 @@ from rig.description import steps as S, userpath
 from rig.realization.emul.base import Backend, LinkSite
 from rig.realization.emul.choose import make_backend
 from rig.realization.emul.none import NoneBackend
-from rig.errors import RigError, StepAborted
+from rig.errors import OutputFull, RigError, StepAborted
 from rig.description.linkstats import EmulStats, emulation_late, late_wakeups
 from rig.orchestration.reporter import Reporter, Say, stderr_say
 from rig.results.store import EngineStatsRow, Store, ValidationRow
@@ -56,6 +57,8 @@ class Live:
     client_host: Host | None = None     # remote hosts of a real path (None: this one)
     server_host: Host | None = None
     last_stats: EmulStats | None = None     # the engine's previous snapshot (per-step deltas)
+    server_svcs: dict[str, proc.Service] = field(default_factory=dict)  # origin -> (this host)
+    stalls: list[float] = field(default_factory=list)   # watchdog pings >= faults.STALL_S
 
     index = property(lambda self: self.path.index)
     client_ns = property(lambda self: self.path.client_ns)
@@ -122,6 +125,9 @@ class Run:
         self.client_cgroups: dict[str, Path] = {}
         self.pin_env: dict[str, Any] = {"method": "taskset", "cgroups": {}}
         self.router_backends: dict[str, str] = {}  # path -> backend on its router host
+        self.signals = faults.Signals()     # run() shares its own: deferred during teardown
+        self._at: tuple[S.Step, Live] | None = None    # the step running (fault rows)
+        self.full = False      # the output folder filled up: the reserve is for the rows
 
     @property
     def store(self) -> Store:
@@ -280,6 +286,7 @@ class Run:
                 self.state.record_pid(rs.service)
                 if rs.service.pid and h is None:
                     live.server_pids[plan.origin] = rs.service.pid
+                    live.server_svcs[plan.origin] = rs.service
                 elif h is not None and rs.service.ident:
                     live.server_ids[plan.origin] = rs.service.ident
                 effective[plan.origin] = _cpus_allowed(rs.service.pid) if h is None else None
@@ -431,61 +438,125 @@ class Run:
         """Server and engine logs move to the output folder before the workdir goes."""
         if not self.workdir.is_dir():
             return
+        if self.full:
+            self.say(f"logs not kept in {self.out / 'logs'}: the output folder is full")
+            return
         dest = self.out / "logs"
         for f in self.workdir.rglob("*.log"):
             if f.is_file() and f.stat().st_size:
-                dest.mkdir(exist_ok=True)
                 rel = "-".join(f.relative_to(self.workdir).parts)
-                shutil.copyfile(f, dest / rel)
+                try:
+                    dest.mkdir(exist_ok=True)
+                    shutil.copyfile(f, dest / rel)
+                except OSError as e:     # a full output folder: the teardown goes on
+                    self.say(f"logs not kept in {dest} ({e.strerror or e})")
+                    return
 
     # --- the sweep -----------------------------------------------------------------
     def execute(self) -> Path:
         self._preflight_routers()
         self.out.mkdir(parents=True, exist_ok=True)
         userpath.check_out_dir(self.out, key="--out")    # a FIFO there would hang sqlite
-        self._store = Store.create(self.out / "results.sqlite", self.run_id)
+        self._store = Store.create(self.out / "results.sqlite", self.run_id, reserve=True)
         (self.out / "scenario.yaml").write_text(self.sc.text)
         self.state.save()
         with contextlib.ExitStack() as stack:
             stack.callback(self.store.finish)
+            stack.callback(self._signal_row)
             stack.callback(self.reporter.close)
-            self.reporter.open_command_log(self.out / "commands.log")
-            stack.callback(self.state.drop)
-            stack.callback(shutil.rmtree, self.workdir, True)
-            stack.callback(self._keep_logs)
-            stack.callback(netns.release_subnet, self.prefix)
-            self._env_snapshot(stack)
-            self.subnet = netns.lease_subnet(self.prefix)
-            self._global_tuning(stack)
-            self._open_hosts(stack)
-            datadir = self.workdir / "data"
-            if any(p.server_host == LOCAL for p in self.sc.paths):
-                datadir = stack.enter_context(data.data_dir(self.prefix, datadir, self.sc.files,
-                                                            **self._incoming()))
-                self.say(f"data: {len(self.sc.files)} file(s) on tmpfs {datadir}")
-                # a generated ROOT file's size is only near the asked one: use the real one
-                self.sc = dataclasses.replace(self.sc, files=[
-                    dataclasses.replace(f, size=(datadir / f.name).stat().st_size)
-                    for f in self.sc.files])
-            if uses_tls(self.sc):   # in the workdir: removed with it, and by `rig clean`
-                self.ca = tls.make_ca(self.workdir / "tls")
-                self.say(f"tls: a CA for this run only, {self.ca.cert}")
-            self._pinning(stack)
-            for i, p in enumerate(self.sc.paths):
-                live = self._build_path(stack, i, p)
-                self._start_servers(stack, live, datadir)
-                self.lives.append(live)
-            self.store.set_env("backends", {l.spec.name: l.backend.name for l in self.lives})
-            if any(p.capture for p in self.sc.paths) or any(c.capture for c in self.sc.clients):
-                self.say(f"WARNING: {capture.warning()}")
-            all_steps = S.expand(self.sc)
-            self.reporter.start(sum(len(S.groups(self.sc, s.path)) for s in all_steps))
-            for step in all_steps:
-                self._step(step, len(all_steps))
+            try:
+                self._setup_and_sweep(stack)
+            finally:     # from here on a signal waits until the teardown is done
+                self.signals.deferring = True
         return self.out
+
+    def _setup_and_sweep(self, stack: contextlib.ExitStack) -> None:
+        self.reporter.open_command_log(self.out / "commands.log")
+        stack.callback(self.state.drop)
+        stack.callback(shutil.rmtree, self.workdir, True)
+        stack.callback(self._keep_logs)
+        stack.callback(netns.release_subnet, self.prefix)
+        self._env_snapshot(stack)
+        self.subnet = netns.lease_subnet(self.prefix)
+        self._global_tuning(stack)
+        self._open_hosts(stack)
+        datadir = self.workdir / "data"
+        if any(p.server_host == LOCAL for p in self.sc.paths):
+            datadir = stack.enter_context(data.data_dir(self.prefix, datadir, self.sc.files,
+                                                        **self._incoming()))
+            self.say(f"data: {len(self.sc.files)} file(s) on tmpfs {datadir}")
+            # a generated ROOT file's size is only near the asked one: use the real one
+            self.sc = dataclasses.replace(self.sc, files=[
+                dataclasses.replace(f, size=(datadir / f.name).stat().st_size)
+                for f in self.sc.files])
+        if uses_tls(self.sc):   # in the workdir: removed with it, and by `rig clean`
+            self.ca = tls.make_ca(self.workdir / "tls")
+            self.say(f"tls: a CA for this run only, {self.ca.cert}")
+        self._pinning(stack)
+        for i, p in enumerate(self.sc.paths):
+            live = self._build_path(stack, i, p)
+            self._start_servers(stack, live, datadir)
+            self.lives.append(live)
+        self.store.set_env("backends", {l.spec.name: l.backend.name for l in self.lives})
+        if any(p.capture for p in self.sc.paths) or any(c.capture for c in self.sc.clients):
+            self.say(f"WARNING: {capture.warning()}")
+        all_steps = S.expand(self.sc)
+        self.reporter.start(sum(len(S.groups(self.sc, s.path)) for s in all_steps))
+        for n, step in enumerate(all_steps):
+            try:
+                self._step(step, len(all_steps))
+            except BaseException as e:
+                self._stopped(e, all_steps[n + 1:])
+                raise
+
+    # --- faults (rig.orchestration.faults) ---------------------------------------------
+    def _event(self, step: S.Step, live: Live, phase: str, reason: str) -> None:
+        """A fault or a step not run, as a validations row (docs/results-format.md)."""
+        try:
+            self.store.add_validation(ValidationRow(**self._step_fields(step, live), phase=phase,
+                                                    flagged=True, flag_reason=reason,
+                                                    started_at=time.time()))
+        except RigError as e:      # still full: the console line is all that is left
+            self.say(f"  not stored ({phase}: {reason}): {e}")
+
+    def _fault(self, kind: str, message: str) -> None:
+        """One console line and one row for a fault seen during the current step."""
+        self.say(f"  FAULT ({kind}): {message}")
+        if self._at is not None:
+            self._event(self._at[0], self._at[1], "fault", f"{kind}: {message}")
+
+    def _stopped(self, e: BaseException, later: list[S.Step]) -> None:
+        """The run stops in the middle of a step: why, in a row, and a row for each later
+        step, which will not run."""
+        if isinstance(e, OutputFull):
+            self.full = True
+            self._fault("output-full", str(e))
+        elif isinstance(e, KeyboardInterrupt):
+            self._fault("signal", f"interrupted ({e or 'Ctrl-C'})")
+        why = faults.one_line(e if str(e) else type(e).__name__)
+        for step in later:
+            self._event(step, self.lives[step.path_index], "not-run", why)
+        if later:
+            self.say(f"  {len(later)} later step(s) not run: {why}")
+
+    def _signal_row(self) -> None:
+        if self.signals.deferred is not None and self._at is not None:
+            self._event(self._at[0], self._at[1], "fault",
+                        f"signal: signal {self.signals.deferred} during teardown; the teardown "
+                        "finished first")
+
+    def _origins_alive(self, live: Live) -> None:
+        """An origin server of this host that died during the step stops the run: every
+        later transfer to it would only measure a refused connection."""
+        for origin, pid, how in faults.dead_origins(live.server_svcs):
+            del live.server_svcs[origin]
+            msg = f"origin {origin} (pid {pid}) on path {live.spec.name} died ({how})"
+            self._fault("origin-died", msg)
+            raise RigError(msg + "; the run cannot go on without it")
 
     def _step(self, step: S.Step, total: int) -> None:
         live = self.lives[step.path_index]
+        self._at = (step, live)
         self.say(f"[step {step.number}/{total}] {step.label()}: applying "
                  f"{live.backend.name} emulation")
         if live.site is not None and step.profile is not None:
@@ -502,8 +573,9 @@ class Run:
         try:
             for gi, g in enumerate(gs):
                 self._group(step, live, g, common, f"{gi + 1}/{len(gs)}")
+                self._origins_alive(live)
         except StepAborted as e:
-            self.say(f"  step aborted: {e}")
+            self.say(f"  step aborted: {faults.one_line(e)}")
             self.store.add_validation(ValidationRow(**self._step_fields(step, live),
                                                     phase="aborted", flagged=True,
                                                     flag_reason=str(e), started_at=time.time()))
@@ -519,11 +591,16 @@ class Run:
             return
         live.backend.remove(live.site)
         live.applied = False
+        lost = faults.gone(n.ns for n in live.path.nodes)
+        if lost:
+            raise RigError(f"emulation on path {live.spec.name} cannot be restored: namespace "
+                           f"{', '.join(lost)} was deleted under the run (not by the rig)")
         try:
             live.backend.apply(live.site, step.profile)
             live.applied = True
         except RigError as e:
-            raise RigError(f"emulation on path {live.spec.name} cannot be restored: {e}") from e
+            raise RigError(f"emulation on path {live.spec.name} cannot be restored: "
+                           f"{faults.one_line(e)}") from e
 
     def _step_fields(self, step: S.Step, live: Live) -> dict:
         """Columns every row of a step shares (transfers and validations)."""
@@ -568,8 +645,21 @@ class Run:
         return {"host": h, "rundir": h.rundir(self.prefix)} if h is not None else {}
 
     def _check(self, live: Live) -> None:
-        if live.site is not None and live.applied:
+        """The emulation still in force (the watchdog, every WATCH_INTERVAL_S); a deleted
+        namespace of the run is named."""
+        if live.site is None or not live.applied:
+            return
+        try:
             live.backend.check(live.site)
+        except StepAborted as e:
+            lost = faults.gone(n.ns for n in live.path.nodes)
+            if lost:
+                raise StepAborted(f"namespace {', '.join(lost)} was deleted under the run "
+                                  f"(not by the rig): {faults.one_line(e)}") from e
+            raise
+        stalls = getattr(live.backend, "stalls", None)    # the userspace engine's
+        if stalls is not None:
+            live.stalls += stalls(live.site)
 
     def _engine_stats(self, step: S.Step, live: Live, phase: str) -> None:
         """One row per phase of a step (check-before, transfers, check-after): the path
@@ -588,6 +678,11 @@ class Run:
             late.append(f"host steal {phase_stats.steal_s * 1e3:.0f} ms in this phase")
         if late and (wake := late_wakeups(stats, live.last_stats)):
             late.append(wake)            # guest CPU wait or wake-ups late before it
+        if live.stalls:      # its own counters miss a stop: packets waited in the kernel
+            late.append(f"engine did not answer for {max(live.stalls):.1f} s "
+                        f"({len(live.stalls)} watchdog check(s) >= {faults.STALL_S:g} s): "
+                        "stopped or starved of CPU, packets held that much longer")
+            live.stalls.clear()
         live.last_stats = stats
         self.store.add_engine_stats(EngineStatsRow(
             run_id=self.run_id, step=step.index, path=live.spec.name, backend=live.backend.name,
@@ -667,7 +762,7 @@ class Run:
             server=g.client.server), server_cpu=server_cpu)
         for r in rows:
             if alive_after is not None:   # never store an undelayed measurement as good
-                r.ok, r.error = False, f"emulation not in force: {alive_after}"
+                r.ok, r.error = False, f"emulation not in force: {faults.one_line(alive_after)}"
             tid = self.store.add_transfer(r)
             if smp is not None:
                 samples = tcpsample.sample_rows(smp.connections(r.instance), tid,
@@ -693,7 +788,7 @@ class Run:
         else:
             self.say(f"  [{pos}] {g.client.name}{' tls=' + g.tls if g.tls != 'off' else ''} "
                      f"streams={g.streams} x{g.concurrency} "
-                     f"rep={g.repeat + 1}: FAILED: {rows[0].error}")
+                     f"rep={g.repeat + 1}: FAILED: {faults.one_line(rows[0].error)}")
         if alive_after is not None:
             raise alive_after
 
@@ -772,24 +867,6 @@ def _tree_cpu(pids: list[int]) -> tuple[float, float] | None:
     return user, sys_
 
 
-@contextlib.contextmanager
-def signals_as_exceptions() -> Iterator[None]:
-    """SIGTERM (and SIGHUP) take the same path as Ctrl-C: KeyboardInterrupt unwinds
-    every context manager, which tears down what was built."""
-    import signal
-    old = {}
-
-    def handler(signum, frame):
-        raise KeyboardInterrupt(f"signal {signum}")
-    for s in (signal.SIGTERM, signal.SIGHUP):
-        old[s] = signal.signal(s, handler)
-    try:
-        yield
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-
-
 def default_out_dir(sc: Scenario, prefix: str, base: Path | None = None) -> Path:
     base = base or Path(os.environ.get("RIG_REPORTS", Path.cwd() / "reports"))
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -800,9 +877,14 @@ def run(sc: Scenario, out_dir: Path | None = None, *, progress: Say = stderr_say
     prefix = netns.new_prefix()
     out = out_dir or default_out_dir(sc, prefix)
     r = Run(sc, out, progress=progress, prefix=prefix)
-    with signals_as_exceptions():
+    with signals_as_exceptions(progress) as sig:
+        r.signals = sig
         try:
-            return r.execute()
+            done = r.execute()
         except BaseException:
             proc.kill_all_live()
             raise
+        if sig.deferred is not None:
+            raise KeyboardInterrupt(f"signal {sig.deferred} during teardown; the teardown "
+                                    "finished first, every step's rows are stored")
+        return done

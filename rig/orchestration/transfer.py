@@ -172,6 +172,8 @@ def measure(o: Outcome) -> dict:
         duration = p.seconds if p.seconds else res.wall_s
     if res.timed_out:
         error = f"deadline of {job.timeout_s:g}s passed"
+        if res.state_at_deadline == "T":     # SIGSTOP (or a debugger): it never wrote again
+            error += "; the client was stopped (state T), not writing"
     elif res.deadlock:                 # found and ended before its deadline
         known = tool.known_deadlock(job)
         error = (f"deadlocked, ended after {res.wall_s:.1f}s: {res.deadlock}"

@@ -76,6 +76,7 @@ class Result:
     host: str | None = None          # the remote host it ran on (None: this one)
     deadlock: str | None = None      # why it was ended early: threads waiting on each other
     deadlock_stacks: list[str] = field(default_factory=list)   # those threads' frames (gdb)
+    state_at_deadline: str | None = None   # the kernel's state letter then (T: stopped)
 
     @property
     def ok(self) -> bool:
@@ -271,14 +272,27 @@ def _terminate(p: subprocess.Popen) -> tuple[int, object]:
     return got
 
 
+def proc_state(pid: int) -> str | None:
+    """The kernel's one-letter state of a process (R, S, D, T stopped, Z), None if gone."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
 def _supervise(p: subprocess.Popen, t0: float, deadline: float,
-               io: "IoWatch | None") -> tuple[tuple[int, Any], bool, float]:
+               io: "IoWatch | None", seen: dict | None = None
+               ) -> tuple[tuple[int, Any], bool, float]:
     """Wait for the child until `deadline`; past it TERM, grace, KILL the group. Always
     reaps, and kills what is left of the group after its leader. Returns ((returncode,
-    rusage), timed out, wall seconds since t0)."""
+    rusage), timed out, wall seconds since t0); `seen["state"]`: the child's state letter
+    at the deadline (a stopped client hangs without writing: T)."""
     try:
         got = _wait4(p, deadline, io)
         timed_out = got is None and (io is None or io.deadlock is None)
+        if timed_out and seen is not None:
+            seen["state"] = proc_state(p.pid)
         if got is None:
             if io is not None and io.deadlock is not None:     # before it is ended
                 io.stacks = _stacks(p.pid, io.deadlock.cycle)
@@ -332,10 +346,12 @@ def run(argv: Sequence[str], *, timeout: float, netns: str | None = None,
         if on_start:
             on_start(p.pid)
         io = IoWatch(io_target) if io_target is not None else None
-        (rc, ru), timed_out, wall = _supervise(p, t0, t0 + timeout, io)
+        seen: dict = {}
+        (rc, ru), timed_out, wall = _supervise(p, t0, t0 + timeout, io, seen)
         stderr, stdout = _drain(err, out, stdout_path)
     res = Result(full, rc, stdout, stderr, wall,
-                 getattr(ru, "ru_utime", 0.0), getattr(ru, "ru_stime", 0.0), timed_out)
+                 getattr(ru, "ru_utime", 0.0), getattr(ru, "ru_stime", 0.0), timed_out,
+                 state_at_deadline=seen.get("state"))
     if io is not None:
         res.io_wchar = io.wchar
         res.io_done_s = io.done_at - t0 if io.done_at is not None else None

@@ -24,7 +24,10 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from rig.description import userpath
-from rig.errors import InputError
+from rig.errors import InputError, OutputFull
+
+RESERVE = ".rig-reserve"     # room kept aside in the output folder (Store.create)
+RESERVE_BYTES = 1 << 20      # enough for the fault rows, the not-run rows and the WAL fold
 
 FORMAT_VERSION = 2
 # Format 2 added the columns and tables in ADDED_AFTER_V1 (caching-mode replay columns,
@@ -286,9 +289,16 @@ class Store:
         self.conn.row_factory = sqlite3.Row
 
     @classmethod
-    def create(cls, path: Path, run_id: str) -> "Store":
+    def create(cls, path: Path, run_id: str, *, reserve: bool = False) -> "Store":
+        """A new results database; `reserve`: keep RESERVE_BYTES aside beside it (a run's),
+        given back when the filesystem fills up, so that why the run stopped is stored."""
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        # a full output filesystem must still leave room to say so: this file is given
+        # back (release_reserve) when a write fails for want of space
+        if reserve:
+            with open(path.parent / RESERVE, "wb") as f:
+                f.write(bytes(RESERVE_BYTES))
         conn.execute("PRAGMA journal_mode=WAL")
         for stmt in _ddl():
             conn.execute(stmt)
@@ -324,9 +334,24 @@ class Store:
     def close(self) -> None:
         self.conn.close()
 
+    def release_reserve(self) -> bool:
+        """Give back the room kept aside at create(); False when it was given already."""
+        try:
+            (self.path.parent / RESERVE).unlink()
+        except FileNotFoundError:
+            return False
+        return True
+
+    def _full(self, e: Exception) -> OutputFull:
+        """A write that failed because the output filesystem is full: the reserve is
+        released, so the caller can still store why the run stopped."""
+        self.release_reserve()
+        return OutputFull(f"output folder {self.path.parent} is full ({e})")
+
     def finish(self) -> None:
         """End of a run: fold the WAL into the database and leave WAL mode, so readers
         (`rig report`, read-only) leave no -wal/-shm files in the run folder."""
+        self.release_reserve()
         try:
             self.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             self.conn.execute("PRAGMA journal_mode=DELETE")
@@ -347,7 +372,7 @@ class Store:
             raise ValueError(f"{table}: required columns missing {missing}")
         row = dataclasses.asdict(row)
         names = [n for n, v in row.items() if v is not None]
-        cur = self.conn.execute(
+        cur = self._write(
             f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
             [_encode(row[n]) for n in names])
         assert cur.lastrowid is not None
@@ -362,6 +387,14 @@ class Store:
         if not rows:
             return
         names = list(columns(TcpSampleRow))
+        try:
+            self._samples(names, rows)
+        except sqlite3.OperationalError as e:
+            if "full" in str(e) or "disk I/O" in str(e):
+                raise self._full(e) from e
+            raise
+
+    def _samples(self, names: list[str], rows: list[TcpSampleRow]) -> None:
         with self.conn:
             self.conn.execute("BEGIN")
             self.conn.executemany(
@@ -383,8 +416,15 @@ class Store:
         self._insert("engine_stats", row)
 
     def set_env(self, key: str, value: Any) -> None:
-        self.conn.execute("INSERT OR REPLACE INTO environment VALUES (?, ?)",
-                          (key, json.dumps(value)))
+        self._write("INSERT OR REPLACE INTO environment VALUES (?, ?)", (key, json.dumps(value)))
+
+    def _write(self, sql: str, params: Any) -> sqlite3.Cursor:
+        try:
+            return self.conn.execute(sql, params)
+        except sqlite3.OperationalError as e:
+            if "full" in str(e) or "disk I/O" in str(e):
+                raise self._full(e) from e
+            raise
 
     # --- reading ---------------------------------------------------------------
     def meta(self) -> dict[str, str]:

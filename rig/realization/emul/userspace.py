@@ -38,6 +38,10 @@ CONTROL_TIMEOUT = 3.0
 # on the router host, bench/README "Remote commands"): read at most this often; its
 # process is checked on every call (its ssh channel ends when it dies)
 REMOTE_CHECK_EVERY_S = 2.0
+# The control socket answers in milliseconds; a local ping that took longer than this
+# means the engine (all of it: SIGSTOP, starved of CPU) did not run meanwhile, so the
+# packets it held were held that much too long, unseen by its own lateness counters.
+STALL_S = 1.0
 _SUN_PATH_MAX = 100
 
 
@@ -199,6 +203,7 @@ class UserspaceBackend:
         self._rules: dict[tuple[str, int], set[tuple[str, str, int]]] = {}
         self._checked: dict[tuple[str, int], float] = {}    # remote: last full check
         self._ifbs: set[tuple[str, int]] = set()             # end hosts' IFB made
+        self._stalls: dict[tuple[str, int], list[float]] = {}  # local pings >= STALL_S
 
     @staticmethod
     def _key(site: LinkSite) -> tuple[str, int]:
@@ -314,15 +319,23 @@ class UserspaceBackend:
         if site.host is not None and \
                 time.monotonic() - self._checked.get(key, -1e9) < REMOTE_CHECK_EVERY_S:
             return
+        t0 = time.monotonic()
         try:
             control.ping(control_path(site), timeout=CONTROL_TIMEOUT, via=self._via(site))
         except control.ControlError as e:
             raise StepAborted(f"{where(site)}: emulation engine not responding: {e}") from e
+        took = time.monotonic() - t0
+        if took >= STALL_S and site.host is None:   # a remote ping also waits for SSH
+            self._stalls.setdefault(key, []).append(took)
         for rule in sorted(self._rules.get(key, ())):
             if not proc.run(nfqueue_rule_argv(site, "-C", *rule), timeout=CMD_TIMEOUT,
                             host=site.host).ok:
                 raise StepAborted(f"{where(site)}: NFQUEUE rule {rule} missing")
         self._checked[key] = time.monotonic()
+
+    def stalls(self, site: LinkSite) -> list[float]:
+        """Seconds of each check since the last call whose ping took >= STALL_S."""
+        return self._stalls.pop(self._key(site), [])
 
     def stats(self, site: LinkSite) -> EmulStats:
         key = self._key(site)
