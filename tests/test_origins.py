@@ -185,7 +185,8 @@ def test_tpc_over_https_verifies_both_legs_against_the_run_ca_only():
     sc = scenario.load(DATA / "scenarios/tpc-tls-small.yaml")
     assert scenario.tls_modes(sc, sc.clients[0]) == ["off", "all"] and scenario.uses_tls(sc)
     plans = server_plans(sc, _paths(sc), Path("/w"), Path("/d"),
-                         lambda kind, k, ns, addr: servers.default_ports(kind, k, tls=True))
+                         lambda kind, k, ns, addr, avoid: servers.default_ports(kind, k, tls=True,
+                                                                                avoid=avoid))
     tlsf = servers.TlsFiles("CERT", "KEY", "/w/tls/ca.pem", "/w/tls/certs")
     plans = {n: [dataclasses.replace(p, tls=tlsf) for p in ps] for n, ps in plans.items()}
     src, dst = plans["source"][0], plans["dest"][0]
@@ -260,3 +261,18 @@ def test_concurrency_verdict_names_the_leader_and_judges_the_spread():
                  "Gbit/s (+57%; outside the spread of 2 repeats)"]
     close = [pt("a", 4, [1.0e9, 1.3e9]), pt("b", 4, [1.2e9, 1.4e9])]
     assert "within the spread" in concurrency.verdicts(close)[0]
+
+
+def test_servers_of_different_kinds_never_share_a_port():
+    """caching-e2e's xrootd, nginx, apache, nginx: nginx's 2nd server (8080 + 10) and apache's
+    3rd (8070 + 20) both got 8090; apache could not bind, and its readiness probe found
+    nginx listening there, so "apache" rows were served by nginx until the origin check
+    saw apache gone."""
+    from rig.services import servers
+    sc = scenario.load(REPO / "tests/data/scenarios/caching-e2e.yaml")
+    plans = [p for ps in server_plans(sc, _paths(sc), Path("/w"), Path("/d")).values()
+             for p in ps]
+    ports = [port for p in plans for port in p.ports.values()]
+    assert len(ports) == len(set(ports)) and servers.IPERF3_PORT not in ports, \
+        [(p.name, p.ports) for p in plans]
+    assert {p.name: p.ports["http"] for p in plans if p.spec.kind == "apache"} == {"apache": 8091}

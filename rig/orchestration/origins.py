@@ -14,24 +14,29 @@ from rig.description.scenario import Scenario, placements
 from rig.realization.netns import RealizedPath
 from rig.services import servers
 
-# (kind, instance index in the scenario, namespace, address) -> protocol -> port
-Ports = Callable[[str, int, "str | None", str], dict[str, int]]
+# (kind, instance index in the scenario, namespace, address, ports taken there already)
+#   -> protocol -> port
+Ports = Callable[[str, int, "str | None", str, "frozenset[int]"], dict[str, int]]
 
 
-def _default_ports(kind: str, k: int, ns: str | None, addr: str) -> dict[str, int]:
-    return servers.default_ports(kind, k)
+def _default_ports(kind: str, k: int, ns: str | None, addr: str,
+                   avoid: frozenset[int]) -> dict[str, int]:
+    return servers.default_ports(kind, k, avoid=avoid)
 
 
 def server_plans(sc: Scenario, path: RealizedPath, workdir: Path, datadir: Path,
                  ports: Ports = _default_ports) -> dict[str, list[servers.ServerPlan]]:
     """Scenario server name -> its instances' plans, in instance order."""
     out: dict[str, list[servers.ServerPlan]] = {}
+    taken: dict[str, set[int]] = {}     # address -> ports its servers (and iperf3) listen on
     for pl in placements(sc):
         node = path.node(pl.node) if pl.node and path.links else path.server
         assert node.addr is not None, "a server node has an address"
-        plan = servers.ServerPlan(pl.spec, node.ns, node.addr, servers.get(pl.spec.kind)
-                                  .plan_ports(pl.spec, ports(pl.spec.kind, pl.index, node.ns,
-                                                             node.addr)),
+        used = taken.setdefault(node.addr, {servers.IPERF3_PORT})
+        got = servers.get(pl.spec.kind).plan_ports(
+            pl.spec, ports(pl.spec.kind, pl.index, node.ns, node.addr, frozenset(used)))
+        used.update(got.values())
+        plan = servers.ServerPlan(pl.spec, node.ns, node.addr, got,
                                   workdir / f"{path.name}-{pl.name}", datadir,
                                   name=pl.name, cpus=pl.cpus,
                                   tls_dir=workdir / f"{path.name}-tls" if pl.spec.tpc else None)

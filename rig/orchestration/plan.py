@@ -219,8 +219,9 @@ def _server_plans(sc: Scenario, n: netns.RealizedPath,
     uses TLS gives each server (placeholders here: the CA is made at run time)."""
     on = uses_tls(sc)
 
-    def ports(kind: str, k: int, ns: str | None, addr: str) -> dict[str, int]:
-        return servers.default_ports(kind, k, tls=on)
+    def ports(kind: str, k: int, ns: str | None, addr: str,
+              avoid: frozenset[int]) -> dict[str, int]:
+        return servers.default_ports(kind, k, tls=on, avoid=avoid)
     plans = server_plans(sc, n, wd, wd / "data", ports)
     if not on:
         return plans

@@ -242,17 +242,18 @@ class Run:
             live.backend.remove(live.site)
 
     def _ports(self, live: Live, kind: str, k: int, ns: str | None,
-               addr: str) -> dict[str, int]:
+               addr: str, avoid: frozenset[int] = frozenset()) -> dict[str, int]:
         if live.server_host is not None:   # searched on that host, never bound here
-            want = servers.default_ports(kind, k)
+            want = servers.default_ports(kind, k, avoid=avoid)
             got = proc.remote_op(live.server_host, {"op": "ports", "addr": addr,
                                                     "ports": list(want.values())}, timeout=30)
             return dict(zip(want, got["ports"]))
-        ports = {}
-        for proto, port in servers.default_ports(kind, k, tls=self.ca is not None).items():
+        ports: dict[str, int] = {}
+        for proto, port in servers.default_ports(kind, k, tls=self.ca is not None,
+                                                 avoid=avoid).items():
             if ns is None:  # the host: find a free port, never steal one
                 from rig.process.nsprobe import port_free
-                while not port_free(None, addr, port):
+                while port in avoid or port in ports.values() or not port_free(None, addr, port):
                     port += 1
             ports[proto] = port
         return ports
@@ -269,7 +270,7 @@ class Run:
         rd = h.rundir(self.prefix) if h else None
         live.servers = origins.server_plans(
             self.sc, live.path, self.workdir, datadir,
-            lambda kind, k, ns, addr: self._ports(live, kind, k, ns, addr))
+            lambda kind, k, ns, addr, avoid: self._ports(live, kind, k, ns, addr, avoid))
         if h is not None:        # a remote server host: its run directory and data there
             live.servers = {name: [dataclasses.replace(
                 p, workdir=Path(rd or "", p.workdir.name), datadir=Path(self.remote_data[h.name]),

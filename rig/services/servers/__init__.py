@@ -132,12 +132,21 @@ kinds = _KINDS.names
 all_kinds = _KINDS.all
 
 
-def default_ports(kind: str, k: int, tls: bool = False) -> dict[str, int]:
-    """Ports of the k-th server of a path (each instance its own)."""
+def default_ports(kind: str, k: int, tls: bool = False,
+                  avoid: frozenset[int] | set[int] = frozenset()) -> dict[str, int]:
+    """Ports of the k-th server of a path (each instance its own), none of them in `avoid`
+    (the ports earlier servers on the same address took: kinds' bases are 10 apart, so
+    nginx's second server and Apache's third would otherwise share 8090)."""
     base = {"iperf3": IPERF3_PORT} if kind == "iperf3" else get(kind).ports
     if tls and kind != "iperf3":
         base = {**base, **get(kind).tls_ports}
-    return {proto: port + PORT_STEP * k for proto, port in base.items()}
+    out: dict[str, int] = {}
+    for proto, port in base.items():
+        port += PORT_STEP * k
+        while port in avoid or port in out.values():
+            port += 1
+        out[proto] = port
+    return out
 
 
 def server_files(p: ServerPlan) -> dict[str, str]:
