@@ -357,7 +357,9 @@ def test_a_path_made_at_a_terminal_by_a_forking_setsid_belongs_to_the_terminal_s
     inner = (f'echo "pid=$$"; setsid -f "$@" net up --name {name} --rtt 5ms --backend none '
              f'>{out} 2>/dev/null; for i in $(seq 600); do [ -s {out} ] && break; sleep 0.1; '
              'done; echo ready; read -r _')
-    cmd = shlex.join(["bash", "-c", inner, "bash", *RIG])      # script(1) takes a string
+    # script(1) takes a string and runs it with $SHELL, or /bin/sh when SHELL is unset (as in
+    # CI): dash then forks bash instead of exec'ing it, and dash leads the terminal's session
+    cmd = "exec " + shlex.join(["bash", "-c", inner, "bash", *RIG])
     sh = subprocess.Popen(["timeout", "300", "script", "-qec", cmd, "/dev/null"],
                           stdin=subprocess.PIPE,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd=REPO)
@@ -368,7 +370,9 @@ def test_a_path_made_at_a_terminal_by_a_forking_setsid_belongs_to_the_terminal_s
             line = sh.stdout.readline()
             assert line, (lines, sh.stderr.read())
             lines.append(line.decode().strip())
-        leader = int(next(x for x in lines if x.startswith("pid="))[4:])
+        shell = int(next(x for x in lines if x.startswith("pid="))[4:])
+        stat = Path(f"/proc/{shell}/stat").read_text()
+        leader = int(stat[stat.rindex(")") + 2:].split()[3])     # field 6: the session id
         prefix = json.loads(out.read_text())["prefix"]
         st = netns.read_states()[prefix]
         assert st["owner_pid"] == leader and st["owner_how"] in ("terminal", "parent"), st
