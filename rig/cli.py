@@ -56,7 +56,8 @@ def _paths(a: argparse.Namespace) -> None:
     if a.cmd == "doctor":
         _ranged("--port", a.port, 1, 65535)
     if a.cmd == "compare":
-        _ranged("--threshold", a.threshold, 1e-6, 1.0 - 1e-6)
+        _ranged("--floor", a.threshold, 1e-6, 1.0 - 1e-6)
+        _ranged("--margin", a.margin, 1e-6, 1.0 - 1e-6)
     if a.cmd == "net" and a.net_cmd == "up":
         _ranged("--owner-pid", a.owner_pid, 1, L.MAX_PID)
 
@@ -169,7 +170,11 @@ def cmd_report(a) -> int:
 def cmd_compare(a) -> int:
     from rig.report import compare
     res = compare.compare(Path(a.baseline), Path(a.candidate),
-                          Path(a.out) if a.out else None, threshold=a.threshold)
+                          Path(a.out) if a.out else None, threshold=a.threshold,
+                          margin=a.margin, strict=a.strict, expect=a.expect or ())
+    from rig.report.compare_report import metadata_lines
+    for line in metadata_lines(res):
+        print(line)
     print(res.summary())
     return int(res.exit_code)
 
@@ -240,18 +245,32 @@ def parser() -> argparse.ArgumentParser:
     rp.set_defaults(fn=cmd_report)
     c = sub.add_parser(
         "compare", help="regression check between two runs (exit 1: regression)",
-        description="Regression check between two runs. A point regresses when its "
-        "geometric-mean throughput dropped by more than --threshold AND Welch's t on log "
-        "throughput is significant after Holm's correction over all matched points "
-        "(family-wise 5 %%), or when every candidate repeat failed while most baseline "
-        "repeats succeeded. Points with fewer than 3 successful repeats on a side that "
-        "moved by more than the threshold are 'undecided'.",
-        epilog="exit status: 0 no regression (also when some points are only undecided: "
-        "the summary line starts with UNDECIDED), 1 regression, 2 unusable input")
+        description="Regression check between two runs, one verdict per matched point. "
+        "Regressed / improved: the geometric-mean throughput moved by --floor or more and "
+        "a t on log throughput (noise shrunk toward the grid's, limma's moderated t) is "
+        "significant after Holm's correction over all matched points (family-wise 5 %%); "
+        "failed: every candidate repeat failed while most baseline repeats succeeded. "
+        "Same: the 90 %% interval lies within +-margin. Undecided: neither, with about how "
+        "many repeats a side would decide it; also points with fewer than 3 successful "
+        "repeats on a side. Metadata differences (kernel, host, backends, tool versions, "
+        "tuning, scenario hash) are printed first.",
+        epilog="exit status: 0 no regression (also when some points are only undecided), "
+        "1 regression, 2 unusable input (or, with --strict, an environment difference "
+        "not named by --expect)")
     c.add_argument("baseline")
     c.add_argument("candidate")
     c.add_argument("--out")
-    c.add_argument("--threshold", type=float, default=0.10, help="relative drop (default 0.10)")
+    c.add_argument("--floor", "--threshold", dest="threshold", type=float, default=0.05,
+                   help="magnitude floor: smallest relative change called regressed or "
+                   "improved (default 0.05; must not exceed --margin)")
+    c.add_argument("--margin", type=float, default=0.05,
+                   help="equivalence margin of 'same' (default 0.05)")
+    c.add_argument("--strict", action="store_true",
+                   help="an environment difference (kernel, host, backend, tool version) "
+                   "is bad input: exit 2, nothing written")
+    c.add_argument("--expect", action="append", metavar="NAME",
+                   help="a metadata difference that is intended, e.g. kernel, tools.xrdcp, "
+                   "backend (repeatable)")
     c.set_defaults(fn=cmd_compare)
     n = sub.add_parser("net", help="build a path by hand and leave it running")
     nsub = n.add_subparsers(dest="net_cmd", required=True)
