@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rig.description import userpath
-from rig.errors import ExitStatus, InputError
+from rig.errors import ExitStatus, InputError, InputErrors
 from rig.report.model import SETTINGS, Key, Point, Run, key_order, load_run
 from rig.report.verdict import verdict
 from rig.report import compare_meta
@@ -240,10 +240,10 @@ def compare(baseline_dir: Path, candidate_dir: Path, out_dir: Path | None = None
     meta = compare_meta.metadata_diffs(base, cand)
     bad = compare_meta.unexpected(meta, expect)
     if strict and bad:
-        raise InputError("\n".join(
-            f"{candidate_dir}: --strict: {d.name} differs from the baseline: "
-            f"{compare_meta._short(d.base)} -> {compare_meta._short(d.cand)} "
-            f"(--expect {d.name} if intended)" for d in bad))
+        raise InputErrors([InputError(
+            f"{d.name} differs from the baseline: {compare_meta.short(d.base)} -> "
+            f"{compare_meta.short(d.cand)} (--expect {d.name} if intended)",
+            file=str(candidate_dir), key="--strict") for d in bad])
     pairs, only_b, only_c = match(base, cand, threshold, margin)
     if not pairs:
         raise InputError("no measurement in common (matched on path, RTT, client, streams, "

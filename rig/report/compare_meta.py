@@ -30,10 +30,10 @@ class MetaDiff:
 
     def line(self) -> str:
         why = " (set by the scenario)" if self.by_scenario else ""
-        return f"{self.name}: {_short(self.base)} -> {_short(self.cand)}{why}"
+        return f"{self.name}: {short(self.base)} -> {short(self.cand)}{why}"
 
 
-def _short(v: Any) -> str:
+def short(v: Any) -> str:
     if v is None:
         return "(not recorded)"
     s = v if isinstance(v, str) else json.dumps(v, sort_keys=True)
