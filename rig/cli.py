@@ -58,6 +58,10 @@ def _paths(a: argparse.Namespace) -> None:
     if a.cmd == "compare":
         _ranged("--floor", a.threshold, 1e-6, 1.0 - 1e-6)
         _ranged("--margin", a.margin, 1e-6, 1.0 - 1e-6)
+    if a.cmd == "history":
+        for d in a.runs:
+            _path("RUN", d)
+        _ranged("--floor", a.floor, 1e-6, 1.0 - 1e-6)
     if a.cmd == "net" and a.net_cmd == "up":
         _ranged("--owner-pid", a.owner_pid, 1, L.MAX_PID)
 
@@ -179,6 +183,14 @@ def cmd_compare(a) -> int:
     return int(res.exit_code)
 
 
+def cmd_history(a) -> int:
+    from rig.report import history
+    res = history.history([Path(d) for d in a.runs], Path(a.out) if a.out else None,
+                          floor=a.floor, last_only=a.last)
+    print(res.summary())
+    return int(res.exit_code)
+
+
 def cmd_net(a) -> int:
     from rig.orchestration import netcmd
     if a.net_cmd == "list":
@@ -272,6 +284,23 @@ def parser() -> argparse.ArgumentParser:
                    help="a metadata difference that is intended, e.g. kernel, tools.xrdcp, "
                    "backend (repeatable)")
     c.set_defaults(fn=cmd_compare)
+    h = sub.add_parser(
+        "history", help="change points over a series of runs (exit 1: a drop)",
+        description="Reads the runs' results.sqlite in the order given (one per release "
+        "or night), charts each point's geometric mean with its 95 %% interval across the "
+        "runs and finds change points: binary segmentation between runs, a permutation "
+        "test of the squared t summed over the grid (5 %%), the points that changed named "
+        "by a t on log throughput with Holm over the points and the magnitude floor.",
+        epilog="exit status: 0 no drop, 1 a point dropped by --floor or more at a change "
+        "point (with --last: at the last run), 2 unusable input (fewer than 2 runs, runs "
+        "of different scenarios)")
+    h.add_argument("runs", nargs="+", metavar="RUN")
+    h.add_argument("--out", help="output folder (default LAST_RUN/history)")
+    h.add_argument("--floor", type=float, default=0.05,
+                   help="smallest relative change called a change (default 0.05)")
+    h.add_argument("--last", action="store_true",
+                   help="only a drop at the last run sets exit 1 (a nightly job)")
+    h.set_defaults(fn=cmd_history)
     n = sub.add_parser("net", help="build a path by hand and leave it running")
     nsub = n.add_subparsers(dest="net_cmd", required=True)
     up = nsub.add_parser("up")
