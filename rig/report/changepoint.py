@@ -9,10 +9,12 @@ same run, and their evidence adds up. The largest score is tested against the la
 scores of R permutations that shuffle each point's samples within the segment (runs keep
 their sizes): the permutation p-value accounts for having picked the best of all splits
 (no closed form does), and assumes nothing of the noise's shape. When the split is
-significant, the points that changed there are named by Welch's t on log throughput
-between the two sides (its noise shrunk toward the grid's, as in `rig compare`), Holm-
-adjusted over the points, with the magnitude floor; then both
-sides are searched again (binary segmentation, the hierarchy of Otava and e.divisive).
+significant, both sides are searched again (binary segmentation, the hierarchy of Otava
+and e.divisive). Then each split is judged against its adjacent segments (between the
+neighbouring splits): a point changed there when its t on log throughput (noise shrunk
+toward the grid's, as in `rig compare`) is significant after Holm over the points and
+its geometric mean moved by the magnitude floor or more; a split where no point did is
+dropped.
 
 Why not E-divisive means (Otava): E-divisive scores a change of the whole distribution by
 an energy distance between single observations and wants some 30 of them per segment
@@ -173,14 +175,20 @@ def detect(series: Sequence[Sequence[Sequence[float]]], *, floor: float = FLOOR,
     rng = random.Random(seed)
     logs = [[[math.log(v) for v in run if v > 0] for run in s] for s in series]
     runs = len(logs[0]) if logs else 0
-    found: list[Split] = []
+    cuts: list[tuple[int, float]] = []
     todo = [(0, runs)]
-    while todo:
+    while todo:                          # segmentation: where the grid changed
         a, b = todo.pop()
         res = split_test(logs, a, b, permutations, rng)
         if res is None or res[1] > alpha:
             continue
-        at, p = res
+        cuts.append(res)
+        todo += [(a, res[0]), (res[0], b)]
+    cuts.sort()
+    bounds = [0] + [at for at, _ in cuts] + [runs]
+    found: list[Split] = []
+    for j, (at, p) in enumerate(cuts):   # each change against its adjacent segments
+        a, b = bounds[j], bounds[j + 2]
         stats = _changes(logs, a, at, b)
         tested = [i for i, st in enumerate(stats) if st[3] is not None]
         adjusted = dict(zip(tested, holm([stats[i][3] for i in tested])))  # type: ignore[misc]
@@ -188,8 +196,6 @@ def detect(series: Sequence[Sequence[Sequence[float]]], *, floor: float = FLOOR,
         for i, (change, low, high, _) in enumerate(stats):
             ok = i in adjusted and adjusted[i] <= alpha and abs(change) >= floor
             changes.append(Change(at, change, low, high, adjusted[i]) if ok else None)
-        if not any(changes):
-            continue
-        found.append(Split(at, p, changes))
-        todo += [(a, at), (at, b)]
-    return sorted(found, key=lambda s: s.at)
+        if any(changes):
+            found.append(Split(at, p, changes))
+    return found
