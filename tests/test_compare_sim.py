@@ -1,65 +1,88 @@
-"""`rig compare` must not cry wolf: simulated comparisons whose truth is known.
+"""`rig compare` and `rig history` on simulated runs whose truth is known, built from the
+points of a real run.
 
-Each comparison has 12 matched points with lognormal run-to-run noise (sigma of log
-throughput = the noise level); it goes through rig.report.compare.decide(), the same code
-`rig compare` runs. Pure, seeded, a few seconds.
+tests/data/compare/quick-real.json holds the 16 points of a real `rig run
+scenarios/quick.yaml` (4 clients x RTT 0/20/60/120 ms through the emulated path; extracted
+by bench/real_points.py; where and when it ran is in its "source"). Each simulated run
+keeps those 16 levels (geometric mean of the real repeats) and draws every repeat with
+10 % lognormal noise (sigma of log throughput 0.10). Every comparison goes through
+rig.report.compare.decide(), the code `rig compare` runs; pure, seeded, ~20 s.
 """
 from __future__ import annotations
 
+import json
 import math
 import random
+from pathlib import Path
 
 import pytest
 
 from rig.report.compare import FAILED, REGRESSION, Draft, decide
 
-POINTS = 12
+DATA = Path(__file__).parent / "data" / "compare" / "quick-real.json"
 COMPARISONS = 400
-THRESHOLD = 0.10
+SIGMA = 0.10
+
+
+def _levels() -> list[float]:
+    doc = json.loads(DATA.read_text())
+    out = []
+    for p in doc["points"]:
+        s = p["samples_bps"]
+        assert s, f"{DATA}: a point without a successful repeat: {p}"
+        out.append(math.exp(sum(math.log(v) for v in s) / len(s)))
+    return out
 
 
 def _samples(rng: random.Random, level: float, n: int, sigma: float) -> list[float]:
     return [level * math.exp(rng.gauss(0.0, sigma)) for _ in range(n)]
 
 
-def _simulate(seed: int, sigma: float, repeats: int, factors: list[float]
-              ) -> tuple[float, float]:
-    """(share of comparisons that exit 1, share of truly dropped points flagged)."""
+def _simulate(seed: int, repeats: int, factors: list[float], sigma: float = SIGMA
+              ) -> tuple[float, list[float]]:
+    """(share of comparisons with any regression, share of comparisons in which each
+    point was called regressed)."""
     rng = random.Random(seed)
-    failing, found, dropped = 0, 0, 0
+    levels = _levels()
+    assert len(levels) == len(factors)
+    failing, per_point = 0, [0] * len(levels)
     for _ in range(COMPARISONS):
-        levels = [rng.uniform(0.2e9, 5e9) for _ in factors]
         drafts = [Draft(_samples(rng, lv, repeats, sigma), _samples(rng, lv * f, repeats,
                                                                     sigma))
                   for lv, f in zip(levels, factors)]
-        statuses = [d.status for d in decide(drafts, THRESHOLD)]
+        statuses = [d.status for d in decide(drafts)]
         failing += any(s in (REGRESSION, FAILED) for s in statuses)
-        for f, s in zip(factors, statuses):
-            if f < 1 - THRESHOLD:
-                dropped += 1
-                found += s == REGRESSION
-    return failing / COMPARISONS, (found / dropped if dropped else math.nan)
+        for i, s in enumerate(statuses):
+            per_point[i] += s == REGRESSION
+    return failing / COMPARISONS, [n / COMPARISONS for n in per_point]
 
 
-@pytest.mark.parametrize("sigma", [0.05, 0.10, 0.15])
-def test_identical_setups_rarely_fail(sigma: float) -> None:
-    false_alarms, _ = _simulate(12, sigma, 3, [1.0] * POINTS)
-    assert false_alarms < 0.05, (f"noise {sigma:.0%}, 3 repeats, {POINTS} points: "
-                                 f"{false_alarms:.1%} of {COMPARISONS} comparisons exit 1")
+def test_the_real_run_has_sixteen_points() -> None:
+    assert len(_levels()) == 16 and min(_levels()) > 1e6
 
 
-def test_a_twenty_percent_drop_is_found() -> None:
-    """A setup-wide 20 % drop (every point), 10 % noise, 5 repeats: the comparison fails."""
-    caught, per_point = _simulate(20, 0.10, 5, [0.8] * POINTS)
-    assert caught > 0.90, (f"20 % drop at 10 % noise, 5 repeats: exit 1 in {caught:.1%} "
-                           f"of comparisons ({per_point:.1%} of dropped points flagged)")
+@pytest.mark.parametrize("sigma", [0.05, SIGMA, 0.15])
+def test_a_against_a_rarely_fails_at_three_repeats(sigma: float) -> None:
+    false_alarms, _ = _simulate(12, 3, [1.0] * 16, sigma)
+    assert false_alarms <= 0.05, (f"noise {sigma:.0%}, 3 repeats, 16 points: "
+                                  f"{false_alarms:.1%} of {COMPARISONS} comparisons exit 1")
 
 
-def test_a_drop_at_some_points_is_usually_found() -> None:
-    """Only 4 of 12 points drop by 20 %: Holm over 12 costs sensitivity per point; the
-    comparison still fails most of the time, and nothing else is called a regression."""
-    factors = [0.8] * 4 + [1.0] * (POINTS - 4)
-    caught, per_point = _simulate(21, 0.10, 5, factors)
-    assert caught > 0.75, (f"4 of 12 points dropped 20 %: exit 1 in {caught:.1%}, "
-                           f"{per_point:.1%} of dropped points flagged")
-    assert per_point > 0.30, f"{per_point:.1%} of dropped points flagged"
+def test_a_fifteen_percent_drop_everywhere_is_found() -> None:
+    """Every point 15 % slower, 5 repeats: the comparison exits 1 in >= 90 %."""
+    caught, per_point = _simulate(20, 5, [0.85] * 16)
+    assert caught >= 0.90, (f"15 % drop at every point, 5 repeats: exit 1 in {caught:.1%} "
+                            f"(per point: {min(per_point):.0%}-{max(per_point):.0%})")
+
+
+def test_a_thirty_percent_drop_at_one_point_of_sixteen_is_found() -> None:
+    """One point (curl at 60 ms) 30 % slower, 5 repeats: called regressed in >= 80 %, and
+    the other 15 points stay clear."""
+    points = json.loads(DATA.read_text())["points"]
+    at = next(i for i, p in enumerate(points) if p["client"] == "curl"
+              and p["rtt_ms"] == 60.0)
+    factors = [0.7 if i == at else 1.0 for i in range(16)]
+    _, per_point = _simulate(21, 5, factors)
+    assert per_point[at] >= 0.80, f"the dropped point was found in {per_point[at]:.1%}"
+    false_calls = sum(per_point) - per_point[at]      # per comparison, over 15 points
+    assert false_calls <= 0.05, per_point
