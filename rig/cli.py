@@ -147,6 +147,8 @@ def cmd_run(a) -> int:
     sc = scenario.load(a.scenario)   # invalid input fails here, before anything is made
     from rig.services.tools.replay import require_helper
     require_helper(sc)               # davix/curl replays need tools/rig-replay-http built
+    from rig.services.tools.xrdcl import require_side_env
+    require_side_env(sc)             # xrdcl clients need .venv-xrdcl6 (make xrdcl6)
     _need_root("rig run")
     out = orchestrate.run(sc, Path(a.out).resolve() if a.out else None)
     _draw(out)
@@ -171,11 +173,21 @@ def cmd_report(a) -> int:
     return 0
 
 
+def _pair(text: str | None) -> tuple[str, str] | None:
+    if text is None:
+        return None
+    b, sep, c = text.partition("=")
+    if not sep or not b or not c:
+        raise InputError("expected BASE_CLIENT=CAND_CLIENT", key="--pair", value=text)
+    return b, c
+
+
 def cmd_compare(a) -> int:
     from rig.report import compare
     res = compare.compare(Path(a.baseline), Path(a.candidate),
                           Path(a.out) if a.out else None, threshold=a.threshold,
-                          margin=a.margin, strict=a.strict, expect=a.expect or ())
+                          margin=a.margin, strict=a.strict, expect=a.expect or (),
+                          pair=_pair(a.pair))
     from rig.report.compare_report import metadata_lines
     for line in metadata_lines(res):
         print(line)
@@ -283,6 +295,9 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("--expect", action="append", metavar="NAME",
                    help="a metadata difference that is intended, e.g. kernel, tools.xrdcp, "
                    "backend (repeatable)")
+    c.add_argument("--pair", metavar="B=C",
+                   help="compare the baseline's client configuration B with the "
+                   "candidate's C (two releases in one run: give the run twice)")
     c.set_defaults(fn=cmd_compare)
     h = sub.add_parser(
         "history", help="change points over a series of runs (exit 1: a drop)",

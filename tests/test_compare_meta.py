@@ -85,3 +85,20 @@ def test_floor_above_margin_is_one_line_exit_2(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "must not exceed" in done.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_pair_compares_two_clients_of_one_run(tmp_path: Path) -> None:
+    """Two releases measured in one run: --pair xrdcp=curl matches xrdcp's points with
+    curl's; the points where curl is slower are named, the rest are same."""
+    from fixtures_results import DEFAULT_CLIENTS
+    run = make_run(tmp_path / "r", seed=1, repeats=4,
+                   factor=lambda c, rtt, s, n: 0.7 if c == "curl" and rtt >= 60 else 1.0)
+    assert {c.name for c in DEFAULT_CLIENTS} >= {"xrdcp", "curl"}
+    r = compare(run, run, tmp_path / "out", pair=("xrdcp", "curl"))
+    assert {p.key.client for p in r.pairs} == {"xrdcp vs curl"}
+    assert {(p.key.rtt_ms, p.status) for p in r.pairs} == {
+        (0.0, "same"), (20.0, "same"), (60.0, "regressed"), (120.0, "regressed")}
+    with pytest.raises(InputError, match="no client configuration 'nope'"):
+        compare(run, run, tmp_path / "o2", pair=("xrdcp", "nope"))
+    done = _cli("compare", str(run), str(run), "--pair", "xrdcp", "--out", str(tmp_path / "o3"))
+    assert done.returncode == 2 and "expected BASE_CLIENT=CAND_CLIENT" in done.stderr

@@ -229,14 +229,31 @@ def match(base: Run, cand: Run, threshold: float = FLOOR, margin: float = MARGIN
             sorted(set(cmap) - set(bmap), key=key_order))
 
 
+def paired(run: Run, client: str, label: str) -> Run:
+    """The run's points of one client configuration, renamed `label` (--pair)."""
+    pts = [replace(p, key=replace(p.key, client=label)) for p in run.points
+           if p.key.client == client]
+    return replace(run, points=pts)
+
+
 def compare(baseline_dir: Path, candidate_dir: Path, out_dir: Path | None = None, *,
             threshold: float = FLOOR, margin: float = MARGIN, strict: bool = False,
-            expect: Sequence[str] = ()) -> CompareResult:
+            expect: Sequence[str] = (), pair: tuple[str, str] | None = None
+            ) -> CompareResult:
     """Compare two runs, write compare.{md,csv,html} (+ charts) into out_dir
     (default: CANDIDATE/compare), return the result; .exit_code is 0 or 1. threshold is
-    the magnitude floor; strict: an unexpected environment difference is an InputError."""
+    the magnitude floor; strict: an unexpected environment difference is an InputError;
+    pair=(B, C): the baseline's client configuration B against the candidate's C (two
+    releases measured in one run: pass the run twice)."""
     check_bounds(threshold, margin)
     base, cand = _load(baseline_dir, "baseline"), _load(candidate_dir, "candidate")
+    if pair is not None:
+        label = f"{pair[0]} vs {pair[1]}"
+        for run, client, role in ((base, pair[0], "baseline"), (cand, pair[1], "candidate")):
+            if client not in {p.key.client for p in run.points}:
+                raise InputError(f"no client configuration {client!r} in the {role} run",
+                                 file=str(run.dir), key="--pair", value=f"{pair[0]}={pair[1]}")
+        base, cand = paired(base, pair[0], label), paired(cand, pair[1], label)
     meta = compare_meta.metadata_diffs(base, cand)
     bad = compare_meta.unexpected(meta, expect)
     if strict and bad:
