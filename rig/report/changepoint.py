@@ -114,9 +114,11 @@ def _grid_score(xs: list[list[float]], bounds: list[list[int]]) -> tuple[float, 
 
 
 def split_test(logs: list[list[list[float]]], a: int, b: int, permutations: int,
-               rng: random.Random) -> tuple[int, float] | None:
+               rng: random.Random, alpha: float = ALPHA) -> tuple[int, float] | None:
     """Best split of runs [a, b) and its permutation p-value: (first run after it, p);
-    None when there is nothing to split."""
+    None when there is nothing to split. Stops early once more than alpha x (R + 1)
+    permutations scored as high (the split cannot be significant: p is then an
+    estimate above alpha)."""
     if b - a < 2:
         return None
     seg = _segment(logs, a, b)
@@ -124,12 +126,15 @@ def split_test(logs: list[list[list[float]]], a: int, b: int, permutations: int,
     if observed <= 0:
         return a + j + 1, 1.0
     pools = [list(x) for x in seg.xs]
-    hits = 0
-    for _ in range(permutations):
+    hits, done = 0, 0
+    give_up = alpha * (permutations + 1)        # past this many hits, p > alpha for sure
+    for done in range(1, permutations + 1):
         for pool in pools:
             rng.shuffle(pool)
         if _grid_score(pools, seg.bounds)[0] >= observed * (1 - 1e-12):
             hits += 1
+            if hits > give_up:                  # not significant: stop early
+                return a + j + 1, (hits + 1) / (done + 1)
     return a + j + 1, (hits + 1) / (permutations + 1)
 
 
@@ -179,7 +184,7 @@ def detect(series: Sequence[Sequence[Sequence[float]]], *, floor: float = FLOOR,
     todo = [(0, runs)]
     while todo:                          # segmentation: where the grid changed
         a, b = todo.pop()
-        res = split_test(logs, a, b, permutations, rng)
+        res = split_test(logs, a, b, permutations, rng, alpha)
         if res is None or res[1] > alpha:
             continue
         cuts.append(res)
