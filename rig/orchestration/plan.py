@@ -46,6 +46,10 @@ def plan_lines(sc: Scenario) -> list[str]:
     out: list[str] = [_comment(f"scenario {sc.name} ({sc.source}); prefix {PREFIX} stands for "
                                "the run's")]
     wd = netns.STATE_DIR / PREFIX
+    if sc.tuning.from_profile:
+        out.append(_comment(f"tuning profile {sc.tuning.profile}: " + ", ".join(
+            sc.tuning.from_profile) + " applied as far as this kernel allows (what it lacks "
+            "is said at run time and left out)"))
     if sc.tunes_local():
         out += [_fmt(a) for a in tuning.global_argv(sc.tuning, "<host's list>")]
     for name in sc.remote_hosts():     # rig.realization.remote_tuning: only what differs
