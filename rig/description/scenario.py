@@ -22,6 +22,7 @@ from rig.description.tuningspec import CC_NAMES, Tuning  # noqa: F401  (Tuning: 
 from rig.description import userpath
 from rig.description.rootfile.plan import MODES as READ_MODES
 from rig.errors import InputError
+from rig import netaddr
 from rig.services import servers as server_kinds, tools
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -84,6 +85,12 @@ def _tls_mode(v: Any) -> str:
 _REAL_ONLY = ("client_ns", "server_ns", "server_addr")
 CAPTURE_MODES = ("headers",)     # header capture in the router (rig.orchestration.capture)
 LOCAL = "local"          # the host running rig: implied, never declared
+
+
+def _ip_version(v: Any) -> int:
+    if isinstance(v, bool) or v not in (4, 6):
+        raise ValueError("expected 4 or 6")
+    return int(v)
 
 
 def _ssh_target(v: Any) -> str:
@@ -204,9 +211,17 @@ class PathSpec:
     router_iface: str | None = S.spec(S.optional(_ifname), None)
     # this path's MTU (seed 000's jumbo frames beside 1500 in one run); None: tuning.mtu
     mtu: int | None = S.spec(S.optional(S.integer(L.MIN_MTU, L.MAX_MTU)), None)
+    # address family: 4, or 6 (an emulated path in fd72:6967::/96, rig.realization.netns);
+    # a path naming server_addr takes its family; always set once parsed
+    ip: int | None = S.spec(S.optional(_ip_version), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
+        fam = netaddr.family(d["server_addr"]) if d["server_addr"] else 0
+        if d["ip"] is not None and fam and fam != d["ip"]:
+            raise ctx.child("server_addr").error(f"an IPv{fam} address on an IPv{d['ip']} "
+                                                 "path (ip:)", d["server_addr"])
+        d = dict(d, ip=d["ip"] or fam or 4)
         if d["mtu"] is not None and (d["kind"] == "real" or d["router_host"] is not None
                                      or LOCAL not in (d["client_host"], d["server_host"])):
             raise ctx.child("mtu").error("a path's own MTU is set on the namespaces this "

@@ -106,7 +106,7 @@ def plan_lines(sc: Scenario) -> list[str]:
             _servers(sc, out, n, swd, at=_at(p.server_host))
             continue
         n = netns.lay_out(sc.topology, PREFIX, i, p.name, "198.18.0.0/24", workdir=wd / p.name,
-                          servers=server_count(sc))
+                          servers=server_count(sc), ip=p.ip or 4)
         out += [_fmt(a) for a in netns.build_argv(n, mtu=path_mtu(sc, p))]
         out += [f"# write {netns.ETC_NETNS / ns / 'resolv.conf'} (no resolver in the namespace)"
                 for ns in n.namespaces]

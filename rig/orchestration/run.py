@@ -230,7 +230,7 @@ class Run:
             path = stack.enter_context(netns.path_net(
                 self.prefix, p.name, i, workdir=self.workdir / p.name,
                 mtu=path_mtu(self.sc, p), subnet=self.subnet, topology=self.sc.topology,
-                servers=server_count(self.sc)))
+                servers=server_count(self.sc), ip=p.ip or 4))
             for node in path.nodes:
                 if node.role != "router" and node.ns is not None:
                     tuning.apply_ns(self.sc.tuning, node.ns)
