@@ -83,7 +83,13 @@ def test_a_v6_path_takes_the_v4_layout_in_the_rig_s_unique_local_prefix():
             "rig00aa1cr", "nodad"] in argv
     assert ["ip", "-6", "-n", "rig00aa-1c", "route", "add", "default", "via",
             "fd72:6967::c612:70a"] in argv
-    assert argv[-1][-1] == "net.ipv6.conf.all.forwarding=1"
+    assert ["ip", "netns", "exec", "rig00aa-1r", "sysctl", "-q", "-w",
+            "net.ipv6.conf.all.forwarding=1"] in argv
+    # every gateway resolved at build time (the first solicitation goes unanswered)
+    assert argv[-2:] == [["ip", "netns", "exec", f"rig00aa-1{n}", "ping", "-n", "-q", "-c", "1",
+                          "-W", "5", gw] for n, gw in (("c", "fd72:6967::c612:70a"),
+                                                       ("s", "fd72:6967::c612:70d"))]
+    assert not any("ping" in a for a in netns.build_argv(p4))
     assert p6.site is not None and p6.site.server_net.startswith("fd72:")   # ip6tables rules
 
 

@@ -239,6 +239,14 @@ def build_argv(path: RealizedPath, *, mtu: int = 1500) -> list[list[str]]:
                          "default", "via", ln.addr_of(r.name)])
     cmds.append(["ip", "netns", "exec", r.ns, "sysctl", "-q", "-w",
                  "net.ipv6.conf.all.forwarding=1" if v6 else "net.ipv4.ip_forward=1"])
+    if v6:   # the first neighbour solicitation on a new veth goes unanswered, and the
+        # retry comes a second later (RetransTimer): resolve every gateway now, before
+        # any emulation, so the path check's first pings do not wait (measured: 1.03 s)
+        for n in path.nodes:
+            if n.role != "router":
+                ln = next(x for x in path.links if n.name in x.members)
+                cmds.append(["ip", "netns", "exec", ns[n.name], "ping", "-n", "-q", "-c", "1",
+                             "-W", "5", ln.addr_of(r.name)])
     return cmds
 
 
