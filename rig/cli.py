@@ -188,7 +188,8 @@ def cmd_net(a) -> int:
         _need_root("rig net up")
         print(json.dumps(netcmd.up(a.name, rtt=a.rtt, jitter=a.jitter, loss=a.loss, rate=a.rate,
                                    backend=a.backend, owner_pid=a.owner_pid,
-                                   reverse_loss=a.reverse_loss, tuning_opts=topts)))
+                                   reverse_loss=a.reverse_loss, tuning_opts=topts,
+                                   ip=int(a.ip))))
     else:
         _need_root("rig net down")
         netcmd.down(a.name)
@@ -273,6 +274,8 @@ def parser() -> argparse.ArgumentParser:
                     "(the options above win); the JSON printed says the window it implies "
                     "(window_bytes, window_bound_bps_at_rtt)")
     up.add_argument("--backend", default="auto", help="auto | netem | userspace | none")
+    up.add_argument("--ip", default="4", choices=("4", "6"),
+                    help="address family (6: the rig's fd72:6967::/96, as a path's ip: 6)")
     up.add_argument("--owner-pid", type=int, help="the path lives until this process exits "
                     "(default: the shell or script that ran rig net up, past sudo & co. and "
                     "subshells; 1: until rig net down)")
