@@ -67,11 +67,19 @@ def cmd_doctor(a) -> int:
         return _doctor_host(a)
     info = hostinfo.summary()
     info["emulation"] = hostinfo.emulation() if os.geteuid() == 0 else {"note": "run as root to probe"}
+    info["distribution"] = d = hostinfo.distribution()
     if a.json:
         print(json.dumps(info, indent=2))
         return 0
     e = info["emulation"]
     print(f"kernel            {info['kernel']} ({info['machine']}, {info['cpus']} cpus)")
+    if d["family"] is None:
+        print(f"distribution      {d['os']}: no package map (rig/packages.py knows Debian and "
+              "the RHEL 9 family); install the tools below by hand")
+    else:
+        print(f"distribution      {d['os']}, family {d['family']}: " + (
+            f"missing {', '.join(d['missing'])} (make deps)" if d["missing"]
+            else "every package of its map installed"))
     print(f"kernel netem      {'yes' if e.get('kernel_netem') else 'no'}")
     print(f"userspace engine  {'usable (iptables NFQUEUE)' if e.get('userspace_nfqueue') else 'not usable'}")
     print(f"backend auto      {e.get('auto')}")
