@@ -31,7 +31,7 @@ def test_argv_env_and_binary() -> None:
     assert argv == [str(X.SIDE_PYTHON), str(X.HELPER), "--streams", "4",
                     "root://10.0.0.2:1094//f", "/dev/null"]
     assert TOOL.argv(_job(binary="/opt/xrd5/bin/python"))[0] == "/opt/xrd5/bin/python"
-    env = TOOL.env(_job(env={"XRD_CPPARALLELCHUNKS": "8"}, page_checksum=False))
+    env = TOOL.env(_job(env={"XRD_CPPARALLELCHUNKS": "8", "XRD_CPUSEPGWRTRD": "0"}))
     assert env["XRD_CPPARALLELCHUNKS"] == "8" and env["XRD_CPUSEPGWRTRD"] == "0"
     assert env["XRD_CONNECTIONRETRY"] == "1"          # fails fast, as xrdcp does here
     assert TOOL.row_fields(_job(), env) == {"page_checksum": 0}

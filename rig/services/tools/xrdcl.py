@@ -35,7 +35,7 @@ class Xrdcl(ClientTool):
     name = "xrdcl"
     version_argv = [str(SIDE_PYTHON), str(HELPER), "--version"]
     caps = Capabilities(servers=frozenset({"xrootd"}), protocols=("root",), max_streams=15,
-                        options=frozenset({"page_checksum", "dest_dir"}),
+                        options=frozenset({"dest_dir"}),
                         timed_by_written_bytes=True)
 
     def argv(self, job: Job) -> list[str]:
@@ -43,9 +43,7 @@ class Xrdcl(ClientTool):
                 str(job.streams), job.url, job.dest]
 
     def env(self, job: Job) -> dict[str, str]:
-        env = dict(XRD_FAIL_FAST)
-        if job.client.page_checksum is not None:
-            env["XRD_CPUSEPGWRTRD"] = "1" if job.client.page_checksum else "0"
+        env = dict(XRD_FAIL_FAST)       # page checksums: XRD_CPUSEPGWRTRD in env:
         env.update(job.client.env)
         return env
 
