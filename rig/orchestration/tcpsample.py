@@ -18,6 +18,7 @@ Must not import reports.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import threading
 import time
@@ -140,6 +141,49 @@ class GroupSampler:
         return sorted(mine, key=lambda s: s[0][0])
 
 
+# tcp_info counters that count from the connection's start (rebased for a pooled one)
+CUMULATIVE = ("bytes_acked", "bytes_sent", "bytes_retrans", "total_retrans", "busy_us",
+              "rwnd_limited_us", "sndbuf_limited_us")
+
+
+def since(r: TcpInfo, base: TcpInfo) -> TcpInfo:
+    """`r` with its cumulative counters counted from `base` (the same socket, earlier)."""
+    return dataclasses.replace(r, **{k: (getattr(r, k) or 0) - (getattr(base, k) or 0)
+                                     for k in CUMULATIVE if getattr(r, k) is not None})
+
+
+class SourceSampler(GroupSampler):
+    """Third-party copy: the data goes from the source origin to the destination origin,
+    not to the client process (it only sends the COPY), so the client's sockets say
+    nothing. This samples the source namespace's connections from the source's server
+    ports. A connection counts from the group's start (a pooled one is rebased on the
+    dump taken before the group) and is attributed once it has moved data in this
+    group, to instance 0, 1, ... in that order: exact for one copy at a time; with
+    several, each connection is one copy's, which copy's is not known."""
+
+    def __init__(self, send_ns: str | None, ports: list[int], instances: int, *,
+                 interval_s: float) -> None:
+        super().__init__(send_ns, send_ns, sender="server", interval_s=interval_s)
+        self.ports, self.instances = set(ports), max(1, instances)
+        self.base = {(r.dst, r.dport): r for r in self.send.dump(info=True)
+                     if r.sport in self.ports}
+        self.active: dict[tuple[str, int], int] = {}
+
+    def tick(self, t: float) -> None:
+        for r in self.send.dump(info=True):
+            if r.sport not in self.ports:
+                continue
+            k = (r.dst, r.dport)
+            if k in self.base:
+                r = since(r, self.base[k])
+            inst = self.active.get(k)
+            if inst is None:
+                if not r.bytes_acked:
+                    continue
+                inst = self.active[k] = len(self.active) % self.instances
+            self.series.setdefault((inst, r.dport), []).append((t, r))
+
+
 def sample_rows(conns: list[list[tuple[float, TcpInfo]]], transfer_id: int,
                 t_start: float) -> list[TcpSampleRow]:
     """tcp_samples rows of one transfer; t_s counted from its process start."""
@@ -163,12 +207,17 @@ def sample_rows(conns: list[list[tuple[float, TcpInfo]]], transfer_id: int,
 
 @contextlib.contextmanager
 def sampling(send_ns: str | None, client_ns: str | None, *, sender: str,
-             interval_s: float | None) -> Iterator[GroupSampler | None]:
-    """A running sampler for one group (None when sampling is off); always stopped."""
+             interval_s: float | None, tpc_source: tuple[list[int], int] | None = None
+             ) -> Iterator[GroupSampler | None]:
+    """A running sampler for one group (None when sampling is off); always stopped.
+    `tpc_source` = (the source origin's ports, the group's concurrency): a third-party
+    copy, sampled at the source (`send_ns` is the source's namespace)."""
     if not interval_s:
         yield None
         return
-    s = GroupSampler(send_ns, client_ns, sender=sender, interval_s=interval_s).start()
+    s = (SourceSampler(send_ns, tpc_source[0], tpc_source[1], interval_s=interval_s)
+         if tpc_source else GroupSampler(send_ns, client_ns, sender=sender,
+                                         interval_s=interval_s)).start()
     try:
         yield s
     finally:
