@@ -23,7 +23,7 @@ import os
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from rig.process.sockdiag import DiagSocket, TcpInfo
 from rig.results.store import TcpSampleRow
@@ -148,8 +148,9 @@ CUMULATIVE = ("bytes_acked", "bytes_sent", "bytes_retrans", "total_retrans", "bu
 
 def since(r: TcpInfo, base: TcpInfo) -> TcpInfo:
     """`r` with its cumulative counters counted from `base` (the same socket, earlier)."""
-    return dataclasses.replace(r, **{k: (getattr(r, k) or 0) - (getattr(base, k) or 0)
-                                     for k in CUMULATIVE if getattr(r, k) is not None})
+    new: dict[str, Any] = {k: (getattr(r, k) or 0) - (getattr(base, k) or 0)
+                           for k in CUMULATIVE if getattr(r, k) is not None}
+    return dataclasses.replace(r, **new)
 
 
 class SourceSampler(GroupSampler):

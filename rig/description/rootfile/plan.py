@@ -324,7 +324,7 @@ def triggered(layout: Layout, branches: tuple[str, ...], factor: int) -> list[Ba
 
 
 def _application(layout: Layout, baskets: list[Basket], opt: Options,
-                 every: list[Basket], trig: list[Basket] = ()) -> list[Round]:
+                 every: list[Basket], trig: tuple[Basket, ...] = ()) -> list[Round]:
     rounds = _open_rounds(layout)
     useful = {b.seek for b in baskets} | {b.seek for b in trig}
     loaded: set[int] = set()
@@ -365,7 +365,7 @@ def _application(layout: Layout, baskets: list[Basket], opt: Options,
             per.setdefault(_cluster_of(layout, b.entry_start), []).append(b)
 
     def trigger(upto: int) -> list[Round]:
-        out = []
+        out: list[Round] = []
         for ci in sorted(c for c in per if c <= upto):
             for part in _split(per.pop(ci), opt.cache_size):
                 out += _read_buffers(part, useful, opt, "trigger", ci,
@@ -397,7 +397,7 @@ def _split(bs: list[Basket], cap: int) -> list[list[Basket]]:
 
 
 def _lazy(layout: Layout, baskets: list[Basket], opt: Options,
-          every: list[Basket], trig: list[Basket] = ()) -> list[Round]:
+          every: list[Basket], trig: tuple[Basket, ...] = ()) -> list[Round]:
     """The application plan's reads, in order, decide which segment is fetched when;
     ROOT's reads themselves are then local (see `lazy_vector_reads_remote`)."""
     seg = opt.segment_size
@@ -445,6 +445,6 @@ def make(layout: Layout, branches: tuple[str, ...], mode: str,
     else:
         every = _selected(layout, tuple(b.name for b in layout.branches))
         build = _application if mode == "application" else _lazy
-        rounds = build(layout, baskets, opt, every, trig)
+        rounds = build(layout, baskets, opt, every, tuple(trig))
     return Plan(mode, layout.path, layout.file_bytes, layout.tree, layout.entries,
                 tuple(branches), opt, tuple(rounds), len(layout.clusters))
