@@ -4,9 +4,11 @@ folders without it still load), and the verdicts the kernel's counters give."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -273,15 +275,19 @@ def test_tpc_source_sampler_takes_the_source_side_from_the_group_start():
         t.join()
 
     move(p_srv, pooled, 3 * 2**20)              # before the group: not this group's
-    smp = SourceSampler(None, [port], 2, interval_s=0.05)
+    smp = SourceSampler(None, [port], interval_s=0.05)
     fresh = socket.create_connection(("127.0.0.1", port))
     f_srv, _ = srv.accept()
     move(p_srv, pooled, 2**20)
     move(f_srv, fresh, 2 * 2**20)
+    smp.tick(time.monotonic())
+    assert not smp.series                       # no copy started yet: nobody's data
+    smp.track(0, os.getpid())
+    smp.track(1, os.getpid())
     for _ in range(50):                         # the last ACKs may still be on their way
         smp.series.clear()
         smp.active.clear()
-        smp.tick(0.0)
+        smp.tick(time.monotonic())
         acked = sorted(s[-1][1].bytes_acked for s in smp.series.values())
         if acked == [2**20, 2 * 2**20]:
             break

@@ -743,8 +743,8 @@ class Run:
                                    else live.client_ns, live.client_ns, sender=sender,
                                    interval_s=self.sc.sampling.tcp_info_s
                                    if here and not (src and src[0].host) else None,
-                                   tpc_source=(list(src[0].ports.values()), g.concurrency)
-                                   if src else None) as smp:
+                                   tpc_source=list(src[0].ports.values()) if src else None
+                                   ) as smp:
             outcomes, alive_after = transfer.run_group(
                 jobs, live.client_ns, watchdog=lambda: self._check(live),
                 on_start=smp.track if smp else None, **self._where(live.client_host),

@@ -159,16 +159,35 @@ class SourceSampler(GroupSampler):
     nothing. This samples the source namespace's connections from the source's server
     ports. A connection counts from the group's start (a pooled one is rebased on the
     dump taken before the group) and is attributed once it has moved data in this
-    group, to instance 0, 1, ... in that order: exact for one copy at a time; with
-    several, each connection is one copy's, which copy's is not known."""
+    group, to a copy already started that has the fewest connections (the earliest
+    started first): exact for one copy at a time; with several, each connection is one
+    copy's, which copy's is not known."""
 
-    def __init__(self, send_ns: str | None, ports: list[int], instances: int, *,
-                 interval_s: float) -> None:
+    def __init__(self, send_ns: str | None, ports: list[int], *, interval_s: float) -> None:
         super().__init__(send_ns, send_ns, sender="server", interval_s=interval_s)
-        self.ports, self.instances = set(ports), max(1, instances)
+        self.ports = set(ports)
         self.base = {(r.dst, r.dport): r for r in self.send.dump(info=True)
                      if r.sport in self.ports}
         self.active: dict[tuple[str, int], int] = {}
+        self.started: dict[int, float] = {}             # instance -> when it was tracked
+
+    def track(self, instance: int, pid: int) -> None:
+        super().track(instance, pid)
+        with self._lock:
+            self.started.setdefault(instance, time.monotonic())
+
+    def _assign(self, t: float) -> int | None:
+        """A copy started before `t` (so its samples count from its start), fewest
+        connections first, then the earliest started."""
+        with self._lock:
+            ready = [(i, s) for i, s in self.started.items() if s <= t]
+        if not ready:
+            return None
+        n = {i: 0 for i, _ in ready}
+        for i in self.active.values():
+            if i in n:
+                n[i] += 1
+        return min(ready, key=lambda x: (n[x[0]], x[1], x[0]))[0]
 
     def tick(self, t: float) -> None:
         for r in self.send.dump(info=True):
@@ -179,9 +198,9 @@ class SourceSampler(GroupSampler):
                 r = since(r, self.base[k])
             inst = self.active.get(k)
             if inst is None:
-                if not r.bytes_acked:
+                if not r.bytes_acked or (inst := self._assign(t)) is None:
                     continue
-                inst = self.active[k] = len(self.active) % self.instances
+                self.active[k] = inst
             self.series.setdefault((inst, r.dport), []).append((t, r))
 
 
@@ -208,15 +227,15 @@ def sample_rows(conns: list[list[tuple[float, TcpInfo]]], transfer_id: int,
 
 @contextlib.contextmanager
 def sampling(send_ns: str | None, client_ns: str | None, *, sender: str,
-             interval_s: float | None, tpc_source: tuple[list[int], int] | None = None
+             interval_s: float | None, tpc_source: list[int] | None = None
              ) -> Iterator[GroupSampler | None]:
     """A running sampler for one group (None when sampling is off); always stopped.
-    `tpc_source` = (the source origin's ports, the group's concurrency): a third-party
-    copy, sampled at the source (`send_ns` is the source's namespace)."""
+    `tpc_source` = the source origin's ports: a third-party copy, sampled at the source
+    (`send_ns` is the source's namespace)."""
     if not interval_s:
         yield None
         return
-    s = (SourceSampler(send_ns, tpc_source[0], tpc_source[1], interval_s=interval_s)
+    s = (SourceSampler(send_ns, tpc_source, interval_s=interval_s)
          if tpc_source else GroupSampler(send_ns, client_ns, sender=sender,
                                          interval_s=interval_s)).start()
     try:
