@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rig.orchestration import capture, faults, hostinfo, hosts, origins, tcpsample, transfer
+from rig.orchestration import threadsample
 from rig.orchestration.faults import signals_as_exceptions
 
 from rig.realization import certs, cgroups, netns, remote_router, remote_tuning, tls, tuning
@@ -116,6 +117,7 @@ class Run:
         self.state.data["dest_dirs"] = sorted({c.dest_dir for c in sc.clients if c.dest_dir})
         self.tcp_cost: dict[str, Any] = {"interval_s": sc.sampling.tcp_info_s, "groups": 0, "ticks": 0,
                          "cpu_s": 0.0, "wall_s": 0.0, "samples": 0, "errors": 0}
+        self.thread_cost = threadsample.Cost()      # per-thread CPU sampling (issue 27)
         self.ca: tls.Ca | None = None
         self.hosts: dict[str, Host] = {}
         self.remote_data: dict[str, str] = {}      # host -> its data directory
@@ -741,10 +743,15 @@ class Run:
                 tcpsample.sampling(live.server_ns if sender == "server" else live.client_ns,
                                    live.client_ns, sender=sender,
                                    interval_s=self.sc.sampling.tcp_info_s if here else None
-                                   ) as smp:
+                                   ) as smp, \
+                threadsample.group(self.sc.sampling.threads_s, spids, cost=self.thread_cost,
+                                   client_local=live.client_host is None,
+                                   server_local=bool(spids)) as thr:
             outcomes, alive_after = transfer.run_group(
                 jobs, live.client_ns, watchdog=lambda: self._check(live),
-                on_start=smp.track if smp else None, **self._where(live.client_host),
+                on_start=threadsample.on_start(smp.track if smp else None,
+                                               thr.track if thr else None),
+                **self._where(live.client_host),
                 cgroup=self.client_cgroups.get(g.client.name) if live.client_host is None
                 else None)
         if cap is not None:
@@ -761,10 +768,12 @@ class Run:
         rows = transfer.rows(outcomes, dict(
             common, concurrency=g.concurrency, repeat=g.repeat,
             server=g.client.server), server_cpu=server_cpu)
+        ids: list[tuple[int, int, float]] = []
         for r in rows:
             if alive_after is not None:   # never store an undelayed measurement as good
                 r.ok, r.error = False, f"emulation not in force: {faults.one_line(alive_after)}"
             tid = self.store.add_transfer(r)
+            ids.append((r.instance, tid, outcomes[r.instance].t_start))
             if smp is not None:
                 samples = tcpsample.sample_rows(smp.connections(r.instance), tid,
                                                 outcomes[r.instance].t_start)
@@ -772,6 +781,7 @@ class Run:
                 self.tcp_cost["samples"] += len(samples)
         if smp is not None:
             self._tcp_cost(smp, time.monotonic() - t0)
+        threadsample.store_rows(self.store, thr, ids, self.thread_cost)
         ok = [r for r in rows if r.ok]
         pos = f"{pos}, {self.reporter.group_done()}"
         if ok:
