@@ -3,6 +3,7 @@ process, the thread_cpu table, and the verdicts and report built from it."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 import sys
@@ -61,16 +62,20 @@ def test_watch_on_a_fake_proc_tree(tmp_path):
     assert sorted(w.threads) == [(100, 100), (100, 101), (200, 200)]
     # a second later: thread 101 ran 0.9 s and waited 0.05 s, named itself "poller"
     _task(root, 100, 101, "poller", 19 * 10**8, 5 * 10**7, utime=80, stime=10)
-    w.tick(0.3)         # no rescan yet (RESCAN_S): schedstat only
+    w.tick(0.3)         # schedstat only: kept as read, the name not read again
     s = w.threads[(100, 101)]
-    assert s.comm == "xrdcp" and s.run_ns[-1] == 19 * 10**8
-    w.tick(1.0)
+    assert s.comm == "xrdcp" and s.raw[-1] == b"1900000000 50000000 7\n"
+    # a new thread of 200 (its task link count changes) is found at the next tick
+    _task(root, 200, 201, "late", 5 * 10**8, 0)
+    w.tick(0.5)
+    assert (200, 201) in w.threads and w.threads[(200, 201)].idx == [2]
     out = {(x.pid, x.tid): x for x in w.finish(1.0)}
     s = out[(100, 101)]
     assert s.comm == "poller" and s.process == "xrdcp" and s.cpus_allowed == "0-1"
     assert s.cpu_s == pytest.approx(0.9) and s.wait_s == pytest.approx(0.05)
     assert s.user_s == pytest.approx(80 / TICK) and s.sys_s == pytest.approx(10 / TICK)
-    assert s.t == [0.0, 0.3, 1.0]              # found at 0.0, not sampled twice there
+    assert s.t == [0.0, 0.3, 1.0]          # unchanged after 0.3: first and last kept
+    assert out[(200, 201)].t == [0.5, 1.0] and out[(200, 201)].cpu_s == 0.0
     assert out[(200, 200)].key == "0" and out[(200, 200)].process == "helper"
     assert all(x.fd is None for x in out.values())
     rows = threadsample.thread_rows(list(out.values()), 7, "client", t_start=-0.5)
@@ -78,6 +83,29 @@ def test_watch_on_a_fake_proc_tree(tmp_path):
     assert r.t_first_s == 0.5 and r.t_last_s == 1.5 and r.cpu_s == pytest.approx(0.9)
     assert json.loads(r.series) == {"t": [0.5, 0.8, 1.5], "cpu_ms": [0.0, 900.0, 900.0],
                                     "wait_ms": [0.0, 50.0, 50.0]}
+
+
+def test_sleeping_thread_is_read_less_often(tmp_path):
+    """Unchanged for QUIET reads: read every IDLE_EVERY-th tick; when it wakes, the CPU
+    it used lands in the interval since its last read; a busy one is read every tick."""
+    root = tmp_path / "proc"
+    _task(root, 100, 100, "sleeper", 0, 0)
+    _task(root, 100, 101, "busy", 0, 0)
+    w = ThreadWatch(root)
+    w.add(100, "0")
+    for n in range(20):
+        _task(root, 100, 101, "busy", n * 10**8, 0)
+        if n == 17:
+            _task(root, 100, 100, "sleeper", 10**8, 0)
+        w.tick(n * 0.1)
+    sl, busy = w.threads[(100, 100)], w.threads[(100, 101)]
+    assert len(busy.raw) == 20
+    assert w.reads < 40 - 10
+    out = {x.tid: x for x in w.finish(2.0)}
+    t = out[100].t
+    assert t[0] == 0.0 and t[-1] == 2.0 and len(t) <= 5
+    assert out[100].cpu_s == pytest.approx(0.1)
+    assert sl.run_ns[-2] == 0 and t[-2] <= 1.5 and t[-2] >= 1.5 - 0.1 * threadcpu.IDLE_EVERY
 
 
 def test_vanished_thread_is_closed_not_fatal(tmp_path):
@@ -89,10 +117,14 @@ def test_vanished_thread_is_closed_not_fatal(tmp_path):
     s = w.threads[(100, 100)]
     (root / "100" / "task" / "100" / "schedstat").write_text("garbage\n")
     w.tick(0.1)
-    assert s.gone and s.fd is None and len(s.t) == 1
+    os.close(s.fd)                  # a read that fails, as one of an ended thread (ESRCH)
+    s.fd = os.open(tmp_path, os.O_RDONLY)
+    w.tick(0.2)
+    assert s.gone and s.fd is None
     w.add(999, "x")                 # a process that is already gone
     w.rescan(0.2)
-    assert w.finish(0.3)
+    (out,) = w.finish(0.3)
+    assert out.t == [0.0] and out.user1 is None and out.user_s is None
 
 
 def test_sampler_matches_a_real_threads_own_clock():

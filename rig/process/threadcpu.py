@@ -10,8 +10,12 @@ For every thread (/proc/PID/task/TID) of every process of a tree:
   status     Cpus_allowed_list, read once per thread.
 
 Cost: each thread's schedstat is opened once and re-read with pread(fd, 0) each tick,
-one system call (~1 us) per thread per tick; the tree (new processes and threads) is
-rescanned every RESCAN_S. bench/thread_sampling.py measures it.
+one system call (~1 us) per thread per tick, its bytes kept and parsed only at the end;
+a sleeping thread is read every IDLE_EVERY-th tick.
+New threads show as a change of /proc/PID/task's link count (2 + threads), one stat per
+process per tick; new processes (children of any thread) are looked for every
+RESCAN_S. Names and the user/system split are read when a thread is found and at the
+end. bench/thread_sampling.py measures it.
 
 Remote hosts: the same reader is plain stdlib over /proc, so the agent
 (rig.process.remote) can run it there and hand back `ThreadSeries.to_json()`; the run
@@ -26,7 +30,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TICK = os.sysconf("SC_CLK_TCK")
-RESCAN_S = 0.5
+RESCAN_S = 1.0
+# A thread whose schedstat did not change for QUIET reads (asleep) is read every
+# IDLE_EVERY-th tick only, until it changes again; its CPU is then spread over the longer
+# interval (at most IDLE_EVERY ticks). Most threads of a transfer sleep (seed 000 Fig. 10).
+QUIET = 3
+IDLE_EVERY = 5
 
 
 def parse_schedstat(text: str) -> tuple[int, int]:
@@ -42,21 +51,37 @@ def parse_task_stat(text: str) -> tuple[float, float]:
     return int(rest[11]) / TICK, int(rest[12]) / TICK
 
 
-def _children(root: Path, pid: int) -> list[int]:
+def _read(path: str) -> str | None:
+    """A small /proc file's text (os-level: this runs hundreds of times a second)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 4096).decode(errors="replace")
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _children(root: str, pid: int) -> list[int]:
     out: list[int] = []
     try:
-        for task in os.listdir(root / str(pid) / "task"):
-            try:
-                out += [int(c) for c in
-                        (root / str(pid) / "task" / task / "children").read_text().split()]
-            except (OSError, ValueError):
-                continue
+        tasks = os.listdir(f"{root}/{pid}/task")
     except OSError:
-        pass
+        return out
+    for task in tasks:
+        text = _read(f"{root}/{pid}/task/{task}/children")
+        if text:
+            try:
+                out += [int(c) for c in text.split()]
+            except ValueError:
+                continue
     return out
 
 
-def tree(pid: int, root: Path = Path("/proc")) -> list[int]:
+def tree(pid: int, root: Path | str = "/proc") -> list[int]:
     """pid and its descendants."""
     out, todo, seen = [], [pid], set()
     while todo:
@@ -65,15 +90,8 @@ def tree(pid: int, root: Path = Path("/proc")) -> list[int]:
             continue
         seen.add(p)
         out.append(p)
-        todo += _children(root, p)
+        todo += _children(str(root), p)
     return out
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text()
-    except OSError:
-        return None
 
 
 def _cpus_allowed(status: str | None) -> str | None:
@@ -95,12 +113,15 @@ class ThreadSeries:
     t: list[float] = field(default_factory=list)
     run_ns: list[int] = field(default_factory=list)
     wait_ns: list[int] = field(default_factory=list)
-    user0: float | None = None    # stat at discovery and at the last read
+    user0: float | None = None    # stat when found and at the end (None: it ended first)
     sys0: float | None = None
     user1: float | None = None
     sys1: float | None = None
     fd: int | None = None         # schedstat, kept open while the thread lives
     gone: bool = False
+    raw: list[bytes] = field(default_factory=list)     # schedstat as read
+    idx: list[int] = field(default_factory=list)       # ... at these ThreadWatch.times
+    quiet: int = 0                # reads in a row that found it unchanged
 
     @property
     def cpu_s(self) -> float:
@@ -118,84 +139,85 @@ class ThreadSeries:
     def sys_s(self) -> float | None:
         return None if self.sys1 is None or self.sys0 is None else self.sys1 - self.sys0
 
+    def parse(self, times: list[float]) -> None:
+        """Fill t, run_ns, wait_ns from the raw reads (unreadable ones left out)."""
+        self.t, self.run_ns, self.wait_ns = [], [], []
+        for i, b in zip(self.idx, self.raw):
+            try:
+                run, wait = parse_schedstat(b.decode())
+            except (ValueError, IndexError, UnicodeDecodeError):
+                continue
+            self.t.append(times[i])
+            self.run_ns.append(run)
+            self.wait_ns.append(wait)
+
 
 class ThreadWatch:
     """The threads of some process trees, sampled on demand (not thread-safe: one
     sampler thread calls add/tick/finish)."""
 
-    def __init__(self, root: Path = Path("/proc")) -> None:
-        self.root = root
+    def __init__(self, root: Path | str = "/proc") -> None:
+        self.root = str(root)
         self.roots: dict[int, str] = {}          # pid -> key
+        self.procs: dict[int, tuple[str, int]] = {}   # pid -> (key, task link count)
         self.threads: dict[tuple[int, int], ThreadSeries] = {}
+        self.live: list[ThreadSeries] = []
+        self.times: list[float] = []             # the tick times
         self.last_scan = -1e18
         self.reads = 0                           # schedstat reads (the cost's unit)
 
     def add(self, pid: int, key: str) -> None:
         self.roots[pid] = key
 
-    def _task(self, pid: int, tid: int | str) -> Path:
-        return self.root / str(pid) / "task" / str(tid)
+    def _task(self, pid: int, tid: int | str) -> str:
+        return f"{self.root}/{pid}/task/{tid}"
 
     def rescan(self, now: float) -> None:
-        """Find new processes and threads; refresh the user/sys split of known ones."""
+        """Find new processes in the trees (and their threads)."""
         self.last_scan = now
         for root_pid, key in list(self.roots.items()):
             for pid in tree(root_pid, self.root):
-                try:
-                    tids = os.listdir(self.root / str(pid) / "task")
-                except OSError:
-                    continue
-                pcomm = (_read(self.root / str(pid) / "comm") or "?").strip()
-                for t in tids:
-                    if not t.isdigit():
-                        continue
-                    k = (pid, int(t))
-                    s = self.threads.get(k)
-                    if s is None:
-                        self._found(key, pid, int(t), pcomm, now)
-                    elif not s.gone:
-                        self._stat(s, last=True)
+                if pid not in self.procs:
+                    self.procs[pid] = (key, -1)
 
-    def _found(self, key: str, pid: int, tid: int, pcomm: str, now: float) -> None:
-        d = self._task(pid, tid)
+    def _threads_of(self, pid: int, key: str) -> None:
+        """New threads of a process whose task link count changed."""
         try:
-            fd = os.open(d / "schedstat", os.O_RDONLY | os.O_CLOEXEC)
+            tids = os.listdir(f"{self.root}/{pid}/task")
         except OSError:
             return
-        s = ThreadSeries(key, pid, tid, pcomm, (_read(d / "comm") or "?").strip(),
-                         _cpus_allowed(_read(d / "status")), fd=fd)
+        pcomm = (_read(f"{self.root}/{pid}/comm") or "?").strip()
+        for t in tids:
+            if t.isdigit() and (pid, int(t)) not in self.threads:
+                self._found(key, pid, int(t), pcomm)
+
+    def _found(self, key: str, pid: int, tid: int, pcomm: str) -> None:
+        d = self._task(pid, tid)
+        try:
+            fd = os.open(f"{d}/schedstat", os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return
+        s = ThreadSeries(key, pid, tid, pcomm, (_read(f"{d}/comm") or "?").strip(),
+                         _cpus_allowed(_read(f"{d}/status")), fd=fd)
         self._stat(s, last=False)
         self.threads[(pid, tid)] = s
-        self._sample(s, now)
+        self.live.append(s)
 
     def _stat(self, s: ThreadSeries, *, last: bool) -> None:
-        text = _read(self._task(s.pid, s.tid) / "stat")
+        text = _read(f"{self._task(s.pid, s.tid)}/stat")
         if text is None:
             return
         try:
             u, y = parse_task_stat(text)
         except (ValueError, IndexError):
             return
-        if not last or s.user0 is None:
+        if not last:
             s.user0, s.sys0 = u, y
+            return
         s.user1, s.sys1 = u, y
-        comm = (_read(self._task(s.pid, s.tid) / "comm") or "").strip()
+        comm = (_read(f"{self._task(s.pid, s.tid)}/comm") or "").strip()
         if comm:
             s.comm = comm          # a thread names itself after it starts
-
-    def _sample(self, s: ThreadSeries, now: float) -> None:
-        assert s.fd is not None
-        if s.t and s.t[-1] >= now:       # found by this tick's rescan: sampled already
-            return
-        try:
-            run, wait = parse_schedstat(os.pread(s.fd, 128, 0).decode())
-        except (OSError, ValueError, IndexError):
-            self._close(s)
-            return
-        self.reads += 1
-        s.t.append(now)
-        s.run_ns.append(run)
-        s.wait_ns.append(wait)
 
     def _close(self, s: ThreadSeries) -> None:
         if s.fd is not None:
@@ -205,20 +227,58 @@ class ThreadWatch:
     def tick(self, now: float) -> None:
         if now - self.last_scan >= RESCAN_S:
             self.rescan(now)
-        for s in list(self.threads.values()):
-            if not s.gone:
-                self._sample(s, now)
+        for pid, (key, links) in list(self.procs.items()):
+            try:
+                n = os.stat(f"{self.root}/{pid}/task").st_nlink
+            except OSError:
+                del self.procs[pid]
+                continue
+            if n != links:
+                self.procs[pid] = (key, n)
+                self._threads_of(pid, key)
+        self._read_all(now, last=False)
+
+    def _read_all(self, now: float, *, last: bool) -> None:
+        n = len(self.times)
+        self.times.append(now)
+        ended = False
+        pread = os.pread
+        reads = 0
+        for s in self.live:
+            if s.quiet >= QUIET and n % IDLE_EVERY and not last:
+                continue
+            try:
+                b = pread(s.fd, 128, 0)       # type: ignore[arg-type]
+            except OSError:
+                self._close(s)
+                ended = True
+                continue
+            reads += 1
+            if s.raw and b == s.raw[-1]:
+                s.quiet += 1
+                if len(s.raw) >= 2 and s.raw[-2] == b:
+                    s.idx[-1] = n          # still asleep: keep the first and last read
+                    continue
+            else:
+                s.quiet = 0
+            s.raw.append(b)
+            s.idx.append(n)
+        self.reads += reads
+        if ended:
+            self.live = [s for s in self.live if not s.gone]
 
     def finish(self, now: float) -> list[ThreadSeries]:
-        """A last sample and user/sys read of every live thread; closes every fd."""
+        """A last sample, the user/sys split and the name of every live thread, the
+        series parsed; closes every fd."""
+        self._read_all(now, last=True)
+        for s in self.live:
+            self._stat(s, last=True)
         for s in self.threads.values():
-            if not s.gone:
-                self._sample(s, now)
-                self._stat(s, last=True)
             self._close(s)
+            s.parse(self.times)
+        self.live = []
         return list(self.threads.values())
 
     def close(self) -> None:
         for s in self.threads.values():
             self._close(s)
-
