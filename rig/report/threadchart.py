@@ -48,7 +48,8 @@ def chosen(run: Run) -> list[tuple[Key, int, int | None]]:
     return out[:MAX_CHARTS]
 
 
-def _panel(ax, rows: list[dict], title: str, fig) -> None:
+def _panel(ax, rows: list[dict], title: str, fig,
+           xlabel: str = "seconds since the client process started") -> None:
     grid, rows, cpu, _ = matrix(rows)
     if len(grid) < 2:
         ax.set_title(f"{title}: fewer than two samples")
@@ -67,7 +68,7 @@ def _panel(ax, rows: list[dict], title: str, fig) -> None:
     ax.set_yticks([i + 0.5 for i in range(len(names))], names, fontsize=7)
     ax.invert_yaxis()
     ax.set_title(title, fontsize=9)
-    ax.set_xlabel("seconds since the client process started")
+    ax.set_xlabel(xlabel)
     fig.colorbar(mesh, ax=ax, label="share of a core on a CPU", fraction=0.04)
 
 
@@ -83,9 +84,10 @@ def draw(run: Run, out_dir: Path) -> list[Path]:
         h = 1.2 + 0.18 * (min(len(client), MAX_THREADS) + min(len(server), MAX_THREADS))
         fig = Figure(figsize=(10, max(3.0, h + 1.0 * panels)), dpi=DPI, layout="constrained")
         FigureCanvasAgg(fig)
-        axes = fig.subplots(panels, 1, squeeze=False, sharex=True)[:, 0]
+        axes = fig.subplots(panels, 1, squeeze=False)[:, 0]
         _panel(axes[0], client, f"client {key.label()} (transfer {ctid})", fig)
         if server:
-            _panel(axes[1], server, "server threads during the group", fig)
+            _panel(axes[1], server, "server threads during the group", fig,
+                   "seconds since the group's first client process started")
         files += save(fig, out_dir, f"threads_{n + 1}")
     return files
