@@ -65,13 +65,17 @@ def test_watch_on_a_fake_proc_tree(tmp_path):
     w.tick(0.3)         # schedstat only: kept as read, the name not read again
     s = w.threads[(100, 101)]
     assert s.comm == "xrdcp" and s.raw[-1] == b"1900000000 50000000 7\n"
+    # process 100 was found between fork and exec: it was "ip", is now "xrdcp2"
+    for f in ("100/comm", "100/task/100/comm"):
+        (root / f).write_text("xrdcp2\n")
     # a new thread of 200 (its task link count changes) is found at the next tick
     _task(root, 200, 201, "late", 5 * 10**8, 0)
     w.tick(0.5)
     assert (200, 201) in w.threads and w.threads[(200, 201)].idx == [2]
     out = {(x.pid, x.tid): x for x in w.finish(1.0)}
     s = out[(100, 101)]
-    assert s.comm == "poller" and s.process == "xrdcp" and s.cpus_allowed == "0-1"
+    assert s.comm == "poller" and s.process == "xrdcp2" and s.cpus_allowed == "0-1"
+    assert out[(100, 100)].comm == "xrdcp2"          # the main thread is the process
     assert s.cpu_s == pytest.approx(0.9) and s.wait_s == pytest.approx(0.05)
     assert s.user_s == pytest.approx(80 / TICK) and s.sys_s == pytest.approx(10 / TICK)
     assert s.t == [0.0, 0.3, 1.0]          # unchanged after 0.3: first and last kept

@@ -160,6 +160,7 @@ class ThreadWatch:
         self.root = str(root)
         self.roots: dict[int, str] = {}          # pid -> key
         self.procs: dict[int, tuple[str, int]] = {}   # pid -> (key, task link count)
+        self.pcomm: dict[int, str] = {}
         self.threads: dict[tuple[int, int], ThreadSeries] = {}
         self.live: list[ThreadSeries] = []
         self.times: list[float] = []             # the tick times
@@ -173,12 +174,27 @@ class ThreadWatch:
         return f"{self.root}/{pid}/task/{tid}"
 
     def rescan(self, now: float) -> None:
-        """Find new processes in the trees (and their threads)."""
+        """Find new processes in the trees (and their threads); names again (a process
+        found between fork and exec, as `ip netns exec` or `taskset`, changes it)."""
         self.last_scan = now
         for root_pid, key in list(self.roots.items()):
             for pid in tree(root_pid, self.root):
                 if pid not in self.procs:
                     self.procs[pid] = (key, -1)
+                else:
+                    self._name(pid)
+
+    def _name(self, pid: int) -> str:
+        """The process's comm, given to its threads and as its main thread's name."""
+        pcomm = (_read(f"{self.root}/{pid}/comm") or "").strip()
+        if pcomm and self.pcomm.get(pid) != pcomm:
+            self.pcomm[pid] = pcomm
+            for s in self.live:
+                if s.pid == pid:
+                    s.process = pcomm
+                    if s.tid == pid:
+                        s.comm = pcomm
+        return pcomm or "?"
 
     def _threads_of(self, pid: int, key: str) -> None:
         """New threads of a process whose task link count changed."""
@@ -186,7 +202,7 @@ class ThreadWatch:
             tids = os.listdir(f"{self.root}/{pid}/task")
         except OSError:
             return
-        pcomm = (_read(f"{self.root}/{pid}/comm") or "?").strip()
+        pcomm = self._name(pid)
         for t in tids:
             if t.isdigit() and (pid, int(t)) not in self.threads:
                 self._found(key, pid, int(t), pcomm)
@@ -271,6 +287,8 @@ class ThreadWatch:
         """A last sample, the user/sys split and the name of every live thread, the
         series parsed; closes every fd."""
         self._read_all(now, last=True)
+        for pid in list(self.procs):
+            self._name(pid)
         for s in self.live:
             self._stat(s, last=True)
         for s in self.threads.values():
