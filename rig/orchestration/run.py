@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from rig.orchestration import capture, faults, hostinfo, hosts, origins, tcpsample, transfer
-from rig.orchestration import threadsample
 from rig.orchestration.faults import signals_as_exceptions
+from rig.orchestration import threadsample
 
 from rig.realization import certs, cgroups, netns, remote_router, remote_tuning, tls, tuning
 

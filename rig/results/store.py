@@ -7,8 +7,8 @@ Format (FORMAT_VERSION 2; 1 still read), documented in docs/results-format.md:
   transfers(...)                         one row per client process (concurrency N -> N rows)
   engine_stats(...)                      emulator counters per step
   tcp_samples(...)                       sending side's tcp_info per connection over time
-  capture_flows(...)                     flows of header captures (`capture: headers`)
   thread_cpu(...)                        per-thread CPU of client and server over time
+  capture_flows(...)                     flows of header captures (`capture: headers`)
 Each insert is committed at once (WAL journal) so a crash loses nothing already measured.
 
 Must not import realization, services or reports.
@@ -171,6 +171,29 @@ class TcpSampleRow:
 
 
 @dataclass
+class ThreadCpuRow:
+    """One thread of a transfer's client process (or of the server, for the transfer's
+    group) sampled from /proc (rig.process.threadcpu); table version THREAD_CPU_VERSION."""
+    transfer_id: int = column("INTEGER NOT NULL")  # client: its transfer; server: the group's instance 0
+    side: str = column("TEXT NOT NULL")  # client | server
+    pid: int = column("INTEGER NOT NULL")
+    tid: int = column("INTEGER NOT NULL")
+    process: str | None = column("TEXT")  # comm of the process
+    comm: str = column("TEXT NOT NULL")  # comm of the thread
+    cpus_allowed: str | None = column("TEXT")  # the thread's Cpus_allowed_list
+    t_first_s: float | None = column("REAL")  # first / last sample, seconds since the
+    t_last_s: float | None = column("REAL")   # transfer's (server: the group's) start
+    cpu_s: float | None = column("REAL")  # on a CPU between them (schedstat)
+    wait_s: float | None = column("REAL")  # runnable, waiting in a run queue (schedstat)
+    user_s: float | None = column("REAL")  # user / system split (stat, 10 ms ticks)
+    sys_s: float | None = column("REAL")
+    series: str | None = column("TEXT")  # JSON {"t": [s], "cpu_ms": [...], "wait_ms": [...]}, cumulative
+
+
+THREAD_CPU_VERSION = 1
+
+
+@dataclass
 class CaptureFlowRow:
     """One flow (a direction of a TCP connection that carried data) of one group's
     header capture at one router interface (rig.results.capture has the definitions)."""
@@ -213,29 +236,6 @@ class CaptureFlowRow:
     tseq: str | None = column("TEXT")  # JSON time-sequence graph (slowest data flow only)
 
 
-@dataclass
-class ThreadCpuRow:
-    """One thread of a transfer's client process (or of the server, for the transfer's
-    group) sampled from /proc (rig.process.threadcpu); table version THREAD_CPU_VERSION."""
-    transfer_id: int = column("INTEGER NOT NULL")  # client: its transfer; server: the group's instance 0
-    side: str = column("TEXT NOT NULL")  # client | server
-    pid: int = column("INTEGER NOT NULL")
-    tid: int = column("INTEGER NOT NULL")
-    process: str | None = column("TEXT")  # comm of the process
-    comm: str = column("TEXT NOT NULL")  # comm of the thread
-    cpus_allowed: str | None = column("TEXT")  # the thread's Cpus_allowed_list
-    t_first_s: float | None = column("REAL")  # first / last sample, seconds since the
-    t_last_s: float | None = column("REAL")   # transfer's (server: the group's) start
-    cpu_s: float | None = column("REAL")  # on a CPU between them (schedstat)
-    wait_s: float | None = column("REAL")  # runnable, waiting in a run queue (schedstat)
-    user_s: float | None = column("REAL")  # user / system split (stat, 10 ms ticks)
-    sys_s: float | None = column("REAL")
-    series: str | None = column("TEXT")  # JSON {"t": [s], "cpu_ms": [...], "wait_ms": [...]}, cumulative
-
-
-THREAD_CPU_VERSION = 1
-
-
 # Tables and columns that came after format 1: a results.sqlite without them still
 # loads (a missing column reads as NULL, a missing table as empty).
 ADDED_AFTER_V1: set[str] = set()
@@ -254,11 +254,11 @@ ROW_TYPES: dict[str, type] = {"transfers": TransferRow, "validations": Validatio
                               "capture_flows": CaptureFlowRow}
 
 ADDED_AFTER_V1 |= {"client_host", "server_host"}
+ADDED_AFTER_V1 |= {"thread_cpu"}        # table version THREAD_CPU_VERSION (issue 27)
+ROW_TYPES["thread_cpu"] = ThreadCpuRow
 
 ADDED_AFTER_V1 |= {"capture_flows"}
 ADDED_AFTER_V1 |= {"phase"}
-ADDED_AFTER_V1 |= {"thread_cpu"}
-ROW_TYPES["thread_cpu"] = ThreadCpuRow
 
 
 def columns(row_type: type) -> dict[str, str]:
