@@ -19,11 +19,11 @@ from typing import Any
 
 from rig.orchestration import capture, faults, hostinfo, hosts, origins, tcpsample, transfer
 from rig.orchestration.faults import signals_as_exceptions
-from rig.orchestration import threadsample
 
 from rig.realization import certs, cgroups, netns, remote_router, remote_tuning, tls, tuning
 
 from rig.process import cputree, owner, proc
+from rig.orchestration import threadsample      # per-thread CPU (issue 27)
 
 from rig.description import steps as S, userpath
 from rig.realization.emul.base import Backend, LinkSite
@@ -724,6 +724,7 @@ class Run:
                 "window_bytes": tuning.effective_window(t, live.client_ns)}
 
     def _group(self, step: S.Step, live: Live, g: S.Group, common: dict, pos: str) -> None:
+        ids: list[tuple[int, int, float]] = []      # (instance, rowid, start): thread rows
         self._check(live)
         jobs = transfer.build_jobs(self.sc, g, live.servers, live.server_addr, live.iperf_port,
                                    self.prefix)
@@ -768,7 +769,6 @@ class Run:
         rows = transfer.rows(outcomes, dict(
             common, concurrency=g.concurrency, repeat=g.repeat,
             server=g.client.server), server_cpu=server_cpu)
-        ids: list[tuple[int, int, float]] = []
         for r in rows:
             if alive_after is not None:   # never store an undelayed measurement as good
                 r.ok, r.error = False, f"emulation not in force: {faults.one_line(alive_after)}"

@@ -71,13 +71,14 @@ LATE_ROUNDS_RTT = 1.8   # median round >= 1.8 RTT: the answers come one RTT late
 
 KINDS = ("window-limited", "path-limited", "client-CPU-bound", "latency-bound",
          "emulator-limited", "unexplained", "failed", "sender-buffer-limited", "loss-limited",
-         "cwnd-limited", "application-limited") + THREAD_KINDS
+         "cwnd-limited", "application-limited")
 
 # What the emulator's own drops were called in the evidence text before the stats were
 # typed; kept so reports read the same.
 _EVIDENCE = {"dropped_queue": "dropped_queue", "nfq_queue_dropped": "queue_dropped",
              "nfq_user_dropped": "user_dropped"}
 _LOSS_DROPS = (("dropped_loss", "dropped_loss"), ("dropped_unattributed", "netem drops"))
+KINDS += THREAD_KINDS       # rig.report.threads (issue 27)
 
 
 @dataclass(frozen=True)
