@@ -260,6 +260,12 @@ def test_server_thread_and_server_cpu(tmp_path):
                 {"x1": ([0.8] * 20, 0.1), "x2": ([0.7] * 20, 0.2)}, rate=None,
                 capacity=50e9, cpus="0-3")
     assert all(x.kind != "server-cpu-bound" for x in v.values())
+    # two origins pinned to one core each: the server may use both
+    rows = [{"transfer_id": 1, "pid": p, "tid": p, "comm": "xrootd", "cpu_s": 1.0,
+             "wait_s": 0.0, "cpus_allowed": c, "series": _series([0.9] * 10)}
+            for p, c in ((10, "0"), (20, "1"))]
+    u = T.proc_use(rows, "server", 1 << 30)
+    assert u.cores == 2 and u.saturated()
 
 
 def test_cpu_count():

@@ -88,18 +88,23 @@ class ProcUse:
         return c / (self.bytes / 1e9) if self.bytes else None
 
 
-def cpu_count(spec: str | None) -> int | None:
+def cpu_set(spec: str | None) -> set[int] | None:
     """CPUs of a Cpus_allowed_list ("0-3,6")."""
     if not spec:
         return None
-    n = 0
+    out: set[int] = set()
     try:
         for part in spec.split(","):
             a, _, b = part.partition("-")
-            n += int(b or a) - int(a) + 1
+            out |= set(range(int(a), int(b or a) + 1))
     except ValueError:
         return None
-    return n
+    return out
+
+
+def cpu_count(spec: str | None) -> int | None:
+    s = cpu_set(spec)
+    return len(s) if s is not None else None
 
 
 def _series(row: dict) -> tuple[list[float], list[float], list[float]]:
@@ -161,8 +166,10 @@ def proc_use(rows: list[dict], side: str, nbytes: int) -> ProcUse:
                                  on / busy_s if busy_s else 0.0,
                                  wt / busy_s if busy_s else 0.0, float(r.get("cpu_s") or 0)))
     threads.sort(key=lambda u: (-u.cpu, -u.cpu_s))
-    allowed = {r.get("cpus_allowed") for r in rows if r.get("cpus_allowed")}
-    cores = max((cpu_count(a) or 0 for a in allowed), default=0) or None
+    # the cores the tree may use: the union over its threads (two origins pinned to one
+    # core each may use two)
+    allowed = set().union(*(cpu_set(r.get("cpus_allowed")) or set() for r in rows))
+    cores = len(allowed) or None
     return ProcUse(side, int(rows[0]["transfer_id"]), busy_s,
                    (grid[-1] - grid[0]) if grid else 0.0,
                    sum(float(r.get("cpu_s") or 0) for r in rows),
