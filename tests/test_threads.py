@@ -194,9 +194,10 @@ def _thread_rows(tid: int, side: str, threads: dict[str, tuple[list[float], floa
 
 
 def _run(tmp_path: Path, client_threads, server_threads=None, *, rate=5e9,
-         capacity=4.8e9, cpus="0-1") -> tuple:
+         capacity=4.8e9, cpus="0-1", ceiling=None) -> tuple:
     d = make_run(tmp_path / "run", rtts=(0.0,), repeats=2, rate_bps=rate,
                  capacity_bps=capacity, clients=(Client("xrdcp", "xrdcp", 4,
+                                                        cpu_ceiling_bps=ceiling,
                                                         cpu_s_per_gb=1.0),))
     st = Store(sqlite3.connect(str(d / "results.sqlite"), isolation_level=None),
                d / "results.sqlite")
@@ -356,3 +357,18 @@ def test_group_off_or_remote_yields_none():
     f(1, 2)
     assert seen == [("a", 1, 2), ("b", 1, 2)]
     time.sleep(0)
+
+
+def test_contention_and_a_spread_client_are_said(tmp_path):
+    """Threads that wait longer than they run: a note, not server-cpu-bound; a client at
+    one core of CPU spread over four threads: client-CPU-bound says no thread carries it."""
+    _, v = _run(tmp_path, {f"w{i}": ([0.22] * 20, 0.3) for i in range(4)},
+                {"x1": ([0.4] * 20, 1.5), "x2": ([0.3] * 20, 1.2)}, rate=None, capacity=50e9,
+                ceiling=1e9)
+    (x,) = v.values()
+    assert x.kind == "client-CPU-bound"
+    text = x.text()
+    assert "server threads waited for a CPU longer than they ran (0.70 cores" in text
+    assert "client threads waited for a CPU longer than they ran" in text
+    assert "no single client thread is the ceiling: the CPU is spread over 4 busy thread(s), " \
+        "the busiest 'w0' on a CPU 22% of a core" in text

@@ -13,7 +13,10 @@ Definitions (docs/results-format.md, thread_cpu):
                 seed 000's poller thread (Fig. 10). For the client: single-thread-bound;
                 for the server: server-thread-bound.
   server CPU    the server's threads on a CPU or waiting for one >= SATURATED x the cores
-                it may use (its threads' Cpus_allowed_list): server-cpu-bound.
+                it may use (the union of its threads' Cpus_allowed_list), at least
+                HOT_ON_CPU x those cores on a CPU: server-cpu-bound.
+  contended     threads that waited for a CPU longer than they ran: a note on the verdict
+                (the host's CPUs were the limit, whoever used them).
   cores/Gbit/s  CPU seconds per Gbit moved / cores the process may use: the share of
                 that end's cores each Gbit/s costs (seed 004's unit).
 
@@ -80,8 +83,19 @@ class ProcUse:
         """Cores the threads used or waited for, over the busy time."""
         return sum(t.cpu + t.wait for t in self.threads)
 
+    def on_cpu(self) -> float:
+        """Cores the threads used, over the busy time."""
+        return sum(t.cpu for t in self.threads)
+
     def saturated(self) -> bool:
-        return bool(self.cores) and self.busy_s > 0 and self.demand() >= SATURATED * self.cores
+        """Its threads used or waited for SATURATED of its cores, at least HOT_ON_CPU of
+        them really used (threads that mostly wait are starved by others: contention)."""
+        return bool(self.cores) and self.busy_s > 0 and \
+            self.demand() >= SATURATED * self.cores and self.on_cpu() >= HOT_ON_CPU * self.cores
+
+    def contended(self) -> bool:
+        """Its threads waited for a CPU longer than they ran."""
+        return self.busy_s > 0 and self.demand() - self.on_cpu() > self.on_cpu()
 
     def s_per_gb(self, cpu_s: float | None = None) -> float | None:
         c = self.cpu_s if cpu_s is None else cpu_s
@@ -273,6 +287,29 @@ def server_saturated(p: PointThreads) -> str | None:
             f"{_pct(u.threads[0].cpu)} ({len(hits)} of {len(p.server)} groups)")
 
 
+def notes(p: PointThreads, kind: str) -> list[str]:
+    """What the threads say about a verdict they do not change: CPU contention (threads
+    waited longer than they ran), and a client CPU bound that no single thread carries."""
+    out = []
+    for side, uses in (("client", p.client), ("server", p.server)):
+        hits = _majority(uses, ProcUse.contended)
+        if hits:
+            on = statistics.median(u.on_cpu() for u, _ in hits)
+            wait = statistics.median(u.demand() - u.on_cpu() for u, _ in hits)
+            out.append(f"{side} threads waited for a CPU longer than they ran ({on:.2f} cores "
+                       f"on a CPU, {wait:.2f} waiting, over the busy time): the host's CPUs "
+                       f"were contended")
+    if kind == "client-CPU-bound" and p.client and not _majority(p.client, ProcUse.hot):
+        tops = [u.threads[0] for u in p.client if u.threads]
+        busy = [len([t for t in u.threads if t.cpu >= 0.05]) for u in p.client]
+        if tops:
+            out.append(f"no single client thread is the ceiling: the CPU is spread over "
+                       f"{statistics.median(busy):.0f} busy thread(s), the busiest "
+                       f"'{tops[0].name.split('[')[0]}' on a CPU "
+                       f"{statistics.median(t.cpu for t in tops):.0%} of a core")
+    return out
+
+
 def findings(point: Point, run: Run) -> list[tuple[str, str]]:
     """(kind, detail) of each thread-based bound that holds for the point, in order."""
     p = evidence(run).get(point.key)
@@ -292,6 +329,10 @@ def refine(v, point: Point, run: Run):
     thread bound found replaces a kind not in KEEP (the replaced one goes to `also`);
     with a kind in KEEP the thread bounds are listed in `also` only."""
     found = findings(point, run)
+    p = evidence(run).get(point.key)
+    if p is not None:
+        extra = notes(p, found[0][0] if found and v.kind not in KEEP else v.kind)
+        v = dataclasses.replace(v, notes=tuple(dict.fromkeys(v.notes + tuple(extra))))
     if not found:
         return v
     if v.kind in KEEP:
