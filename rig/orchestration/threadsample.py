@@ -33,8 +33,9 @@ SERVER = "server"
 class GroupThreads:
     """Samples one group's processes in a thread until stopped."""
 
-    def __init__(self, interval_s: float, server_pids: list[int]) -> None:
-        self.interval_s = interval_s
+    def __init__(self, interval_s: float, server_pids: list[int], *,
+                 clients: bool = True) -> None:
+        self.interval_s, self.clients = interval_s, clients
         self.watch = ThreadWatch()
         self._lock = threading.Lock()
         self._pending: list[tuple[int, str]] = [(p, SERVER) for p in server_pids]
@@ -45,7 +46,10 @@ class GroupThreads:
         self._thread = threading.Thread(target=self._loop, daemon=True, name="threads")
 
     def track(self, instance: int, pid: int) -> None:
-        """A client process of the group started (called from its runner thread)."""
+        """A client process of the group started (called from its runner thread);
+        ignored when the clients run on another host."""
+        if not self.clients:
+            return
         with self._lock:
             self._pending.append((pid, str(instance)))
 
@@ -145,9 +149,8 @@ def group(interval_s: float | None, server_pids: list[int], *, client_local: boo
     if not interval_s or not (client_local or server_local):
         yield None
         return
-    g = GroupThreads(interval_s, server_pids if server_local else []).start()
-    if not client_local:
-        g.track = lambda i, p: None        # type: ignore[method-assign]
+    g = GroupThreads(interval_s, server_pids if server_local else [],
+                     clients=client_local).start()
     try:
         yield g
     finally:
@@ -183,4 +186,8 @@ def on_start(*fns: Callable[[int, int], None] | None) -> Callable[[int, int], No
     live = [f for f in fns if f is not None]
     if not live:
         return None
-    return lambda i, pid: [f(i, pid) for f in live] and None
+
+    def each(i: int, pid: int) -> None:
+        for f in live:
+            f(i, pid)
+    return each

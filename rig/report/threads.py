@@ -90,8 +90,9 @@ class ProcUse:
     def saturated(self) -> bool:
         """Its threads used or waited for SATURATED of its cores, at least HOT_ON_CPU of
         them really used (threads that mostly wait are starved by others: contention)."""
-        return bool(self.cores) and self.busy_s > 0 and \
-            self.demand() >= SATURATED * self.cores and self.on_cpu() >= HOT_ON_CPU * self.cores
+        cores = self.cores or 0
+        return cores > 0 and self.busy_s > 0 and self.demand() >= SATURATED * cores \
+            and self.on_cpu() >= HOT_ON_CPU * cores
 
     def contended(self) -> bool:
         """Its threads waited for a CPU longer than they ran."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import statistics
 from pathlib import Path
+from typing import Sequence
 
 from rig.report.model import Run, key_order
 from rig.report.threads import (BUSY_CORE, HOT, IDLE, SATURATED, ProcUse, evidence,
@@ -23,7 +24,7 @@ COLUMNS = ("client", "rtt_ms", "streams", "concurrency", "n", "client_cpu_s_per_
            "server_top_share", "server_top_s_per_gb", "server_threads", "verdict")
 
 
-def _med(xs: list[float]) -> float | None:
+def _med(xs: Sequence[float]) -> float | None:
     return statistics.median(xs) if xs else None
 
 

@@ -69,7 +69,7 @@ LATENCY_SHARE = 0.5  # round trips x RTT >= half the wall: latency is what the t
 MIN_ROUNDS = 4       # per-round times (extra.round_s) worth a median
 LATE_ROUNDS_RTT = 1.8   # median round >= 1.8 RTT: the answers come one RTT late
 
-KINDS = ("window-limited", "path-limited", "client-CPU-bound", "latency-bound",
+KINDS: tuple[str, ...] = ("window-limited", "path-limited", "client-CPU-bound", "latency-bound",
          "emulator-limited", "unexplained", "failed", "sender-buffer-limited", "loss-limited",
          "cwnd-limited", "application-limited")
 
