@@ -68,8 +68,9 @@ def _cost(run: Run) -> str:
     c = run.env.get("thread_sampling")
     if not isinstance(c, dict) or c.get("cpu_share") is None:
         return ""
-    return (f"Sampling every {c.get('interval_s')} s cost {c.get('cpu_s')} s of CPU over "
-            f"{c.get('wall_s')} s of groups ({float(c['cpu_share']):.2%} of a core; "
+    return (f"Sampling every {c.get('interval_s')} s cost {float(c.get('cpu_s') or 0):.3f} s "
+            f"of CPU over {float(c.get('wall_s') or 0):.1f} s of groups "
+            f"({float(c['cpu_share']):.2%} of a core; "
             f"{c.get('threads')} threads, {c.get('schedstat_reads')} schedstat reads)"
             + (f"; not sampled (remote): {', '.join(c['remote_ends'])}"
                if c.get("remote_ends") else "") + ".")
@@ -98,7 +99,9 @@ def section(run: Run, verdicts: dict, out: Path) -> tuple[list[str], list[Path]]
             f"single-thread-bound / server-thread-bound: one thread on a CPU or waiting for "
             f"one at least {HOT:.0%} of the busy time while every other stays below "
             f"{IDLE:.0%}; server-cpu-bound: the server's threads use or wait for at least "
-            f"{SATURATED:.0%} of the cores they may run on. CPU per GB is the process "
+            f"{SATURATED:.0%} of the cores they may run on, at least half of them really "
+            f"used; threads that waited for a CPU longer than they ran add a note (CPU "
+            f"contention). CPU per GB is the process "
             f"tree's (and its busiest thread's) CPU seconds per GB moved; core share per "
             f"Gbit/s = CPU seconds per Gbit / cores the end may use. Medians over the "
             f"point's transfers (server: groups).</p>",
