@@ -562,10 +562,22 @@ def _interval_or_off(v: Any) -> float | None:
     return _tcp_info_interval(v)
 
 
+_thread_hz = S.duration_in(0.01, 0.1)
+
+
+def _thread_interval(v: Any) -> float | None:
+    """Per-thread CPU sampling interval (10-100 ms: 10-100 Hz), or `off`."""
+    if v is False or v == "off":
+        return None
+    return _thread_hz(v)
+
+
 @dataclass(frozen=True)
 class Sampling:
     # the sending side's tcp_info of every connection of a transfer (issue #15)
     tcp_info_s: float | None = S.spec(_interval_or_off, 0.1, key="tcp_info")
+    # per-thread CPU of client and server processes, 10-100 Hz (issue #27)
+    threads_s: float | None = S.spec(_thread_interval, 0.1, key="threads")
 
 
 def _check_remote_router(ctx: S.Ctx, d: dict[str, Any]) -> None:
