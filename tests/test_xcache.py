@@ -169,5 +169,8 @@ def test_the_table_puts_direct_cold_and_warm_side_by_side(tmp_path):
     assert [p.name for p in written] == ["xcache.csv", "xcache.md"]
     assert "- wan warm (cache warm): 60 ms / 0 ms throughput = 1.00" in md
     assert "- wan direct (direct): 60 ms / 0 ms throughput = 0.14" in md
+    from rig.report import html
+    page = "".join(html._measurements(run, {}))
+    assert "Direct vs cold vs warm cache" in page and "<td>cache warm</td>" in page
     plain = Run(tmp_path, {}, {}, [_row(0, 0.0, "d", "o", 0, 1e9)], [], [], [])
     assert not xreport.has_cache(plain) and xreport.write(plain, tmp_path, None, None) == []
