@@ -406,7 +406,8 @@ class ServerSpec:
 
 
 _OPTIONS = ("page_checksum", "block", "buffer", "mode", "library", "cache_size", "segment",
-            "branches", "sources", "multiplex", "shadow_dir", "dest_dir", "congestion", "cipher")
+            "branches", "sources", "multiplex", "shadow_dir", "dest_dir", "congestion", "cipher",
+            "trigger_factor")
 
 
 def _branch_fraction(v: Any) -> float:
@@ -454,6 +455,8 @@ class ClientSpec:
     cache_size: int | None = S.spec(S.optional(S.size_in(L.MIN_CACHE, L.MAX_CACHE)), None)
     segment: int | None = S.spec(S.optional(S.size_in(L.MIN_SEGMENT, L.MAX_SEGMENT)), None)
     branches: float | None = S.spec(S.optional(_branch_fraction), None)
+    # replay: CMSSW IOExerciser's triggerFactor, every N-th event reads every branch
+    trigger_factor: int | None = S.spec(S.optional(S.integer(0, L.MAX_TRIGGER_FACTOR)), None)
     # lazy-download's shadow file: a directory, or `memory` (docs/caching-modes.md)
     shadow_dir: str | None = S.spec(S.optional(S.path_text), None)
     # a plain download written into a file in this directory instead of /dev/null

@@ -745,10 +745,13 @@ class Run:
         # tcp_info is sampled on this host only: the sender's sockets and the client's
         # pids must be here (a remote host's are not seen from here)
         here = live.client_host is None and (sender == "client" or live.server_host is None)
+        src = live.servers.get(g.client.source or "", [])[:1]   # third-party copy: at the source
         with self._capture(step, live, g, sender) as cap, \
-                tcpsample.sampling(live.server_ns if sender == "server" else live.client_ns,
-                                   live.client_ns, sender=sender,
-                                   interval_s=self.sc.sampling.tcp_info_s if here else None
+                tcpsample.sampling(src[0].ns if src else live.server_ns if sender == "server"
+                                   else live.client_ns, live.client_ns, sender=sender,
+                                   interval_s=self.sc.sampling.tcp_info_s
+                                   if here and not (src and src[0].host) else None,
+                                   tpc_source=list(src[0].ports.values()) if src else None
                                    ) as smp:
             outcomes, alive_after = transfer.run_group(
                 jobs, live.client_ns, watchdog=lambda: self._check(live),
