@@ -168,8 +168,8 @@ def build_plan(sc: Scenario) -> Plan:
                 path=step.path.name, step=k, group=gi)
         last[step.path.name] = add(
             f"step:{k}:check-after", "check",
-            [text(comment(f"step {step.number} checked again after its transfers: the same "
-                          "ping and iperf3"))], host=host, path=step.path.name, step=k)
+            [text(comment(f"again after step {step.number}'s transfers: the same ping and "
+                          "iperf3 (its check)"))], host=host, path=step.path.name, step=k)
     out = [text("# teardown: stop servers and engines, ip netns del every namespace above, "
                 "umount the tmpfs, restore host sysctls")]
     for p in sc.paths:
