@@ -95,6 +95,19 @@ class Plan:
     def lines(self) -> list[str]:
         return list(self.header) + [i.line() for a in self.actions for i in a.items]
 
+    def described(self) -> list[str]:
+        """`rig plan --actions`: each action's id (as stored in the `actions` table),
+        kind, phase, host, what it belongs to and what it needs, then its lines."""
+        out = list(self.header)
+        for a in self.actions:
+            where = "" if a.path is None else f" path={a.path}"
+            where += "" if a.step is None else f" step={a.step}"
+            where += "" if a.group is None else f" group={a.group}"
+            out.append(f"[{a.id}] {a.kind} ({a.phase}) on {a.host}{where}"
+                       f" after {', '.join(a.deps) or '-'}")
+            out += ["    " + i.line() for i in a.items]
+        return out
+
     def executed(self) -> list[Action]:
         return [a for a in self.actions if a.runs]
 

@@ -185,7 +185,9 @@ def build_plan(sc: Scenario) -> Plan:
     for name in sc.remote_hosts():
         out.append(text(f"@{name} # teardown: copy configs and logs back, kill what the pid "
                         f"files in {_host_wd(sc, name, wd)}/pids name, remove that directory"))
-    add("teardown", "teardown", out, deps=[a.id for a in acts if a.runs])
+    # it undoes what the setup built, once the last action is done
+    add("teardown", "teardown", out, deps=list(dict.fromkeys(
+        [a.id for a in acts if a.phase == "setup"] + [acts[-1].id])))
     plan = Plan(header, tuple(acts))
     plan.check()
     return plan
