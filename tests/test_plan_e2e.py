@@ -10,7 +10,7 @@ import pytest
 from rig.description import scenario
 from rig.orchestration.plan import build_plan
 from rig.realization import netns
-from rig.report.budget import budget
+from rig.results.budget import budget
 from rig.results.store import Store
 
 pytestmark = pytest.mark.e2e

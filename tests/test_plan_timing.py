@@ -1,12 +1,12 @@
 """Action timing (rig.orchestration.timing) into a real results.sqlite, and the time
-budget (rig.report.budget) from its rows. Pure: no root, nothing outside tmp_path."""
+budget (rig.results.budget) from its rows. Pure: no root, nothing outside tmp_path."""
 import time
 
 import pytest
 
 from rig.orchestration.actions import Action
 from rig.orchestration.timing import ActionClock, Teardown
-from rig.report.budget import budget, budget_rows
+from rig.results.budget import budget, budget_rows
 from rig.results import check
 from rig.results.store import Store
 

@@ -5,12 +5,14 @@ unwinding of the stack the setup filled (`Teardown`), timed whatever ended the r
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from typing import Any, Callable, Iterator
 
 from rig.errors import RigError
 from rig.orchestration.actions import Action
 from rig.orchestration.faults import one_line
+from rig.results.budget import budget, summary
 from rig.results.store import ActionRow, Store
 
 
@@ -22,6 +24,7 @@ class ActionClock:
         self._store, self.run_id, self.say = store, run_id, say
         self.seq = 0
         self.done: list[str] = []        # ids, in the order executed
+        self.rows: list[dict] = []       # as stored (the console's time budget)
         self.lost = 0
 
     def record(self, a: Action, t0: float, m0: float, outcome: str,
@@ -35,6 +38,7 @@ class ActionClock:
                             error if str(error) else type(error).__name__))
         self.seq += 1
         self.done.append(a.id)
+        self.rows.append(dataclasses.asdict(row))
         try:
             self._store().add_action(row)
         except RigError as e:       # a full output folder: the run's own rows come first
@@ -75,4 +79,7 @@ class Teardown:
             self.clock.record(self.action, t0, m0, "failed", e)
             raise
         self.clock.record(self.action, t0, m0, "ok")
+        b = budget(self.clock.rows)
+        if b is not None:
+            self.clock.say(f"time: {summary(b)}")
         return bool(suppressed)

@@ -16,7 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
-from rig.report.budget import budget, budget_rows, summary
+from rig.results.budget import budget, budget_rows, summary
 from rig.report.model import Run
 from rig.report.verdict import flag_headline
 from rig.report.tables import ENGINE_COLUMNS, SUMMARY_COLUMNS, TIMING_COLUMNS, \
@@ -202,7 +202,7 @@ def _validations(run: Run) -> list[str]:
 
 
 def _time_budget(run: Run) -> list[str]:
-    """Where the wall time went, from the actions table (rig.report.budget)."""
+    """Where the wall time went, from the actions table (rig.results.budget)."""
     b = budget(run.actions)
     if b is None:
         return []

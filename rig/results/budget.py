@@ -1,6 +1,7 @@
 """Where a run's wall time went (issue 25): the `actions` table summed by phase --
 setup, emulation, checks, transfers, teardown -- and the share outside transfers.
-Pure: works on the stored rows (rig.results.store.ActionRow as dicts).
+Pure: works on the stored rows (rig.results.store.ActionRow as dicts); the report's
+"Time budget" and the run's last console line.
 """
 from __future__ import annotations
 
@@ -52,8 +53,6 @@ def budget_rows(b: Budget) -> list[tuple[str, str, str]]:
 
 
 def summary(b: Budget) -> str:
-    kinds = ", ".join(f"{k} {s:.1f} s" for k, s in sorted(b.by_kind.items(),
-                                                         key=lambda kv: -kv[1]))
-    return (f"{b.actions} actions ({b.failed} failed, {b.skipped} skipped); "
-            f"{100 * b.outside_transfers:.1f} % of the wall time outside transfers; "
-            f"by kind: {kinds}")
+    phases = ", ".join(f"{p} {s:.1f} s" for p, s in b.by_phase.items())
+    return (f"{b.wall_s:.1f} s wall, {100 * b.outside_transfers:.1f} % outside transfers "
+            f"({phases}); {b.actions} actions, {b.failed} failed, {b.skipped} skipped")
