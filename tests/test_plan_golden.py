@@ -9,6 +9,7 @@ Host-dependent parts are made fixed: this Python's path reads `<python>`, the ch
 """
 from __future__ import annotations
 
+import difflib
 import sys
 from pathlib import Path
 
@@ -45,8 +46,12 @@ def test_the_plan_is_the_golden_one(path, monkeypatch):
     want = GOLDEN / f"{path.stem}.txt"
     assert want.is_file(), f"no golden plan for {path.name}: run tests/test_plan_golden.py"
     got = render(_plan(path))
-    assert got == want.read_text(), (
-        f"{path.name}: the plan changed; if on purpose, regenerate and read the diff")
+    if got != want.read_text():
+        diff = difflib.unified_diff(want.read_text().splitlines(), got.splitlines(),
+                                    str(want.relative_to(REPO)), "now", lineterm="", n=1)
+        pytest.fail(f"{path.name}: the plan changed; if on purpose, regenerate with "
+                    "`.venv/bin/python tests/test_plan_golden.py` and read the diff:\n"
+                    + "\n".join(list(diff)[:60]), pytrace=False)
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=[p.stem for p in SCENARIOS])
