@@ -46,9 +46,13 @@ def build_plan(sc: Scenario) -> Plan:
                            deps=tuple(deps if deps is not None else
                                       ([acts[-1].id] if acts else ())), **kw))
         return id
-    header = (comment(f"scenario {sc.name} ({sc.source}); prefix {PREFIX} stands for "
+    header: tuple[str, ...] = (comment(f"scenario {sc.name} ({sc.source}); prefix {PREFIX} stands for "
                       "the run's"),)
     wd = netns.STATE_DIR / PREFIX
+    if sc.tuning.from_profile:
+        header += (comment(f"tuning profile {sc.tuning.profile}: " + ", ".join(
+            sc.tuning.from_profile) + " applied as far as this kernel allows (what it lacks "
+            "is said at run time and left out)"),)
     add("prepare", "prepare")      # results store, environment, the run's subnet
     if sc.tunes_local():
         add("tune", "tune", [cmd(a) for a in tuning.global_argv(sc.tuning, "<host's list>")])
@@ -121,7 +125,7 @@ def build_plan(sc: Scenario) -> Plan:
                 host=p.server_host, path=p.name)
             continue
         n = netns.lay_out(sc.topology, PREFIX, i, p.name, "198.18.0.0/24", workdir=wd / p.name,
-                          servers=server_count(sc))
+                          servers=server_count(sc), ip=p.ip or 4)
         out += [cmd(a) for a in netns.build_argv(n, mtu=path_mtu(sc, p))]
         out += [text(f"# write {netns.ETC_NETNS / ns / 'resolv.conf'} (no resolver in the "
                      "namespace)") for ns in n.namespaces]
