@@ -145,7 +145,8 @@ def cmd_plan(a) -> int:
     from rig.orchestration import plan
     from rig.description import scenario
     sc = scenario.load(a.scenario)
-    print("\n".join(plan.plan_lines(sc)))
+    p = plan.build_plan(sc)
+    print("\n".join(p.described() if a.actions else p.lines()))
     return 0
 
 
@@ -263,6 +264,9 @@ def parser() -> argparse.ArgumentParser:
     d.set_defaults(fn=cmd_doctor)
     pl = sub.add_parser("plan", help="print every command a run would execute; run nothing")
     pl.add_argument("scenario", nargs="?", help="scenario YAML, or a ROOT file for a read plan")
+    pl.add_argument("--actions", action="store_true",
+                    help="each action of the plan (its id in results.sqlite's actions table, "
+                         "kind, host, dependencies) above its commands")
     from rig.description.rootfile import cli as rootfile_cli
     rootfile_cli.add_arguments(pl)
     pl.set_defaults(fn=cmd_plan)

@@ -182,3 +182,17 @@ def test_killing_the_engine_stops_the_step_never_an_undelayed_result(tmp_path):
     assert rows and not any(r["ok"] for r in rows)
     assert all("emulation not in force" in r["error"] for r in rows)
     assert [v["phase"] for v in st.validations()] == ["before", "aborted"]
+
+
+def test_the_run_executed_the_printed_plan(run_dir):
+    """Issue 25: the actions stored are the plan `rig plan` prints, in its order."""
+    from rig.description import scenario
+    from rig.orchestration.plan import build_plan
+    st = Store.open(run_dir)
+    try:
+        done = st.actions()
+    finally:
+        st.close()
+    want = [a.id for a in build_plan(scenario.load(SCEN)).executed()]
+    assert [a["action"] for a in done] == want
+    assert {a["outcome"] for a in done} == {"ok"}

@@ -178,11 +178,12 @@ def test_output_filesystem_full(tmp_path, decoy, sysctls):
         r = FaultRun(mnt / "out")
         try:
             r.wait(lambda: r.rows("transfers"), "step 1's transfer row")
-            with open(mnt / "filler", "wb") as f:      # something else fills the disk
+            # something else fills the disk; unbuffered, so that closing the file does not
+            # retry a write the full disk refused (that OSError came from the test itself)
+            with open(mnt / "filler", "wb", buffering=0) as f:
                 with pytest.raises(OSError):
                     while True:
                         f.write(bytes(1 << 16))
-                        f.flush()
         finally:
             rc = _finish(r)
         assert rc == 1

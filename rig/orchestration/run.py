@@ -19,7 +19,10 @@ from typing import Any
 
 from rig.orchestration import capture, faults, hostinfo, hosts, origins, tcpsample, transfer
 from rig.orchestration import xcache
+from rig.orchestration.actions import Action
 from rig.orchestration.faults import signals_as_exceptions
+from rig.orchestration.plan import build_plan
+from rig.orchestration.timing import ActionClock, Teardown
 
 from rig.realization import certs, cgroups, netns, remote_router, remote_tuning, tls, tuning
 
@@ -131,6 +134,12 @@ class Run:
         self.signals = faults.Signals()     # run() shares its own: deferred during teardown
         self._at: tuple[S.Step, Live] | None = None    # the step running (fault rows)
         self.full = False      # the output folder filled up: the reserve is for the rows
+        self.plan = build_plan(sc)      # what `rig plan` prints, executed by _do
+        self.clock = ActionClock(lambda: self.store, self.run_id, self.say)
+        self.all_steps: list[S.Step] = []
+        self._swept = False             # the sweep's first action has run
+        self._aborted: int | None = None   # the step whose emulation died mid-way
+        self._common: dict = {}         # the current step's shared row fields
 
     @property
     def store(self) -> Store:
@@ -480,43 +489,89 @@ class Run:
         return self.out
 
     def _setup_and_sweep(self, stack: contextlib.ExitStack) -> None:
+        """Execute the plan `rig plan` prints (rig.orchestration.plan), action by action,
+        each timed into the `actions` table; the teardown is the unwinding of what the
+        actions built, in reverse (its own action, timed too)."""
         self.reporter.open_command_log(self.out / "commands.log")
-        stack.callback(self.state.drop)
-        stack.callback(shutil.rmtree, self.workdir, True)
-        stack.callback(self._keep_logs)
-        stack.callback(netns.release_subnet, self.prefix)
-        self._env_snapshot(stack)
-        self.subnet = netns.lease_subnet(self.prefix)
-        self._global_tuning(stack)
-        self._open_hosts(stack)
-        datadir = self.workdir / "data"
-        if any(p.server_host == LOCAL for p in self.sc.paths):
-            datadir = stack.enter_context(data.data_dir(self.prefix, datadir, self.sc.files,
-                                                        **self._incoming()))
-            self.say(f"data: {len(self.sc.files)} file(s) on tmpfs {datadir}")
-            # a generated ROOT file's size is only near the asked one: use the real one
-            self.sc = dataclasses.replace(self.sc, files=[
-                dataclasses.replace(f, size=(datadir / f.name).stat().st_size)
-                for f in self.sc.files])
-        if uses_tls(self.sc):   # in the workdir: removed with it, and by `rig clean`
+        acts = self.plan.executed()
+        assert acts[-1].kind == "teardown"
+        build = stack.enter_context(Teardown(self.clock, acts[-1]))
+        build.callback(self.state.drop)
+        build.callback(shutil.rmtree, self.workdir, True)
+        build.callback(self._keep_logs)
+        build.callback(netns.release_subnet, self.prefix)
+        self.datadir = self.workdir / "data"
+        self.all_steps = S.expand(self.sc)
+        for a in acts[:-1]:
+            if a.step is not None and a.step == self._aborted and a.kind != "emulate":
+                self.clock.skipped(a)      # its step was aborted: on to the next step
+                continue
+            try:
+                with self.clock.timed(a):
+                    self._do(build, a)
+            except BaseException as e:
+                if a.step is not None:
+                    self._stopped(e, [s for s in self.all_steps if s.index > a.step])
+                raise
+
+    def _do(self, stack: contextlib.ExitStack, a: Action) -> None:
+        """One action of the plan (rig.orchestration.actions), by its kind."""
+        k = a.kind
+        if k == "prepare":
+            self._env_snapshot(stack)
+            self.subnet = netns.lease_subnet(self.prefix)
+        elif k == "tune":
+            self._global_tuning(stack)
+        elif k == "hosts":
+            self._open_hosts(stack)
+        elif k == "data":
+            self._data(stack)
+        elif k == "pinning":
+            self._pinning(stack)
+        elif k == "tls":
+            self._make_ca()
+        elif k == "path":
+            i = next(j for j, p in enumerate(self.sc.paths) if p.name == a.path)
+            self.lives.append(self._build_path(stack, i, self.sc.paths[i]))
+        elif k == "servers":
+            self._make_ca()
+            live = next(lv for lv in self.lives if lv.spec.name == a.path)
+            self._start_servers(stack, live, self.datadir)
+        elif k == "emulate":
+            self._emulate(self._step_of(a))
+        elif k == "check" and a.id.endswith("check-before"):
+            self._check_before(self._step_of(a))
+        elif k == "check":
+            self._check_after(self._step_of(a))
+        elif k == "group":
+            self._run_group(self._step_of(a), a.group or 0)
+        else:
+            raise AssertionError(f"no executor for action {a.id} ({k})")
+
+    def _data(self, stack: contextlib.ExitStack) -> None:
+        self.datadir = stack.enter_context(data.data_dir(self.prefix, self.datadir,
+                                                         self.sc.files, **self._incoming()))
+        self.say(f"data: {len(self.sc.files)} file(s) on tmpfs {self.datadir}")
+        # a generated ROOT file's size is only near the asked one: use the real one
+        self.sc = dataclasses.replace(self.sc, files=[
+            dataclasses.replace(f, size=(self.datadir / f.name).stat().st_size)
+            for f in self.sc.files])
+
+    def _make_ca(self) -> None:
+        if self.ca is None and uses_tls(self.sc):  # in the workdir: removed with it
             self.ca = tls.make_ca(self.workdir / "tls")
             self.say(f"tls: a CA for this run only, {self.ca.cert}")
-        self._pinning(stack)
-        for i, p in enumerate(self.sc.paths):
-            live = self._build_path(stack, i, p)
-            self._start_servers(stack, live, datadir)
-            self.lives.append(live)
-        self.store.set_env("backends", {l.spec.name: l.backend.name for l in self.lives})
-        if any(p.capture for p in self.sc.paths) or any(c.capture for c in self.sc.clients):
-            self.say(f"WARNING: {capture.warning()}")
-        all_steps = S.expand(self.sc)
-        self.reporter.start(sum(len(S.groups(self.sc, s.path)) for s in all_steps))
-        for n, step in enumerate(all_steps):
-            try:
-                self._step(step, len(all_steps))
-            except BaseException as e:
-                self._stopped(e, all_steps[n + 1:])
-                raise
+
+    def _step_of(self, a: Action) -> S.Step:
+        step = self.all_steps[a.step or 0]
+        assert step.index == a.step
+        if not self._swept:          # the paths are up: the sweep starts
+            self._swept = True
+            self.store.set_env("backends", {l.spec.name: l.backend.name for l in self.lives})
+            if any(p.capture for p in self.sc.paths) or any(c.capture for c in self.sc.clients):
+                self.say(f"WARNING: {capture.warning()}")
+            self.reporter.start(sum(len(S.groups(self.sc, s.path)) for s in self.all_steps))
+        return step
 
     # --- faults (rig.orchestration.faults) ---------------------------------------------
     def _event(self, step: S.Step, live: Live, phase: str, reason: str) -> None:
@@ -563,10 +618,10 @@ class Run:
             self._fault("origin-died", msg)
             raise RigError(msg + "; the run cannot go on without it")
 
-    def _step(self, step: S.Step, total: int) -> None:
+    def _emulate(self, step: S.Step) -> None:
         live = self.lives[step.path_index]
         self._at = (step, live)
-        self.say(f"[step {step.number}/{total}] {step.label()}: applying "
+        self.say(f"[step {step.number}/{len(self.all_steps)}] {step.label()}: applying "
                  f"{live.backend.name} emulation")
         if live.site is not None and step.profile is not None:
             if live.applied:
@@ -574,24 +629,32 @@ class Run:
             else:
                 live.backend.apply(live.site, step.profile)
                 live.applied = True
-        common = self._common(step, live)
+
+    def _check_before(self, step: S.Step) -> None:
+        live = self.lives[step.path_index]
+        self._common = common = self._common_of(step, live)
         v = self._validate(step, live, "before", common)
         self._engine_stats(step, live, "check-before")
         common["rtt_ms_measured"] = v["rtt_ms_measured"]
+
+    def _run_group(self, step: S.Step, gi: int) -> None:
+        live = self.lives[step.path_index]
         gs = S.groups(self.sc, step.path)
         try:
-            for gi, g in enumerate(gs):
-                self._group(step, live, g, common, f"{gi + 1}/{len(gs)}")
-                self._origins_alive(live)
+            self._group(step, live, gs[gi], self._common, f"{gi + 1}/{len(gs)}")
+            self._origins_alive(live)
         except StepAborted as e:
             self.say(f"  step aborted: {faults.one_line(e)}")
             self.store.add_validation(ValidationRow(**self._step_fields(step, live),
                                                     phase="aborted", flagged=True,
                                                     flag_reason=str(e), started_at=time.time()))
+            self._aborted = step.index     # its later groups and check: skipped
             self._recover(live, step)
-            return
+
+    def _check_after(self, step: S.Step) -> None:
+        live = self.lives[step.path_index]
         self._engine_stats(step, live, "transfers")
-        self._validate(step, live, "after", common)
+        self._validate(step, live, "after", self._common)
         self._engine_stats(step, live, "check-after")
 
     def _recover(self, live: Live, step: S.Step) -> None:
@@ -703,7 +766,7 @@ class Run:
             self.say(f"  emulation late during the path check ({phase.removeprefix('check-')}"
                      f"; its capacity is the engine's under that load): {'; '.join(late)}")
 
-    def _common(self, step: S.Step, live: Live) -> dict:
+    def _common_of(self, step: S.Step, live: Live) -> dict:
         return {**self._tuned(step, live), "client_host": live.spec.client_host,
                 "server_host": live.spec.server_host}
 

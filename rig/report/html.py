@@ -16,6 +16,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any, Iterable
 
+from rig.results.budget import budget, budget_rows, summary
 from rig.report.model import Run
 from rig.report.verdict import flag_headline
 from rig.report.tables import ENGINE_COLUMNS, SUMMARY_COLUMNS, TIMING_COLUMNS, \
@@ -206,6 +207,15 @@ def _validations(run: Run) -> list[str]:
     return out
 
 
+def _time_budget(run: Run) -> list[str]:
+    """Where the wall time went, from the actions table (rig.results.budget)."""
+    b = budget(run.actions)
+    if b is None:
+        return []
+    return ["<h2>Time budget</h2>", f"<p>{esc(summary(b))}</p>",
+            table(["phase", "seconds", "of wall"], budget_rows(b))]
+
+
 def _kv(d: dict) -> str:
     return table(["key", "value"], [[k, v if isinstance(v, str) else json.dumps(v)]
                                     for k, v in sorted(d.items())])
@@ -239,5 +249,5 @@ def report_html(run: Run, verdicts: dict, images: list[Path], notes: list[str],
     """The page; `against`: the section "against the study" (rig.report.against_view)."""
     body = (_header(run, verdicts) + (against or []) + _charts(images, notes)
             + _measurements(run, verdicts)
-            + _captures(run) + _validations(run) + _environment(run.env))
+            + _captures(run) + _validations(run) + _time_budget(run) + _environment(run.env))
     return page(f"rig report {run.run_id}", body)

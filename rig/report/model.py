@@ -142,6 +142,7 @@ class Run:
     points: list[Point]
     tcp: list[dict] = field(default_factory=list)   # tcp_samples joined with their transfer
     captures: list[dict] = field(default_factory=list)   # capture_flows (header captures)
+    actions: list[dict] = field(default_factory=list)    # the plan's actions as executed
 
     @property
     def run_id(self) -> str:
@@ -295,6 +296,7 @@ def load_run(run_dir: Path) -> Run:
                        for r in validations]
         tcp = store.tcp_samples()
         captures = store.capture_flows()
+        actions = store.actions()
         meta, env = store.meta(), store.environment()
     except (sqlite3.DatabaseError, ValueError) as e:
         raise InputError(f"unreadable results database ({e})", file=str(store.path)) from e
@@ -304,7 +306,7 @@ def load_run(run_dir: Path) -> Run:
         for c in ADDED_AFTER_V1 & TRANSFER_COLUMNS.keys():
             r.setdefault(c, None)
     return Run(store.path.parent, meta, env, transfers, validations, engine,
-               build_points(transfers, validations), tcp, captures)
+               build_points(transfers, validations), tcp, captures, actions)
 
 
 SeriesId = tuple[str, str, int, int]        # path, client, streams, concurrency

@@ -9,6 +9,7 @@ Format (FORMAT_VERSION 2; 1 still read), documented in docs/results-format.md:
   tcp_samples(...)                       sending side's tcp_info per connection over time
   thread_cpu(...)                        per-thread CPU of client and server over time
   capture_flows(...)                     flows of header captures (`capture: headers`)
+  actions(...)                           every action of the run plan: start, end, outcome
 Each insert is committed at once (WAL journal) so a crash loses nothing already measured.
 
 Must not import realization, services or reports.
@@ -236,6 +237,26 @@ class CaptureFlowRow:
     tseq: str | None = column("TEXT")  # JSON time-sequence graph (slowest data flow only)
 
 
+@dataclass
+class ActionRow:
+    """One action of the run plan as `rig run` executed it (rig.orchestration.actions):
+    the same id `rig plan` shows, when it started and ended, and how it ended."""
+    run_id: str = column("TEXT NOT NULL")
+    seq: int = column("INTEGER NOT NULL")  # the order executed, 0..
+    action: str = column("TEXT NOT NULL")  # its id in the plan (`rig plan` / golden plans)
+    kind: str = column("TEXT NOT NULL")  # prepare | tune | hosts | data | path | servers | ...
+    phase: str = column("TEXT NOT NULL")  # setup | emulation | checks | transfers | teardown
+    host: str = column("TEXT NOT NULL")  # local, or the scenario's host name
+    path: str | None = column("TEXT")
+    step: int | None = column("INTEGER")  # sweep step index, as in transfers.step
+    group_index: int | None = column("INTEGER")  # the group's position in its step
+    started_at: float = column("REAL NOT NULL")  # unix time
+    ended_at: float = column("REAL NOT NULL")
+    duration_s: float = column("REAL NOT NULL")  # monotonic clock
+    outcome: str = column("TEXT NOT NULL")  # ok | failed | skipped (its step aborted)
+    error: str | None = column("TEXT")  # why it failed, one line
+
+
 # Tables and columns that came after format 1: a results.sqlite without them still
 # loads (a missing column reads as NULL, a missing table as empty).
 ADDED_AFTER_V1: set[str] = set()
@@ -251,7 +272,7 @@ ADDED_AFTER_V1 |= {"emulation_late", "emulation_late_reason", "capacity_bps", "c
 
 ROW_TYPES: dict[str, type] = {"transfers": TransferRow, "validations": ValidationRow,
                               "engine_stats": EngineStatsRow, "tcp_samples": TcpSampleRow,
-                              "capture_flows": CaptureFlowRow}
+                              "capture_flows": CaptureFlowRow, "actions": ActionRow}
 
 ADDED_AFTER_V1 |= {"client_host", "server_host"}
 ADDED_AFTER_V1 |= {"thread_cpu"}        # table version THREAD_CPU_VERSION (issue 27)
@@ -259,6 +280,7 @@ ROW_TYPES["thread_cpu"] = ThreadCpuRow
 
 ADDED_AFTER_V1 |= {"capture_flows"}
 ADDED_AFTER_V1 |= {"phase"}
+ADDED_AFTER_V1 |= {"actions"}      # table version 1 (issue 25)
 
 
 def columns(row_type: type) -> dict[str, str]:
@@ -457,6 +479,13 @@ class Store:
     def capture_flows(self) -> list[dict]:
         """Flows of the run's header captures; [] when it took none (or predates them)."""
         return self.rows("capture_flows") if self.has_table("capture_flows") else []
+
+    def add_action(self, row: ActionRow) -> None:
+        self._insert("actions", row)
+
+    def actions(self) -> list[dict]:
+        """The run's executed actions in order; [] in a folder written before the table."""
+        return self.rows("actions") if self.has_table("actions") else []
 
     def add_validation(self, row: "ValidationRow | dict[str, Any]") -> None:
         self._insert("validations", row)
