@@ -22,7 +22,7 @@ from rig.description.scenario import LOCAL, Scenario, path_mtu, server_count, us
 from rig.realization import data
 from rig.services import servers
 from rig.services import tools
-from rig.orchestration import capture
+from rig.orchestration import capture, storagecheck
 from rig.orchestration.transfer import build_jobs
 from rig.orchestration.origins import server_plans
 from rig.orchestration.pathcheck import CAPACITY_BUFFER, capacity_timing, iperf3_argv, ping_argv
@@ -57,7 +57,9 @@ def plan_lines(sc: Scenario) -> list[str]:
             out.append(f"@{name} " + _comment(
                 "tuning, old values recorded first, restored at the end: "
                 + ", ".join([f"{k}={v}" for k, v in want.items()] + mtu)))
-    if any(p.server_host == LOCAL for p in sc.paths):
+    if sc.storage.on_disk:
+        out += storagecheck.plan_data(sc, PREFIX)
+    elif any(p.server_host == LOCAL for p in sc.paths):
         out.append(_fmt(data.mount_argv(PREFIX, wd / "data",
                                         sum(f.size for f in sc.files) + (16 << 20))))
         out += [f"# write {f.name}: {f.size} random bytes" if f.kind == "random" else
@@ -132,6 +134,7 @@ def plan_lines(sc: Scenario) -> list[str]:
                       f"   # with tcp_rmem/tcp_wmem max {CAPACITY_BUFFER >> 20} MiB in the client"
                       " and server namespaces for this run only (then the scenario's again);"
                       " -P raised where the windows cannot carry 20 Gbit/s"))
+        out += storagecheck.plan_step(sc, step, PREFIX) if sc.storage.on_disk else []
         plans = _server_plans(sc, n, _host_wd(sc, step.path.server_host, wd))
         for g in S.groups(sc, step.path):
             jobs = build_jobs(sc, g, plans, addr, servers.IPERF3_PORT, PREFIX)
@@ -222,7 +225,7 @@ def _server_plans(sc: Scenario, n: netns.RealizedPath,
     def ports(kind: str, k: int, ns: str | None, addr: str,
               avoid: frozenset[int]) -> dict[str, int]:
         return servers.default_ports(kind, k, tls=on, avoid=avoid)
-    plans = server_plans(sc, n, wd, wd / "data", ports)
+    plans = server_plans(sc, n, wd, storagecheck.data_folder(sc, wd, PREFIX), ports)
     if not on:
         return plans
 

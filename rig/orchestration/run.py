@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rig.orchestration import capture, faults, hostinfo, hosts, origins, tcpsample, transfer
+from rig.orchestration import storagecheck
 from rig.orchestration.faults import signals_as_exceptions
 
 from rig.realization import certs, cgroups, netns, remote_router, remote_tuning, tls, tuning
@@ -428,6 +429,11 @@ class Run:
             if cg is not None:
                 self.client_cgroups[c.name] = cg
 
+    def _record_disk(self, d: Path) -> None:
+        """A disk data folder, named in the state before it is made (`rig clean`)."""
+        self.state.data["disk_data"] = str(d)
+        self.state.save()
+
     def _tls_identity(self, live: Live) -> None:
         """The throw-away certificate a TPC server needs (rig.realization.certs)."""
         plans = [p for ps in live.servers.values() for p in ps if p.tls_dir and p.tls is None]
@@ -483,13 +489,15 @@ class Run:
         self._open_hosts(stack)
         datadir = self.workdir / "data"
         if any(p.server_host == LOCAL for p in self.sc.paths):
-            datadir = stack.enter_context(data.data_dir(self.prefix, datadir, self.sc.files,
-                                                        **self._incoming()))
-            self.say(f"data: {len(self.sc.files)} file(s) on tmpfs {datadir}")
+            datadir = stack.enter_context(data.data_dir(
+                self.prefix, datadir, self.sc.files, **self._incoming(), storage=self.sc.storage,
+                record=self._record_disk, say=self.say))
+            self.say(f"data: {len(self.sc.files)} file(s) on {self.sc.storage.kind} {datadir}")
             # a generated ROOT file's size is only near the asked one: use the real one
             self.sc = dataclasses.replace(self.sc, files=[
                 dataclasses.replace(f, size=(datadir / f.name).stat().st_size)
                 for f in self.sc.files])
+        self.disk = storagecheck.DiskHooks(self.sc, datadir, self.say)
         if uses_tls(self.sc):   # in the workdir: removed with it, and by `rig clean`
             self.ca = tls.make_ca(self.workdir / "tls")
             self.say(f"tls: a CA for this run only, {self.ca.cert}")
@@ -569,6 +577,7 @@ class Run:
         common = self._common(step, live)
         v = self._validate(step, live, "before", common)
         self._engine_stats(step, live, "check-before")
+        self.disk.check(step, self._step_fields(step, live), self.store)    # storage: disk
         common["rtt_ms_measured"] = v["rtt_ms_measured"]
         gs = S.groups(self.sc, step.path)
         try:
@@ -723,6 +732,7 @@ class Run:
 
     def _group(self, step: S.Step, live: Live, g: S.Group, common: dict, pos: str) -> None:
         self._check(live)
+        self.disk.before_group(g)       # storage: disk: the file's page cache dropped
         jobs = transfer.build_jobs(self.sc, g, live.servers, live.server_addr, live.iperf_port,
                                    self.prefix)
         # the server's CPU from /proc: only where the server runs on this host
