@@ -37,11 +37,10 @@ def dd_argv(path: Path, size: int) -> list[str]:
 
 def parse_dd(stderr: str) -> tuple[int, float]:
     """(bytes, seconds) of dd's summary line; ValueError when there is none."""
-    m = None
-    for m in _DD.finditer(stderr):
-        pass
-    if m is None:
+    found = list(_DD.finditer(stderr))
+    if not found:
         raise ValueError("dd printed no summary")
+    m = found[-1]
     return int(m.group(1)), float(m.group(2).replace(",", "."))
 
 

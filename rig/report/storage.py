@@ -36,7 +36,7 @@ def rows(run: Run) -> list[dict[str, str]]:
                   and c.get("phase") in ("before", "after")]
         caps = [c.get("capacity_bps") or (None if c.get("capacity_note") else c.get("iperf_bps"))
                 for c in checks]
-        caps = [c for c in caps if c]
+        caps_bps = [float(c) for c in caps if c]
         groups: dict[tuple, float] = {}
         for t in run.transfers:
             if t["step"] == step and t["path"] == v["path"] and t.get("ok"):
@@ -47,7 +47,7 @@ def rows(run: Run) -> list[dict[str, str]]:
         out.append({
             "step": str(shown_step(step)), "path": v["path"],
             "rtt_ms": "" if v.get("rtt_ms_configured") is None else f"{v['rtt_ms_configured']:g}",
-            "network_gbps": _g(statistics.fmean(caps) if caps else None),
+            "network_gbps": _g(statistics.fmean(caps_bps) if caps_bps else None),
             "storage_file": v.get("storage_file") or "",
             "storage_mbps": f"{bps / 8e6:.4g}" if bps else "",
             "storage_gbps": _g(bps), "transfers_gbps": _g(tput),
