@@ -313,7 +313,11 @@ def _closed_stdout() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        code = program(argv)
+        try:
+            code = program(argv)
+        except SystemExit:       # --help or a usage error: argparse printed and exits;
+            sys.stdout.flush()   # a closed stdout is ours to report (Python < 3.11.4: 120)
+            raise
         sys.stdout.flush()
     except BrokenPipeError:
         code = _closed_stdout()

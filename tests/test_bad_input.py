@@ -300,7 +300,7 @@ def check_in_range(sc: scenario.Scenario) -> None:
     assert scenario.measurements(sc) <= L.MAX_MEASUREMENTS
     for b in (tu.tcp_rmem_max, tu.tcp_wmem_max, tu.core_rmem_max, tu.core_wmem_max,
               tu.tcp_rmem_default):
-        assert b is None or L.MIN_BUFFER <= b <= L.MAX_BUFFER
+        assert b is None or L.MIN_BUFFER <= b <= L.MAX_TUNING_BUFFER
     assert L.MIN_MTU <= tu.mtu <= L.MAX_MTU
     assert L.MIN_PING_COUNT <= va.ping_count <= L.MAX_PING_COUNT
     assert L.MIN_PING_INTERVAL_S <= va.ping_interval_s <= L.MAX_PING_INTERVAL_S

@@ -13,7 +13,7 @@ import dataclasses
 import pytest
 
 from rig import cli
-from rig.description import scenario, schema as S, topology, units
+from rig.description import scenario, schema as S, topology, tuningspec, units
 from rig.errors import InputError
 
 UNITS = ["20ms", "2s", "100ms", "1h", "1MiB", "64KiB", "16MiB", "4MiB", "1GiB", "20MiB",
@@ -40,7 +40,7 @@ def _bare_forms(v: str) -> list:
 
 def _sections() -> list[type]:
     out = []
-    for mod in (scenario, topology):
+    for mod in (scenario, topology, tuningspec):
         for obj in vars(mod).values():
             if isinstance(obj, type) and dataclasses.is_dataclass(obj) \
                     and obj.__module__ == mod.__name__ and S._doc_fields(obj):

@@ -18,10 +18,12 @@ from rig.description import topology as T
 from rig.description import reference
 from rig.description.reference import Reference
 from rig.description.profile import BACKENDS, Direction, GilbertElliott, LinkProfile
+from rig.description.tuningspec import CC_NAMES, Tuning  # noqa: F401  (Tuning: scenario.Tuning)
 from rig.description import userpath
 from rig.description.storage import Storage
 from rig.description.rootfile.plan import MODES as READ_MODES
 from rig.errors import InputError
+from rig import netaddr
 from rig.services import servers as server_kinds, tools
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -81,10 +83,15 @@ def _tls_mode(v: Any) -> str:
     return S.choice(*tools.TLS_MODES)(v)
 
 
-_buffer = S.size_in(L.MIN_BUFFER, L.MAX_BUFFER)
 _REAL_ONLY = ("client_ns", "server_ns", "server_addr")
 CAPTURE_MODES = ("headers",)     # header capture in the router (rig.orchestration.capture)
 LOCAL = "local"          # the host running rig: implied, never declared
+
+
+def _ip_version(v: Any) -> int:
+    if isinstance(v, bool) or v not in (4, 6):
+        raise ValueError("expected 4 or 6")
+    return int(v)
 
 
 def _ssh_target(v: Any) -> str:
@@ -205,9 +212,17 @@ class PathSpec:
     router_iface: str | None = S.spec(S.optional(_ifname), None)
     # this path's MTU (seed 000's jumbo frames beside 1500 in one run); None: tuning.mtu
     mtu: int | None = S.spec(S.optional(S.integer(L.MIN_MTU, L.MAX_MTU)), None)
+    # address family: 4, or 6 (an emulated path in fd72:6967::/96, rig.realization.netns);
+    # a path naming server_addr takes its family; always set once parsed
+    ip: int | None = S.spec(S.optional(_ip_version), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
+        fam = netaddr.family(d["server_addr"]) if d["server_addr"] else 0
+        if d["ip"] is not None and fam and fam != d["ip"]:
+            raise ctx.child("server_addr").error(f"an IPv{fam} address on an IPv{d['ip']} "
+                                                 "path (ip:)", d["server_addr"])
+        d = dict(d, ip=d["ip"] or fam or 4)
         if d["mtu"] is not None and (d["kind"] == "real" or d["router_host"] is not None
                                      or LOCAL not in (d["client_host"], d["server_host"])):
             raise ctx.child("mtu").error("a path's own MTU is set on the namespaces this "
@@ -388,7 +403,6 @@ class ServerSpec:
 
 _OPTIONS = ("page_checksum", "block", "buffer", "mode", "library", "cache_size", "segment",
             "branches", "sources", "multiplex", "shadow_dir", "dest_dir", "congestion", "cipher")
-CC_NAMES = ("bbr", "cubic", "reno", "htcp")
 
 
 def _branch_fraction(v: Any) -> float:
@@ -512,28 +526,6 @@ class Sweep:
     # TLS modes swept for clients whose tool can use them (others run each mode they can)
     tls: list[str] | None = S.spec(S.optional(S.list_of(_tls_mode,
                                                         max_len=len(tools.TLS_MODES))), None)
-
-
-@dataclass(frozen=True)
-class Tuning:
-    congestion_control: str | None = S.spec(S.optional(S.choice(*CC_NAMES)), None)
-    tcp_rmem_max: int | None = S.spec(S.optional(_buffer), None)
-    tcp_wmem_max: int | None = S.spec(S.optional(_buffer), None)
-    core_rmem_max: int | None = S.spec(S.optional(_buffer), None)   # host-global: restored
-    core_wmem_max: int | None = S.spec(S.optional(_buffer), None)
-    mtu: int = S.spec(S.integer(L.MIN_MTU, L.MAX_MTU), 1500)
-    # tcp_rmem's middle value: a new socket's receive buffer, which autotuning grows
-    # towards tcp_rmem_max (docs/caching-modes.md: Linux 6.18's autotuning can stall)
-    tcp_rmem_default: int | None = S.spec(S.optional(_buffer), None)
-
-    @classmethod
-    def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
-        dflt, mx = d["tcp_rmem_default"], d["tcp_rmem_max"]
-        if dflt is not None and (mx is None or dflt > mx):
-            raise ctx.child("tcp_rmem_default").error(
-                "needs tcp_rmem_max, at least as large (the rig writes all three values "
-                "of tcp_rmem)", dflt)
-        return d
 
 
 def _ms(parse: S.Parser) -> S.Parser:

@@ -292,7 +292,16 @@ def main(argv: Sequence[str] | None = None, out: TextIO | None = None,
          err: TextIO | None = None) -> int:
     out, err = out or sys.stdout, err or sys.stderr
     ap = build_parser()
-    a = ap.parse_args(argv)
+    try:
+        a = ap.parse_args(argv)
+    except BrokenPipeError:          # --help into a closed stdout (Python < 3.11.4 raises)
+        return _closed_stdout(out)
+    except SystemExit:               # --help, or a usage error: argparse printed and exits
+        try:
+            out.flush()
+        except BrokenPipeError:      # Python before 3.11.4 would report it at exit (120)
+            return _closed_stdout(out)
+        raise
     _check(a, ap)
     try:
         code = int(asyncio.run(program(a, out, err)))

@@ -96,16 +96,8 @@ def fetch_logs(h: Host, rundir: str, dest: Path) -> None:
                  and "/data/" not in ln]
         if not files:
             return
-        import tarfile
-        import tempfile
-        with tempfile.NamedTemporaryFile(suffix=".tar") as t:
-            r = proc.run(["tar", "-C", rundir, "-cf", "-",
-                          *[f[len(rundir) + 1:] for f in files]],
-                         timeout=60, host=h, stdout_path=Path(t.name))
-            if r.ok:
-                (dest / h.name).mkdir(parents=True, exist_ok=True)
-                with tarfile.open(t.name) as tf:
-                    tf.extractall(dest / h.name, filter="data")
+        proc.fetch_tree(h, rundir, dest / h.name, timeout=60,
+                        members=[f[len(rundir) + 1:] for f in files])
     except (RigError, OSError):
         pass   # logs are a courtesy; cleaning the host is not
 

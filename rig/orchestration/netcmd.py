@@ -50,7 +50,7 @@ def parse_tuning(*, tuning_file: str | None = None, cc: str | None = None,
     Host-global buffer limits (core_rmem_max, core_wmem_max) are refused: a path left
     running cannot restore them. Raises InputError naming the file or the option."""
     from rig.description import safeyaml
-    from rig.description.scenario import Tuning
+    from rig.description.tuningspec import Tuning
     doc: dict = {}
     if tuning_file is not None:
         where = str(tuning_file)
@@ -61,7 +61,7 @@ def parse_tuning(*, tuning_file: str | None = None, cc: str | None = None,
         if isinstance(data, dict) and set(data) == {"tuning"}:
             data = data["tuning"]           # a scenario-shaped file: its tuning section
         schema.load(schema.Ctx(where), data, Tuning)       # the file's own errors name the file
-        for k in ("core_rmem_max", "core_wmem_max"):
+        for k in ("core_rmem_max", "core_wmem_max", "default_qdisc"):
             if isinstance(data, dict) and data.get(k) is not None:
                 raise InputError("host-global: a path left running cannot restore it "
                                  "(set it with sysctl)", file=where, key=k, value=data[k],
@@ -170,6 +170,12 @@ def up(name: str, *, rtt: str, jitter: str = "0ms", loss: str = "0%", rate: str 
     t = parse_tuning(**(tuning_opts or {}))
     from rig.realization import tuning
     from rig.realization.emul.choose import make_backend
+    t, not_applied = tuning.as_far_as_kernel_allows(t, (tuning_opts or {}).get("tuning_file")
+                                                    or WHERE)
+    for k in ("core_rmem_max", "core_wmem_max", "default_qdisc"):      # a profile's
+        if getattr(t, k) is not None:
+            not_applied[k] = "host-global: a path left running cannot restore it"
+    t = tuning.without(t, [k for k in not_applied if getattr(t, k) is not None])
     tuning.check_cc_available(t)
     state = {"kind": "net", "name": name, "pid": os.getpid(), **_owner(owner_pid)}
     prefix = _register(name, state)
@@ -199,6 +205,8 @@ def up(name: str, *, rtt: str, jitter: str = "0ms", loss: str = "0%", rate: str 
                 tcp_rmem_max=tuning.effective_rmem_max(t, net.client_ns),
                 tcp_wmem_max=tuning.effective_wmem_max(t, net.server_ns), mtu=t.mtu,
                 **window_info(tuning.effective_window(t, net.client_ns), profile.rtt_s))
+    if not_applied:
+        info["tuning_not_applied"] = not_applied
     state.update(info)
     netns.write_state(prefix, state)
     return info

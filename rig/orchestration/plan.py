@@ -46,6 +46,10 @@ def plan_lines(sc: Scenario) -> list[str]:
     out: list[str] = [_comment(f"scenario {sc.name} ({sc.source}); prefix {PREFIX} stands for "
                                "the run's")]
     wd = netns.STATE_DIR / PREFIX
+    if sc.tuning.from_profile:
+        out.append(_comment(f"tuning profile {sc.tuning.profile}: " + ", ".join(
+            sc.tuning.from_profile) + " applied as far as this kernel allows (what it lacks "
+            "is said at run time and left out)"))
     if sc.tunes_local():
         out += [_fmt(a) for a in tuning.global_argv(sc.tuning, "<host's list>")]
     for name in sc.remote_hosts():     # rig.realization.remote_tuning: only what differs
@@ -104,7 +108,7 @@ def plan_lines(sc: Scenario) -> list[str]:
             _servers(sc, out, n, swd, at=_at(p.server_host))
             continue
         n = netns.lay_out(sc.topology, PREFIX, i, p.name, "198.18.0.0/24", workdir=wd / p.name,
-                          servers=server_count(sc))
+                          servers=server_count(sc), ip=p.ip or 4)
         out += [_fmt(a) for a in netns.build_argv(n, mtu=path_mtu(sc, p))]
         out += [f"# write {netns.ETC_NETNS / ns / 'resolv.conf'} (no resolver in the namespace)"
                 for ns in n.namespaces]

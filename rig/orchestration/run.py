@@ -154,6 +154,11 @@ class Run:
     def _global_tuning(self, stack: contextlib.ExitStack) -> None:
         if not self.sc.tunes_local():    # every path between remote hosts: tuned there
             return
+        t, lacking = tuning.as_far_as_kernel_allows(self.sc.tuning, self.sc.source)
+        for k, why in lacking.items():
+            self.say(f"tuning: {k} not applied ({why}; it came from profile {t.profile})")
+        self.store.set_env("tuning_not_applied", lacking)
+        self.sc = dataclasses.replace(self.sc, tuning=t)
         tuning.check_cc_available(self.sc.tuning)
         wrote = tuning.global_wanted(self.sc.tuning, tuning.host_allowed_cc())
         before = tuning.read(wrote)
@@ -226,7 +231,7 @@ class Run:
             path = stack.enter_context(netns.path_net(
                 self.prefix, p.name, i, workdir=self.workdir / p.name,
                 mtu=path_mtu(self.sc, p), subnet=self.subnet, topology=self.sc.topology,
-                servers=server_count(self.sc)))
+                servers=server_count(self.sc), ip=p.ip or 4))
             for node in path.nodes:
                 if node.role != "router" and node.ns is not None:
                     tuning.apply_ns(self.sc.tuning, node.ns)

@@ -66,7 +66,7 @@ def wait_tcp(ns: str | None, addr: str, port: int, *, timeout: float, what: str,
 
 def port_free(ns: str | None, addr: str, port: int) -> bool:
     def attempt() -> bool:
-        s = socket.socket()
+        s = socket.socket(socket.AF_INET6 if ":" in addr else socket.AF_INET)
         try:
             s.bind((addr, port))
             return True

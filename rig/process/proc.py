@@ -23,6 +23,7 @@ import select
 import shutil
 import signal
 import subprocess
+import tarfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -432,19 +433,45 @@ def put_file(host: Host, path: str, data: bytes, *, mode: int = 0o644,
     remote_op(host, remote.put_spec(path, data, mode), timeout=timeout)
 
 
-def fetch_tree(host: Host, remote_dir: str, local_dir: Path, *, timeout: float = 120) -> None:
-    """Copy a remote directory's regular files into local_dir (tar over the channel,
-    unpacked with tarfile's 'data' filter: no links, devices or paths outside)."""
-    import tarfile
+def fetch_tree(host: Host, remote_dir: str, local_dir: Path, *, timeout: float = 120,
+               members: list[str] | None = None) -> None:
+    """Copy a remote directory's regular files (or only `members`, relative to it) into
+    local_dir: tar over the channel, unpacked by `unpack_regular`."""
     import tempfile
     local_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile(suffix=".tar") as t:
-        res = run(["tar", "-C", remote_dir, "-cf", "-", "."], timeout=timeout, host=host,
-                  stdout_path=Path(t.name))
+        res = run(["tar", "-C", remote_dir, "-cf", "-", *(members or ["."])], timeout=timeout,
+                  host=host, stdout_path=Path(t.name))
         if not res.ok:
             raise CommandFailed(res)
         with tarfile.open(t.name) as tf:
-            tf.extractall(local_dir, filter="data")
+            unpack_regular(tf, local_dir)
+
+
+def unpack_regular(tf: tarfile.TarFile, dest: Path) -> None:
+    """Unpack a tar's directories and regular files under dest, nothing else: no links,
+    devices or FIFOs, no absolute or `..` names, modes kept to rw-r--r-- / rwxr-xr-x, no
+    owners. What tarfile's 'data' filter does, also on Python before 3.11.4 (Debian 12's
+    3.11.2), which lacks the filter argument."""
+    from pathlib import PurePosixPath
+    for m in tf.getmembers():
+        parts = PurePosixPath(m.name).parts
+        if not parts or PurePosixPath(m.name).is_absolute() or ".." in parts:
+            continue
+        parts = tuple(p for p in parts if p != ".")
+        target = dest.joinpath(*parts) if parts else dest
+        if m.isdir():
+            target.mkdir(parents=True, exist_ok=True)
+        elif m.isreg():
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if target.is_symlink():
+                continue
+            src = tf.extractfile(m)
+            if src is None:
+                continue
+            with src, open(target, "wb") as dst:
+                shutil.copyfileobj(src, dst)
+            target.chmod(0o755 if m.mode & 0o100 else 0o644)
 
 
 def open_master(host: Host, *, timeout: float = remote.CONNECT_TIMEOUT_S + 5) -> "Service":

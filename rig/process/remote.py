@@ -259,7 +259,7 @@ def op_ports():
     out = []
     for p in S["ports"]:
         while True:
-            s = socket.socket()
+            s = socket.socket(socket.AF_INET6 if ":" in S["addr"] else socket.AF_INET)
             try:
                 s.bind((S["addr"], p)); break
             except OSError:

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 
-from rig.description.scenario import Tuning
+from rig.description.tuningspec import Tuning
 from rig.errors import RigError
 from rig.process import proc
 from rig.process.remote import Host

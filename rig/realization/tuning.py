@@ -1,19 +1,27 @@
 """TCP tuning of the rig's namespaces, and the few host-global sysctls a tuning needs.
 
-Per-namespace sysctls (tcp_rmem, tcp_wmem, congestion control) live and die with the
-rig's namespaces. Host-global ones (net.core.rmem_max/wmem_max) are recorded before,
+Per-namespace sysctls (tcp_rmem, tcp_wmem, congestion control, tcp_mtu_probing,
+optmem_max, tcp_fastopen) live and die with the rig's namespaces. Host-global ones
+(net.core.rmem_max/wmem_max, net.core.default_qdisc) are recorded before,
 written, and restored afterwards; the originals are also kept in the run's state file so
 `rig clean` can restore them after a killed run. Command builders are pure.
 Must not import services, orchestration or reports.
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
+from rig.description.tuningspec import Tuning, sysctl_int
+from rig.errors import InputError, RigError
 from rig.process import proc
-from rig.description.scenario import Tuning
 
 GLOBAL_KEYS = ("net.core.rmem_max", "net.core.wmem_max")
+DEFAULT_QDISC = "net.core.default_qdisc"        # host-global (no per-namespace copy)
+# tuning key -> per-namespace sysctl written as the key's value
+NS_KEYS = {"tcp_mtu_probing": "net.ipv4.tcp_mtu_probing", "optmem_max": "net.core.optmem_max",
+           "tcp_fastopen": "net.ipv4.tcp_fastopen"}
+PROBE_TIMEOUT = 10.0
 
 
 def _sysctl_w(ns: str | None, key: str, value: str) -> list[str]:
@@ -24,11 +32,16 @@ def ns_wanted(t: Tuning) -> dict[str, str]:
     """The per-namespace sysctls of a tuning (a namespace here, or a remote host's own)."""
     out = {}
     if t.tcp_rmem_max:
-        out["net.ipv4.tcp_rmem"] = f"4096 {t.tcp_rmem_default or 131072} {t.tcp_rmem_max}"
+        out["net.ipv4.tcp_rmem"] = (f"4096 {sysctl_int(t.tcp_rmem_default or 131072)} "
+                                    f"{sysctl_int(t.tcp_rmem_max)}")
     if t.tcp_wmem_max:
-        out["net.ipv4.tcp_wmem"] = f"4096 16384 {t.tcp_wmem_max}"
+        out["net.ipv4.tcp_wmem"] = (f"4096 {sysctl_int(t.tcp_wmem_default or 16384)} "
+                                    f"{sysctl_int(t.tcp_wmem_max)}")
     if t.congestion_control:
         out["net.ipv4.tcp_congestion_control"] = t.congestion_control
+    for key, sysctl in NS_KEYS.items():
+        if getattr(t, key) is not None:
+            out[sysctl] = str(getattr(t, key))
     return out
 
 
@@ -46,9 +59,11 @@ def global_wanted(t: Tuning, allowed_cc: str | None = None) -> dict[str, str]:
     "reno bbr", so cubic in a namespace failed with EPERM): add it to that list."""
     want = {}
     if t.core_rmem_max:
-        want["net.core.rmem_max"] = str(t.core_rmem_max)
+        want["net.core.rmem_max"] = str(sysctl_int(t.core_rmem_max))
     if t.core_wmem_max:
-        want["net.core.wmem_max"] = str(t.core_wmem_max)
+        want["net.core.wmem_max"] = str(sysctl_int(t.core_wmem_max))
+    if t.default_qdisc:
+        want[DEFAULT_QDISC] = t.default_qdisc
     if t.congestion_control and allowed_cc is not None \
             and t.congestion_control not in allowed_cc.split():
         want[ALLOWED_CC] = f"{allowed_cc} {t.congestion_control}".strip()
@@ -63,7 +78,6 @@ def check_cc_available(t: Tuning) -> None:
     """Fail before anything is built when the kernel lacks the congestion control."""
     if not t.congestion_control:
         return
-    from rig.errors import RigError
     avail = read(["net.ipv4.tcp_available_congestion_control"]).get(
         "net.ipv4.tcp_available_congestion_control") or ""
     if t.congestion_control not in avail.split():
@@ -148,3 +162,37 @@ def effective_window(t: Tuning, ns: str | None) -> int | None:
 
 def effective_cc(ns: str | None) -> str | None:
     return read(["net.ipv4.tcp_congestion_control"], ns).get("net.ipv4.tcp_congestion_control")
+
+
+def _lacks(t: Tuning) -> dict[str, str]:
+    """Keys of `t` this kernel cannot apply, with why (probed without changing the host:
+    a sysctl's file, a qdisc added to lo in a throwaway namespace)."""
+    out = {}
+    for key, sysctl in NS_KEYS.items():
+        if getattr(t, key) is not None and not Path("/proc/sys", *sysctl.split(".")).exists():
+            out[key] = f"no {sysctl} on this kernel"
+    if t.default_qdisc:
+        r = proc.run(["unshare", "--net", "--", "tc", "qdisc", "add", "dev", "lo", "root",
+                      t.default_qdisc], timeout=PROBE_TIMEOUT)
+        if not r.ok:
+            out["default_qdisc"] = (f"this kernel has no {t.default_qdisc} qdisc "
+                                    f"({(r.stderr.strip().splitlines() or ['?'])[-1][:80]})")
+    return out
+
+
+def as_far_as_kernel_allows(t: Tuning, source: str) -> tuple[Tuning, dict[str, str]]:
+    """The tuning this kernel can apply, and what was left out (key -> why). A key the
+    scenario wrote itself and the kernel lacks stops the run (exit 2, nothing built);
+    a profile's key is left out and said."""
+    lacking = _lacks(t)
+    for key, why in lacking.items():
+        if t.required(key):
+            raise InputError(f"{why}: the scenario requires it (a `profile:` value would be "
+                             "left out instead)", file=source, key=f"tuning.{key}",
+                             value=getattr(t, key), has_value=True)
+    return without(t, lacking), lacking
+
+
+def without(t: Tuning, keys) -> Tuning:
+    """`t` with `keys` unset (optional keys: None means "leave the kernel's value")."""
+    return dataclasses.replace(t, **{k: None for k in keys})  # type: ignore[arg-type]

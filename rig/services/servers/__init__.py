@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
+from rig.netaddr import hostport
 from rig.services.registry import Registry
 
 if TYPE_CHECKING:
@@ -119,10 +120,10 @@ class ServerKind:
     def url(self, p: ServerPlan, protocol: str, relpath: str, tls: bool = False) -> str:
         port = p.ports[protocol]
         if protocol == "root":       # roots://: TLS on the same port
-            return f"root{'s' if tls else ''}://{p.addr}:{port}//{relpath}"
+            return f"root{'s' if tls else ''}://{hostport(p.addr, port)}//{relpath}"
         if protocol == "http" and tls:    # its own port, or the http one when it speaks both
-            return f"https://{p.addr}:{p.ports.get('https', port)}/{relpath}"
-        return f"{protocol}://{p.addr}:{port}/{relpath}"
+            return f"https://{hostport(p.addr, p.ports.get('https', port))}/{relpath}"
+        return f"{protocol}://{hostport(p.addr, port)}/{relpath}"
 
 
 _KINDS: Registry[ServerKind] = Registry("server kind", lambda cls: cls.kind)

@@ -4,6 +4,7 @@ the parent stays the process the rig supervises) and stopped like nginx (TERM to
 group). Pure: config text and argv only."""
 from __future__ import annotations
 
+from rig.netaddr import hostport
 from rig.services.servers import ServerKind, ServerPlan, register
 
 MODULES = "/usr/lib/apache2/modules"
@@ -29,7 +30,7 @@ class Apache(ServerKind):
 ServerName rig-apache
 LoadModule mpm_event_module {MODULES}/mod_mpm_event.so
 LoadModule authz_core_module {MODULES}/mod_authz_core.so
-Listen {p.addr}:{p.ports['http']}
+Listen {hostport(p.addr, p.ports['http'])}
 PidFile {w / 'apache2.pid'}
 DefaultRuntimeDir {w}
 Mutex file:{w} default

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from rig.fdt import adapter
+from rig.netaddr import hostport
 from rig.services.servers import ServerKind, ServerPlan, register
 
 
@@ -14,4 +15,4 @@ class FdtServer(ServerKind):
         return adapter.server_argv(str(p.datadir), p.addr, p.ports["fdt"], bufsize=None)
 
     def url(self, p: ServerPlan, protocol: str, relpath: str, tls: bool = False) -> str:
-        return f"fdt://{p.addr}:{p.ports['fdt']}/{relpath}"
+        return f"fdt://{hostport(p.addr, p.ports['fdt'])}/{relpath}"

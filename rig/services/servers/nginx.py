@@ -2,6 +2,7 @@
 HTTPS on a second port when the plan has TLS material."""
 from __future__ import annotations
 
+from rig.netaddr import hostport
 from rig.services.servers import TLS_CERT, TLS_KEY, ServerKind, ServerPlan, register
 
 
@@ -21,7 +22,7 @@ class Nginx(ServerKind):
         onoff = {True: "on", False: "off"}
         sendfile, nopush = (onoff[self.setting(p, k)] for k in ("sendfile", "tcp_nopush"))
         tls = (f"""
-        listen {p.addr}:{p.ports['https']} ssl;
+        listen {hostport(p.addr, p.ports['https'])} ssl;
         ssl_certificate {w / TLS_CERT};
         ssl_certificate_key {w / TLS_KEY};""" if p.tls else "")
         return {**self.tls_files(p), "nginx.conf": f"""daemon off;
@@ -42,7 +43,7 @@ http {{
     scgi_temp_path {w / 'tmp'};
     default_type application/octet-stream;
     server {{
-        listen {p.addr}:{p.ports['http']};{tls}
+        listen {hostport(p.addr, p.ports['http'])};{tls}
         root {p.datadir};
     }}
 }}

@@ -16,6 +16,7 @@ Pure: config text and argv; the one file read is the host key's public half, wri
 """
 from __future__ import annotations
 
+from rig.netaddr import hostport
 from rig.services.servers import ServerKind, ServerPlan, register
 
 USER = "www-data"
@@ -46,7 +47,7 @@ class Sshd(ServerKind):
         pub = w / f"{HOST_KEY}.pub"
         host_pub = (pub.read_text().strip() if pub.exists()
                     else "<the host key's public half>")
-        return {"sshd_config": f"""ListenAddress {p.addr}:{p.ports['ssh']}
+        return {"sshd_config": f"""ListenAddress {hostport(p.addr, p.ports['ssh'])}
 HostKey {w / HOST_KEY}
 PidFile {w / 'sshd.pid'}
 AuthorizedKeysFile {w / CLIENT_KEY}.pub
@@ -67,7 +68,7 @@ Ciphers {','.join(CIPHERS)}
 Subsystem sftp internal-sftp
 ForceCommand internal-sftp -R -d {p.datadir}
 LogLevel ERROR
-""", KNOWN_HOSTS: f"[{p.addr}]:{p.ports['ssh']} {host_pub}\n"}
+""", KNOWN_HOSTS: f"[{p.addr.strip('[]')}]:{p.ports['ssh']} {host_pub}\n"}
 
     def argv(self, p: ServerPlan) -> list[str]:
         # absolute path: sshd re-executes itself for every connection
@@ -75,4 +76,4 @@ LogLevel ERROR
                 p.spec.binary or "/usr/sbin/sshd", "-D", "-e", "-f", str(p.workdir / "sshd_config")]
 
     def url(self, p: ServerPlan, protocol: str, relpath: str, tls: bool = False) -> str:
-        return f"sftp://{USER}@{p.addr}:{p.ports['ssh']}/{relpath}"
+        return f"sftp://{USER}@{hostport(p.addr, p.ports['ssh'])}/{relpath}"

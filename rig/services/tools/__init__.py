@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from rig.netaddr import hostport
 from rig.services.registry import Registry
 
 if TYPE_CHECKING:  # the scenario imports this registry; types only, no cycle
@@ -46,7 +47,7 @@ class Job:
 
     @property
     def target(self) -> str:
-        return self.url or f"{self.addr}:{self.port}"
+        return self.url or hostport(self.addr, self.port)
 
 
 @dataclass

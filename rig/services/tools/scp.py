@@ -16,6 +16,7 @@ import os
 import re
 from typing import TYPE_CHECKING, Any
 
+from rig.netaddr import host
 from rig.services.servers.sshd import CIPHERS, CLIENT_KEY, KNOWN_HOSTS, USER
 from rig.services.tools import Capabilities, ClientTool, Job, Parsed, last_line, register
 
@@ -57,7 +58,7 @@ class Scp(ClientTool):
                 "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
                 "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4",
                 "-c", job.client.cipher or DEFAULT_CIPHER,
-                f"{USER}@{job.addr}:{job.relpath}", job.dest]
+                f"{USER}@{host(job.addr)}:{job.relpath}", job.dest]
 
     def with_args(self, argv: list[str], args: list[str]) -> list[str]:
         # scp's getopt stops at the first operand: options go before source and target

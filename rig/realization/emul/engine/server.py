@@ -416,13 +416,21 @@ class Engine:
             self._inject(lane.stash.pop(pid, None))
 
     def _inject(self, payload: bytes | None) -> None:
-        """Send the duplicate of an IPv4 packet from the router (it skips FORWARD)."""
-        if not payload or payload[0] >> 4 != 4:
+        """Send the duplicate of an IP packet from the router (it skips FORWARD). A raw
+        IPPROTO_RAW socket sends the header as given, in either family (Linux sets
+        IPV6_HDRINCL for it on AF_INET6)."""
+        if not payload or payload[0] >> 4 not in (4, 6):
             return
-        if self.raw is None:
-            self.raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+        v6 = payload[0] >> 4 == 6
+        if self.raw is None or (self.raw.family == socket.AF_INET6) != v6:
+            if self.raw is not None:
+                self.raw.close()
+            self.raw = socket.socket(socket.AF_INET6 if v6 else socket.AF_INET,
+                                     socket.SOCK_RAW, socket.IPPROTO_RAW)
+        dst = (socket.inet_ntop(socket.AF_INET6, payload[24:40]) if v6
+               else socket.inet_ntoa(payload[16:20]))
         try:
-            self.raw.sendto(payload, (socket.inet_ntoa(payload[16:20]), 0))
+            self.raw.sendto(payload, (dst, 0))
         except OSError:
             pass
 
