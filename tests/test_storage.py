@@ -154,6 +154,7 @@ def _store(tmp_path: Path, storage_bps: float | None, tput_bps: float) -> Path:
                                     capacity_bps=20e9, rtt_ms_measured=0.05, started_at=1.0))
     st.add_validation(ValidationRow(**common, phase="storage", flagged=False, started_at=2.0,
                                     storage_bps=storage_bps, storage_file="f32G",
+                                    raw=json.dumps({"cached_bps": 8e9}),
                                     storage_note=None if storage_bps else "not measured: x"))
     for rep in range(3):
         st.add_transfer(TransferRow(
@@ -173,8 +174,8 @@ def test_verdict_storage_bound_and_the_table(tmp_path):
     assert v.kind == "storage-bound", v.text()
     assert "94% of the storage check's cold read 200 MB/s" in v.detail
     (row,) = storage_report.rows(run)
-    assert (row["network_gbps"], row["storage_mbps"], row["transfers_gbps"]) == \
-        ("20", "200", "1.5")
+    assert (row["network_gbps"], row["storage_mbps"], row["cached_mbps"],
+            row["transfers_gbps"]) == ("20", "200", "1000", "1.5")
 
 
 def test_a_faster_transfer_is_not_storage_bound(tmp_path):

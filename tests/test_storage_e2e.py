@@ -4,6 +4,7 @@ check (dd, cold) beside its network check, every transfer moves the whole file, 
 report has the storage table, and the folder goes with the run. Then the run killed
 while it serves from disk: SIGTERM removes the folder itself, SIGKILL + `rig clean` does."""
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -51,6 +52,10 @@ def test_served_from_disk_with_a_storage_check_per_step(run_dir, require_tools):
     # a cold read of 64 MiB from a disk: above 1 MB/s whatever the machine
     assert all(v["storage_bps"] and v["storage_bps"] > 8e6 for v in checks), checks
     assert all(not v["flagged"] for v in checks)
+    assert all(json.loads(v["raw"])["cached_bps"] > 8e6 for v in checks)   # read again, warm
+    env = st.environment()["storage"]
+    assert env["folder"].startswith("/var/tmp/rig") and env["written"]["f256M"]["bytes"] == \
+        FILE_BYTES and env["written"]["f256M"]["seconds"] > 0
     assert {v["step"] for v in st.validations() if v["phase"] == "before"} == {0, 1}
     assert (run_dir / "storage_check.md").is_file()
     html = (run_dir / "report.html").read_text()

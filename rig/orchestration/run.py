@@ -493,16 +493,17 @@ class Run:
         self._global_tuning(stack)
         self._open_hosts(stack)
         datadir = self.workdir / "data"
+        self.disk_written: dict = {}
         if any(p.server_host == LOCAL for p in self.sc.paths):
             datadir = stack.enter_context(data.data_dir(
                 self.prefix, datadir, self.sc.files, **self._incoming(), storage=self.sc.storage,
-                record=self._record_disk, say=self.say))
+                record=self._record_disk, say=self.say, written=self.disk_written))
             self.say(f"data: {len(self.sc.files)} file(s) on {self.sc.storage.kind} {datadir}")
             # a generated ROOT file's size is only near the asked one: use the real one
             self.sc = dataclasses.replace(self.sc, files=[
                 dataclasses.replace(f, size=(datadir / f.name).stat().st_size)
                 for f in self.sc.files])
-        self.disk = storagecheck.DiskHooks(self.sc, datadir, self.say)
+        self.disk = storagecheck.DiskHooks(self.sc, datadir, self.say, self.disk_written)
         if uses_tls(self.sc):   # in the workdir: removed with it, and by `rig clean`
             self.ca = tls.make_ca(self.workdir / "tls")
             self.say(f"tls: a CA for this run only, {self.ca.cert}")

@@ -3,7 +3,8 @@
 Per step, beside the path check: the sequential read rate of each file the step serves,
 as seed 003 measured its data node (`dd` to /dev/null, here of the served file itself,
 `check_size` of it, from a cold cache: the file's pages are dropped before and after, so
-the transfers that follow start cold too). Stored as a validations row of phase
+the transfers that follow start cold too), and the same read again from the page cache
+(raw.cached_bps, as hdparm -T beside -t). Stored as a validations row of phase
 `storage` (storage_bps, storage_file, storage_note; docs/results-format.md), drawn in the
 report beside the network check and used by the verdict (storage-bound).
 
@@ -14,6 +15,7 @@ Nothing here runs for `storage: tmpfs` (the files are memory). Must not import r
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import time
@@ -53,9 +55,12 @@ def served_files(sc: Scenario, step: S.Step) -> list[str]:
 class DiskHooks:
     """What a run does for a disk-backed data folder; inert for a tmpfs."""
 
-    def __init__(self, sc: Scenario, datadir: Path, say: Callable[[str], None]) -> None:
+    def __init__(self, sc: Scenario, datadir: Path, say: Callable[[str], None],
+                 written: dict | None = None) -> None:
         self.sc, self.datadir, self.say = sc, datadir, say
         self.on = sc.storage.on_disk
+        self.written = written or {}
+        self.env_stored = False
 
     def before_group(self, g: S.Group) -> None:
         if self.on and self.sc.storage.drop_cache and g.client.file:
@@ -67,13 +72,19 @@ class DiskHooks:
         """One `storage` row per served file of the step, with the console line."""
         if not self.on:
             return
+        if not self.env_stored:        # where the files were and how fast they were written
+            store.set_env("storage", {"kind": "disk", "folder": str(self.datadir),
+                                      "written": self.written})
+            self.env_stored = True
         for name in served_files(self.sc, step):
             row = ValidationRow(**fields, phase="storage", flagged=False,
                                 started_at=time.time(), **self.measure(name))
             store.add_validation(row)
             rate = (f"{row.storage_bps / 8e6:.0f} MB/s" if row.storage_bps
                     else row.storage_note or "?")
-            self.say(f"  storage check: {name} sequential read {rate} (dd, cold cache)")
+            warm = json.loads(row.raw or "{}").get("cached_bps")
+            self.say(f"  storage check: {name} sequential read {rate} (dd, cold cache)"
+                     + (f", {warm / 8e6:.0f} MB/s cached" if warm else ""))
 
     def measure(self, name: str) -> dict:
         f = self.datadir / name
@@ -81,8 +92,14 @@ class DiskHooks:
         argv = dd_argv(f, size)
         diskdata.drop_cache(f)
         r = proc.run(argv, timeout=30 + size * 8 / MIN_RATE_BPS)
+        # the same bytes again, now in the page cache (as hdparm -T beside hdparm -t)
+        warm = proc.run(argv, timeout=30 + size * 8 / MIN_RATE_BPS)
         diskdata.drop_cache(f)
         raw = {"dd_argv": argv, "dd_stderr": r.stderr[-500:], "file_bytes": f.stat().st_size}
+        with contextlib.suppress(ValueError):
+            wb, ws = parse_dd(warm.stderr)
+            if warm.returncode == 0 and wb > 0 and ws > 0:
+                raw["cached_bps"] = wb * 8 / ws
         try:
             nbytes, secs = parse_dd(r.stderr)
         except ValueError as e:

@@ -82,14 +82,15 @@ def root_source(f: FileSpec, *, generate: bool = True) -> Path | None:
 def data_dir(prefix: str, path: Path, files: list[FileSpec], *, incoming_bytes: int = 0,
              incoming_owner: str | None = None, storage: Storage | None = None,
              record: Callable[[Path], None] | None = None,
-             say: Callable[[str], None] | None = None) -> Iterator[Path]:
+             say: Callable[[str], None] | None = None,
+             written: dict | None = None) -> Iterator[Path]:
     """Mount a tmpfs sized for `files`, write them, unmount on exit whatever happens.
     ROOT files are copied from their source (a generated file's size is only near the
     asked one: the tmpfs is sized from the real files). With `incoming_bytes`, the tmpfs
     has that much more room and an `incoming/` folder owned by `incoming_owner`, where
     third-party copies land. With `storage` on disk, the files go to a folder on that
     disk instead (rig.realization.diskdata; `record` names it to the run's state first),
-    yielded in place of `path`."""
+    yielded in place of `path`; `written` gets each written file's {bytes, seconds}."""
     path.mkdir(parents=True, exist_ok=True)
     sources: dict[str, Path] = {}
     for f in files:
@@ -104,7 +105,8 @@ def data_dir(prefix: str, path: Path, files: list[FileSpec], *, incoming_bytes: 
         if room:
             raise RigError(f"storage: disk: {room}")
         with diskdata.disk_folder(storage.base, prefix, record=record) as d:
-            _fill(d, files, sources, incoming_bytes, incoming_owner, disk=True, say=say)
+            _fill(d, files, sources, incoming_bytes, incoming_owner, disk=True, say=say,
+                  written=written)
             yield d
         return
     proc.run(mount_argv(prefix, path, need), timeout=30, check=True)
@@ -117,7 +119,7 @@ def data_dir(prefix: str, path: Path, files: list[FileSpec], *, incoming_bytes: 
 
 def _fill(path: Path, files: list[FileSpec], sources: dict[str, Path], incoming_bytes: int,
           incoming_owner: str | None, *, disk: bool = False,
-          say: Callable[[str], None] | None = None) -> None:
+          say: Callable[[str], None] | None = None, written: dict | None = None) -> None:
     for i, f in enumerate(files):
         if f.name in sources:
             if disk:
@@ -126,8 +128,10 @@ def _fill(path: Path, files: list[FileSpec], sources: dict[str, Path], incoming_
                 shutil.copyfile(sources[f.name], path / f.name)
                 os.chmod(path / f.name, 0o644)
         elif disk:
-            diskdata.write_random(path / f.name, f.size, seed=i + 1, progress=diskdata.Progress(
+            secs = diskdata.write_random(path / f.name, f.size, seed=i + 1, progress=diskdata.Progress(
                 say, f.name, f.size) if say and f.size >= diskdata.FLUSH_EVERY else None)
+            if written is not None:
+                written[f.name] = {"bytes": f.size, "seconds": round(secs, 3)}
         else:
             write_random(path / f.name, f.size, seed=i + 1)
     if incoming_bytes:

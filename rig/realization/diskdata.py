@@ -40,10 +40,12 @@ def drop_cache(path: Path) -> None:
 
 
 def write_random(path: Path, size: int, seed: int,
-                 progress: Callable[[int], None] | None = None) -> None:
+                 progress: Callable[[int], None] | None = None) -> float:
     """Incompressible, reproducible bytes (as rig.realization.data.write_random), flushed
-    and dropped from the cache every FLUSH_EVERY bytes; not sparse: every block written."""
+    and dropped from the cache every FLUSH_EVERY bytes; not sparse: every block written.
+    Returns the seconds it took (generating the bytes included)."""
     rng = random.Random(seed)
+    t0 = time.monotonic()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
     try:
         done = flushed = 0
@@ -62,6 +64,7 @@ def write_random(path: Path, size: int, seed: int,
         os.fchmod(fd, 0o644)
     finally:
         os.close(fd)
+    return time.monotonic() - t0
 
 
 def copy_file(src: Path, dest: Path) -> None:

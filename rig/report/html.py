@@ -184,8 +184,8 @@ def _validations(run: Run) -> list[str]:
         srows = storage.rows(run)
         out += ["<h2>Storage check beside the network check</h2>",
                 "<p>storage: disk. Per step, the path's iperf3 capacity, dd's cold "
-                "sequential read of the served file (its page cache dropped before) and the "
-                "step's transfers (median).</p>",
+                "sequential read of the served file (its page cache dropped before), the same "
+                "read from the page cache (cached) and the step's transfers (median).</p>",
                 table(storage.COLUMNS, [[r[c] for c in storage.COLUMNS] for r in srows],
                       ["flag" if r["storage_note"] else "" for r in srows])]
     if run.engine:

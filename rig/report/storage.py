@@ -2,12 +2,13 @@
 
 One row per step and served file: the path's validated capacity (iperf3, mean of the
 checks before and after the step, as the verdict uses it), the file's cold sequential
-read (dd, rig.orchestration.storagecheck) and the transfers of that step (median
-throughput of the successful groups). Written as storage_check.csv/.md and drawn in the
+read (dd, rig.orchestration.storagecheck), the same read from the page cache (cached) and
+the transfers of that step (median throughput of the successful groups). Written as storage_check.csv/.md and drawn in the
 HTML report after the path validation. Pure: reads the loaded Run only.
 """
 from __future__ import annotations
 
+import json
 import statistics
 from pathlib import Path
 from typing import Callable
@@ -16,7 +17,7 @@ from rig.description.steps import shown_step
 from rig.report.model import Run
 
 COLUMNS = ("step", "path", "rtt_ms", "network_gbps", "storage_file", "storage_mbps",
-           "storage_gbps", "transfers_gbps", "storage_note")
+           "storage_gbps", "cached_mbps", "transfers_gbps", "storage_note")
 
 
 def has_storage(run: Run) -> bool:
@@ -44,6 +45,10 @@ def rows(run: Run) -> list[dict[str, str]]:
                 groups[k] = float(t.get("aggregate_bps") or t.get("throughput_bps") or 0.0)
         tput = statistics.median(groups.values()) if groups else None
         bps = v.get("storage_bps")
+        try:
+            cached = json.loads(v.get("raw") or "{}").get("cached_bps")
+        except (ValueError, AttributeError):
+            cached = None
         out.append({
             "step": str(shown_step(step)), "path": v["path"],
             "rtt_ms": "" if v.get("rtt_ms_configured") is None else f"{v['rtt_ms_configured']:g}",
@@ -51,6 +56,8 @@ def rows(run: Run) -> list[dict[str, str]]:
             "storage_file": v.get("storage_file") or "",
             "storage_mbps": f"{bps / 8e6:.4g}" if bps else "",
             "storage_gbps": _g(bps), "transfers_gbps": _g(tput),
+            "cached_mbps": f"{cached / 8e6:.4g}" if isinstance(cached, (int, float)) and cached
+            else "",
             "storage_note": v.get("storage_note") or ""})
     return out
 
