@@ -28,6 +28,14 @@ def _g(bps: float | None) -> str:
     return "" if not bps else f"{bps / 1e9:.4g}"
 
 
+def _mb(bps: float | None) -> str:
+    """MB/s as dd prints it: whole numbers from 1000 up, never an exponent."""
+    if not bps:
+        return ""
+    mb = bps / 8e6
+    return f"{mb:.0f}" if mb >= 1000 else f"{mb:.4g}"
+
+
 def rows(run: Run) -> list[dict[str, str]]:
     out = []
     for v in sorted((v for v in run.validations if v.get("phase") == "storage"),
@@ -54,10 +62,9 @@ def rows(run: Run) -> list[dict[str, str]]:
             "rtt_ms": "" if v.get("rtt_ms_configured") is None else f"{v['rtt_ms_configured']:g}",
             "network_gbps": _g(statistics.fmean(caps_bps) if caps_bps else None),
             "storage_file": v.get("storage_file") or "",
-            "storage_mbps": f"{bps / 8e6:.4g}" if bps else "",
+            "storage_mbps": _mb(bps),
             "storage_gbps": _g(bps), "transfers_gbps": _g(tput),
-            "cached_mbps": f"{cached / 8e6:.4g}" if isinstance(cached, (int, float)) and cached
-            else "",
+            "cached_mbps": _mb(cached) if isinstance(cached, (int, float)) else "",
             "storage_note": v.get("storage_note") or ""})
     return out
 
