@@ -99,8 +99,8 @@ def room_error(storage: Storage, need_bytes: int) -> str | None:
     except OSError as e:
         return f"cannot read its free space ({e.strerror or e})"
     if need_bytes + ROOM_MARGIN > free:
-        return (f"the files need {S.fmt_size(need_bytes)} (+ {S.fmt_size(ROOM_MARGIN)} kept "
-                f"free) and {storage.base} has {S.fmt_size(free)} free")
+        return (f"the files need {need_bytes / 2**30:.1f} GiB (+ {ROOM_MARGIN >> 30} GiB kept "
+                f"free) and {storage.base} has {free / 2**30:.1f} GiB free")
     return None
 
 
