@@ -154,6 +154,8 @@ def cmd_run(a) -> int:
     from rig.orchestration import run as orchestrate
     from rig.description import scenario
     sc = scenario.load(a.scenario)   # invalid input fails here, before anything is made
+    from rig.description.storage import check_room
+    check_room(sc)                   # storage: disk: the files fit its free space now
     from rig.services.tools.replay import require_helper
     require_helper(sc)               # davix/curl replays need tools/rig-replay-http built
     from rig.services.tools.xrdcl import require_side_env

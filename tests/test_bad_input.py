@@ -284,8 +284,9 @@ def check_in_range(sc: scenario.Scenario) -> None:
             ipaddress.ip_address(p.server_addr)
             for ns in (p.client_ns, p.server_ns):
                 assert ns is None or ("/" not in ns and ".." not in ns)
-    assert all(1 <= f.size <= L.MAX_FILE_SIZE for f in sc.files)
-    assert sum(f.size for f in sc.files) <= L.MAX_FILE_SIZE
+    most = L.MAX_DISK_BYTES if sc.storage.on_disk else L.MAX_FILE_SIZE   # disk: its room, at run
+    assert all(1 <= f.size <= min(most, L.MAX_SIZE) for f in sc.files)
+    assert sum(f.size for f in sc.files) <= most
     for c in sc.clients:
         assert 1 <= c.streams <= L.MAX_STREAMS
         assert 1 <= c.duration_s <= L.MAX_IPERF_S and c.duration_s == int(c.duration_s)

@@ -100,6 +100,7 @@ CLAIMS: list[tuple[str, Check]] = [
      lambda sc, m: _set([p.rate_bps / 1e9 for p in sc.paths if p.rate_bps], m.group(1))),
     (r"IPv(4|6)", lambda sc, m: _set(sorted({p.ip for p in sc.paths}), m.group(1))),
     (r"(\d+) MiB", lambda sc, m: _set([f.size / 2**20 for f in sc.files], m.group(1))),
+    (r"(\d+) GiB", lambda sc, m: _set([f.size / 2**30 for f in sc.files], m.group(1))),
     (r"one origin on (\d+) cores vs two on (\d+) core each", _origins),
     (r"(\d+(?:(?:, | and |–)\d+)*) ms\b", _rtt),
     (r"TLS ([a-z]+(?:/[a-z]+)+)",

@@ -20,6 +20,7 @@ from rig.description.reference import Reference
 from rig.description.profile import BACKENDS, Direction, GilbertElliott, LinkProfile
 from rig.description.tuningspec import CC_NAMES, Tuning  # noqa: F401  (Tuning: scenario.Tuning)
 from rig.description import caches, userpath
+from rig.description.storage import Storage
 from rig.description.rootfile.plan import MODES as READ_MODES
 from rig.errors import InputError
 from rig import netaddr
@@ -311,9 +312,6 @@ class FileSpec:
             d = dict(d, size=_root_file_size(ctx.child("path"), d["path"]))
         if d["size"] is None:
             raise ctx.child("size").error("required key is missing")
-        if d["size"] > L.MAX_FILE_SIZE:
-            raise ctx.child("size").error(f"files above {S.fmt_size(L.MAX_FILE_SIZE)} do not "
-                                          "fit a tmpfs here", S.fmt_size(d["size"]))
         if d["kind"] == "root" and d["path"] is None:
             _check_generated_root(ctx, d)
         return d
@@ -646,6 +644,7 @@ class Scenario:
     tuning: Tuning = S.spec(S.section(Tuning), S.EMPTY)
     validation: Validation = S.spec(S.section(Validation), S.EMPTY)
     sampling: Sampling = S.spec(S.section(Sampling), S.EMPTY)
+    storage: Storage = S.spec(S.section(Storage), S.EMPTY)     # rig.description.storage
     transfer_timeout_s: float = S.spec(S.duration_in(1.0), 600.0, key="transfer_timeout")
     # a study's reference file (reproductions/), relative to this file: rig.description.reference
     reproduces: str | None = S.spec(S.optional(S.path_text), None)
@@ -786,10 +785,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
                 raise ctx.child("sweep").child("streams").error(
                     f"client {c.name} ({c.tool}) supports at most {limit} streams", s)
     _check_tls_sweep(ctx, sc)
-    total = sum(f.size for f in sc.files)
-    if total > L.MAX_FILE_SIZE:
-        raise ctx.child("files").error(f"files above {S.fmt_size(L.MAX_FILE_SIZE)} in all do not "
-                                       "fit a tmpfs here", S.fmt_size(total))
+    _check_storage(ctx, sc)
     n = measurements(sc)
     if n > L.MAX_MEASUREMENTS:
         raise ctx.child("sweep").error(f"{n} transfer groups (RTTs x clients x streams x "
@@ -808,6 +804,30 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
     _check_placement(ctx, sc)
     caches.check(ctx, sc)
     return sc
+
+
+def _check_storage(ctx: S.Ctx, sc: Scenario) -> None:
+    """A tmpfs holds L.MAX_FILE_SIZE in all (memory); a disk what its room allows (checked
+    when the run starts: rig.description.storage.room_error); a disk is this host's."""
+    total = sum(f.size for f in sc.files)
+    if sc.storage.on_disk:
+        if total > L.MAX_DISK_BYTES:
+            raise ctx.child("files").error(f"files above {S.fmt_size(L.MAX_DISK_BYTES)} in all",
+                                           S.fmt_size(total))
+        remote = [p.name for p in sc.paths if p.server_host not in (None, LOCAL)]
+        if remote:
+            raise ctx.child("storage").child("kind").error(
+                f"a disk of this host only (path {remote[0]} serves from a remote host)", "disk")
+        return
+    for i, f in enumerate(sc.files):
+        if f.size > L.MAX_FILE_SIZE:
+            raise ctx.child("files").child(i).child("size").error(
+                f"files above {S.fmt_size(L.MAX_FILE_SIZE)} do not fit a tmpfs here (storage: "
+                "disk holds more)", S.fmt_size(f.size))
+    if total > L.MAX_FILE_SIZE:
+        raise ctx.child("files").error(f"files above {S.fmt_size(L.MAX_FILE_SIZE)} in all do not "
+                                       "fit a tmpfs here (storage: disk holds more)",
+                                       S.fmt_size(total))
 
 
 def _check_tls_sweep(ctx: S.Ctx, sc: Scenario) -> None:

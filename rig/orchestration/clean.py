@@ -32,7 +32,8 @@ from rig.errors import RigError
 from rig.orchestration import hosts as remote_hosts
 from rig.realization import remote_router, remote_tuning
 from rig.process import owner, proc
-from rig.realization import data
+from rig.realization import data, diskdata
+from rig.description import storage
 from rig.results.store import RESERVE
 
 
@@ -150,6 +151,15 @@ def _remove_downloads(prefix: str, st: dict, say) -> None:
             say(f"removed {reserve}")
 
 
+def _remove_disk_data(prefix: str, st: dict | None, say) -> None:
+    """A dead run's `storage: disk` folder: the one its state names (only if named
+    `<prefix>-data`), else one of that name in the default directory."""
+    named = Path(st["disk_data"]) if st and st.get("disk_data") else None
+    for d in ([named] if named else []) + [diskdata.folder(storage.DEFAULT_DIR, prefix)]:
+        if d.name == f"{prefix}-data" and diskdata.remove(d):
+            say(f"removed {d}")
+
+
 def _cmdline(pid: int) -> list[str]:
     try:
         raw = open(f"/proc/{pid}/cmdline", "rb").read()
@@ -185,6 +195,7 @@ def clean(*, force: bool = False, say: Callable[[str], None] = print,
         if not _clean_hosts(p, st, say):
             unreachable.add(p)
         _remove_downloads(p, st, say)
+        _remove_disk_data(p, st, say)
     for ns in netns.list_namespaces():
         m = netns.NS_RE.match(ns)
         if m is None:
@@ -227,6 +238,13 @@ def clean(*, force: bool = False, say: Callable[[str], None] = print,
         netns.drop_state(p)
         with contextlib.suppress(OSError):
             shutil.rmtree(netns.STATE_DIR / p)
+    # storage: disk folders in the default directory whose run left no state file
+    with contextlib.suppress(OSError):
+        for d in Path(storage.DEFAULT_DIR).iterdir():
+            m = diskdata.DIR_RE.fullmatch(d.name)
+            if m and sw.mine(m.group(1)) and m.group(1) not in sw.states \
+                    and not sw.live(m.group(1)):
+                _remove_disk_data(m.group(1), None, say)
     # run directories whose run left neither a state file nor a namespace
     if netns.STATE_DIR.is_dir():
         for d in netns.STATE_DIR.iterdir():

@@ -20,7 +20,7 @@ from rig.description.scenario import LOCAL, Scenario, path_mtu, server_count, us
 from rig.realization import data
 from rig.services import servers
 from rig.services import tools
-from rig.orchestration import capture
+from rig.orchestration import capture, storagecheck
 from rig.orchestration.actions import Action, Item, Plan, cmd, comment, fmt, text
 from rig.orchestration.transfer import build_jobs
 from rig.orchestration.origins import server_plans
@@ -69,13 +69,16 @@ def build_plan(sc: Scenario) -> Plan:
                     + ", ".join([f"{k}={v}" for k, v in want.items()] + mtu))))
         add("hosts", "hosts", out)      # SSH connections, run directories, data, tuning there
     if any(p.server_host == LOCAL for p in sc.paths):
-        out = [cmd(data.mount_argv(PREFIX, wd / "data",
-                                   sum(f.size for f in sc.files) + (16 << 20)))]
-        out += [text(f"# write {f.name}: {f.size} random bytes" if f.kind == "random" else
-                     f"# copy {f.name}: ROOT file " + (
-                         f.path or f"generated ({f.size} bytes asked, "
-                                   f"{f.branches or 300} branches, seed {f.seed or 0})"))
-                for f in sc.files]
+        if sc.storage.on_disk:          # rig.orchestration.storagecheck
+            out = [text(ln) for ln in storagecheck.plan_data(sc, PREFIX)]
+        else:
+            out = [cmd(data.mount_argv(PREFIX, wd / "data",
+                                       sum(f.size for f in sc.files) + (16 << 20)))]
+            out += [text(f"# write {f.name}: {f.size} random bytes" if f.kind == "random" else
+                         f"# copy {f.name}: ROOT file " + (
+                             f.path or f"generated ({f.size} bytes asked, "
+                                       f"{f.branches or 300} branches, seed {f.seed or 0})"))
+                    for f in sc.files]
         add("data", "data", out)
     replay = _replay_plans(sc)
     if replay:
@@ -164,6 +167,8 @@ def build_plan(sc: Scenario) -> Plan:
                      f"   # with tcp_rmem/tcp_wmem max {CAPACITY_BUFFER >> 20} MiB in the client"
                      " and server namespaces for this run only (then the scenario's again);"
                      " -P raised where the windows cannot carry 20 Gbit/s"))]
+        if sc.storage.on_disk:          # the storage check and the page-cache drops
+            check += [text(ln) for ln in storagecheck.plan_step(sc, step, PREFIX)]
         add(f"step:{k}:check-before", "check", check, host=host, path=step.path.name, step=k)
         plans = _server_plans(sc, n, _host_wd(sc, step.path.server_host, wd))
         for gi, g in enumerate(S.groups(sc, step.path)):
@@ -275,7 +280,7 @@ def _server_plans(sc: Scenario, n: netns.RealizedPath,
     def ports(kind: str, k: int, ns: str | None, addr: str,
               avoid: frozenset[int]) -> dict[str, int]:
         return servers.default_ports(kind, k, tls=on, avoid=avoid)
-    plans = server_plans(sc, n, wd, wd / "data", ports)
+    plans = server_plans(sc, n, wd, storagecheck.data_folder(sc, wd, PREFIX), ports)
     if not on:
         return plans
 

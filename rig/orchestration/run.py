@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rig.orchestration import capture, faults, hostinfo, hosts, origins, tcpsample, transfer
-from rig.orchestration import xcache
+from rig.orchestration import storagecheck, xcache
 from rig.orchestration.actions import Action
 from rig.orchestration.faults import signals_as_exceptions
 from rig.orchestration.plan import build_plan
@@ -445,6 +445,11 @@ class Run:
             if cg is not None:
                 self.client_cgroups[c.name] = cg
 
+    def _record_disk(self, d: Path) -> None:
+        """A disk data folder, named in the state before it is made (`rig clean`)."""
+        self.state.data["disk_data"] = str(d)
+        self.state.save()
+
     def _tls_identity(self, live: Live) -> None:
         """The throw-away certificate a TPC server needs (rig.realization.certs)."""
         plans = [p for ps in live.servers.values() for p in ps if p.tls_dir and p.tls is None]
@@ -501,6 +506,8 @@ class Run:
         build.callback(self._keep_logs)
         build.callback(netns.release_subnet, self.prefix)
         self.datadir = self.workdir / "data"
+        self.disk_written: dict = {}
+        self.disk = storagecheck.DiskHooks(self.sc, self.datadir, self.say, self.disk_written)
         self.all_steps = S.expand(self.sc)
         for a in acts[:-1]:
             if a.step is not None and a.step == self._aborted and a.kind != "emulate":
@@ -549,13 +556,15 @@ class Run:
             raise AssertionError(f"no executor for action {a.id} ({k})")
 
     def _data(self, stack: contextlib.ExitStack) -> None:
-        self.datadir = stack.enter_context(data.data_dir(self.prefix, self.datadir,
-                                                         self.sc.files, **self._incoming()))
-        self.say(f"data: {len(self.sc.files)} file(s) on tmpfs {self.datadir}")
+        self.datadir = stack.enter_context(data.data_dir(
+            self.prefix, self.datadir, self.sc.files, **self._incoming(), storage=self.sc.storage,
+            record=self._record_disk, say=self.say, written=self.disk_written))
+        self.say(f"data: {len(self.sc.files)} file(s) on {self.sc.storage.kind} {self.datadir}")
         # a generated ROOT file's size is only near the asked one: use the real one
         self.sc = dataclasses.replace(self.sc, files=[
             dataclasses.replace(f, size=(self.datadir / f.name).stat().st_size)
             for f in self.sc.files])
+        self.disk = storagecheck.DiskHooks(self.sc, self.datadir, self.say, self.disk_written)
 
     def _make_ca(self) -> None:
         if self.ca is None and uses_tls(self.sc):  # in the workdir: removed with it
@@ -635,6 +644,7 @@ class Run:
         self._common = common = self._common_of(step, live)
         v = self._validate(step, live, "before", common)
         self._engine_stats(step, live, "check-before")
+        self.disk.check(step, self._step_fields(step, live), self.store)    # storage: disk
         common["rtt_ms_measured"] = v["rtt_ms_measured"]
 
     def _run_group(self, step: S.Step, gi: int) -> None:
@@ -795,6 +805,7 @@ class Run:
     def _group(self, step: S.Step, live: Live, g: S.Group, common: dict, pos: str) -> None:
         ids: list[tuple[int, int, float]] = []      # (instance, rowid, start): thread rows
         self._check(live)
+        self.disk.before_group(g)       # storage: disk: the file's page cache dropped
         jobs = transfer.build_jobs(self.sc, g, live.servers, live.server_addr, live.iperf_port,
                                    self.prefix)
         # the server's CPU from /proc: only where the server runs on this host

@@ -1,4 +1,5 @@
-"""The servers' data directory: a private tmpfs filled with random files of given sizes.
+"""The servers' data directory: a private tmpfs filled with random files of given sizes
+(or, `storage: disk`, a folder on a disk: rig.realization.diskdata).
 
 The mount's source name carries the run prefix (`rig3f2a-data`) so `rig clean` can tell
 the rig's own mounts from everything else. Must not import orchestration or reports.
@@ -10,10 +11,13 @@ import os
 import random
 import shutil
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from rig.process import proc
 from rig.description.scenario import FileSpec
+from rig.description.storage import Storage, room_error
+from rig.errors import RigError
+from rig.realization import diskdata
 
 CHUNK = 8 << 20
 
@@ -76,12 +80,17 @@ def root_source(f: FileSpec, *, generate: bool = True) -> Path | None:
 
 @contextlib.contextmanager
 def data_dir(prefix: str, path: Path, files: list[FileSpec], *, incoming_bytes: int = 0,
-             incoming_owner: str | None = None) -> Iterator[Path]:
+             incoming_owner: str | None = None, storage: Storage | None = None,
+             record: Callable[[Path], None] | None = None,
+             say: Callable[[str], None] | None = None,
+             written: dict | None = None) -> Iterator[Path]:
     """Mount a tmpfs sized for `files`, write them, unmount on exit whatever happens.
     ROOT files are copied from their source (a generated file's size is only near the
     asked one: the tmpfs is sized from the real files). With `incoming_bytes`, the tmpfs
     has that much more room and an `incoming/` folder owned by `incoming_owner`, where
-    third-party copies land."""
+    third-party copies land. With `storage` on disk, the files go to a folder on that
+    disk instead (rig.realization.diskdata; `record` names it to the run's state first),
+    yielded in place of `path`; `written` gets each written file's {bytes, seconds}."""
     path.mkdir(parents=True, exist_ok=True)
     sources: dict[str, Path] = {}
     for f in files:
@@ -91,20 +100,43 @@ def data_dir(prefix: str, path: Path, files: list[FileSpec], *, incoming_bytes: 
             sources[f.name] = src
     need = sum(sources[f.name].stat().st_size if f.name in sources else f.size
                for f in files) + (16 << 20) + incoming_bytes
+    if storage is not None and storage.on_disk:
+        room = room_error(storage, need)
+        if room:
+            raise RigError(f"storage: disk: {room}")
+        with diskdata.disk_folder(storage.base, prefix, record=record) as d:
+            _fill(d, files, sources, incoming_bytes, incoming_owner, disk=True, say=say,
+                  written=written)
+            yield d
+        return
     proc.run(mount_argv(prefix, path, need), timeout=30, check=True)
     try:
-        for i, f in enumerate(files):
-            if f.name in sources:
-                shutil.copyfile(sources[f.name], path / f.name)
-                os.chmod(path / f.name, 0o644)
-            else:
-                write_random(path / f.name, f.size, seed=i + 1)
-        if incoming_bytes:
-            import pwd
-            (path / "incoming").mkdir()
-            if incoming_owner:
-                pw = pwd.getpwnam(incoming_owner)
-                os.chown(path / "incoming", pw.pw_uid, pw.pw_gid)
+        _fill(path, files, sources, incoming_bytes, incoming_owner)
         yield path
     finally:
         proc.run(umount_argv(path), timeout=30)
+
+
+def _fill(path: Path, files: list[FileSpec], sources: dict[str, Path], incoming_bytes: int,
+          incoming_owner: str | None, *, disk: bool = False,
+          say: Callable[[str], None] | None = None, written: dict | None = None) -> None:
+    for i, f in enumerate(files):
+        if f.name in sources:
+            if disk:
+                diskdata.copy_file(sources[f.name], path / f.name)
+            else:
+                shutil.copyfile(sources[f.name], path / f.name)
+                os.chmod(path / f.name, 0o644)
+        elif disk:
+            secs = diskdata.write_random(path / f.name, f.size, seed=i + 1, progress=diskdata.Progress(
+                say, f.name, f.size) if say and f.size >= diskdata.FLUSH_EVERY else None)
+            if written is not None:
+                written[f.name] = {"bytes": f.size, "seconds": round(secs, 3)}
+        else:
+            write_random(path / f.name, f.size, seed=i + 1)
+    if incoming_bytes:
+        import pwd
+        (path / "incoming").mkdir()
+        if incoming_owner:
+            pw = pwd.getpwnam(incoming_owner)
+            os.chown(path / "incoming", pw.pw_uid, pw.pw_gid)

@@ -186,6 +186,15 @@ def _validations(run: Run) -> list[str]:
            "the configured one.</p>",
            table(VALIDATION_COLUMNS, [[r[c] for c in VALIDATION_COLUMNS] for r in rows],
                  classes) if rows else "<p>none recorded</p>"]
+    from rig.report import storage
+    if storage.has_storage(run):
+        srows = storage.rows(run)
+        out += ["<h2>Storage check beside the network check</h2>",
+                "<p>storage: disk. Per step, the path's iperf3 capacity, dd's cold "
+                "sequential read of the served file (its page cache dropped before), the same "
+                "read from the page cache (cached) and the step's transfers (median).</p>",
+                table(storage.COLUMNS, [[r[c] for c in storage.COLUMNS] for r in srows],
+                      ["flag" if r["storage_note"] else "" for r in srows])]
     if run.engine:
         trows = timing_rows(run)
         out += ["<h2>Emulation timing per step</h2>",

@@ -79,6 +79,7 @@ class Point:
     branch_fraction: float | None = None
     server: str | None = None
     rounds_s: list[list[float]] = field(default_factory=list)   # extra.round_s, per process
+    storage_bps: float | None = None        # storage: disk: the step's cold dd read (slowest file)
 
     @property
     def n(self) -> int:
@@ -241,6 +242,15 @@ def _attach_validations(p: Point, validations: list[dict]) -> None:
     caps = [c for c in caps if c]
     if caps:
         p.capacity_bps = statistics.fmean(caps)
+    # storage: disk: dd's cold read of the served file(s), its own rows (phase storage);
+    # the slowest of a step's files, the mean over the point's steps
+    disk: dict[int, float] = {}
+    for v in vals:
+        if v["phase"] == "storage" and v.get("storage_bps"):
+            disk[v["step"]] = min(disk.get(v["step"], math.inf), float(v["storage_bps"]))
+    if disk:
+        p.storage_bps = statistics.fmean(disk.values())
+    before = [v for v in before if v["phase"] != "storage"] or before
     rtts = [v["rtt_ms_measured"] for v in before if v.get("rtt_ms_measured") is not None]
     if rtts:
         p.rtt_ms_measured = statistics.fmean(rtts)

@@ -24,12 +24,13 @@ from rig.report.verdict import ALL_PHASES, Verdict, engine_phase_rows
 
 SUMMARY_COLUMNS = ("client", "rtt_ms", "n", "mean_gbps", "min_gbps", "max_gbps",
                    "std_gbps", "path", "streams", "concurrency", "failed",
-                   "window_bound_gbps", "path_gbps", "cpu_s_per_gb", "verdict", "detail")
+                   "window_bound_gbps", "path_gbps", "storage_gbps", "cpu_s_per_gb", "verdict",
+                   "detail")
 VALIDATION_COLUMNS = ("step", "phase", "path", "backend", "rtt_ms_configured",
                       "rtt_ms_measured", "rtt_ms_stddev", "ping_loss", "loss_configured",
                       "rate_gbps_configured", "iperf_streams", "iperf_gbps", "iperf_retransmits",
                       "iperf_srtt_ms", "flagged", "flag_reason", "capacity_gbps",
-                      "capacity_note")
+                      "capacity_note", "storage_file", "storage_mbps", "storage_note")
 
 
 def _g(bps: float | None, digits: int = 4) -> str:
@@ -54,7 +55,8 @@ def summary_rows(run: Run, verdicts: dict) -> list[dict[str, str]]:
             "std_gbps": _g(p.std_bps) if p.n else "", "path": p.key.path,
             "streams": str(p.key.streams), "concurrency": str(p.key.concurrency),
             "failed": str(p.failed), "window_bound_gbps": _g(p.window_bound_bps()),
-            "path_gbps": _g(p.path_bound_bps()), "cpu_s_per_gb": _num(p.cpu_s_per_gb(), ".3g"),
+            "path_gbps": _g(p.path_bound_bps()), "storage_gbps": _g(p.storage_bps),
+            "cpu_s_per_gb": _num(p.cpu_s_per_gb(), ".3g"),
             "verdict": v.kind if v else "", "detail": v.text() if v else ""})
     return rows
 
@@ -112,7 +114,10 @@ def validation_rows(run: Run) -> list[dict[str, str]]:
             "flagged": "FLAGGED" if v.get("flagged") else "ok",
             "flag_reason": v.get("flag_reason") or "",
             "capacity_gbps": _g(v.get("capacity_bps")),
-            "capacity_note": v.get("capacity_note") or ""})
+            "capacity_note": v.get("capacity_note") or "",
+            "storage_file": v.get("storage_file") or "",
+            "storage_mbps": _num(v["storage_bps"] / 8e6, ".4g") if v.get("storage_bps") else "",
+            "storage_note": v.get("storage_note") or ""})
     return out
 
 
@@ -254,6 +259,8 @@ def write_tables(run: Run, verdicts: dict, out_dir: Path) -> list[Path]:
         written.append(md)
     from rig.report import caching
     written += caching.write(run, out_dir, markdown, write_csv)
+    from rig.report import storage
+    written += storage.write(run, out_dir, markdown, write_csv)
     from rig.report import tls_cost
     if tls_cost.has_tls(run):
         written += tls_cost.write_table(run, out_dir)

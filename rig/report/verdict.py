@@ -13,6 +13,8 @@ For one point (path, RTT, client configuration, streams, concurrency), in this o
   path-limited       throughput near the step's validated iperf3 capacity or the
                      configured rate, whichever is lower
   client-CPU-bound   the client's CPU time is about the wall time of one thread
+  storage-bound      (storage: disk) throughput near the step's storage check: dd's
+                     cold sequential read of the served file (rig.orchestration.storagecheck)
   latency-bound      (caching-mode replays) synchronous round trips x RTT explain at
                      least half of the wall time: the reads wait for the network, not
                      for bandwidth
@@ -71,7 +73,7 @@ LATE_ROUNDS_RTT = 1.8   # median round >= 1.8 RTT: the answers come one RTT late
 
 KINDS: tuple[str, ...] = ("window-limited", "path-limited", "client-CPU-bound", "latency-bound",
          "emulator-limited", "unexplained", "failed", "sender-buffer-limited", "loss-limited",
-         "cwnd-limited", "application-limited")
+         "cwnd-limited", "application-limited", "storage-bound")
 
 # What the emulator's own drops were called in the evidence text before the stats were
 # typed; kept so reports read the same.
@@ -309,6 +311,10 @@ def _bounds(point: Point, run: Run) -> list[tuple[str, float, str]]:
                 else "configured rate")
         out.append(("path-limited", p, f"{_gbit(mean)} is {mean / p:.0%} of the {what} "
                                        f"{_gbit(p)}"))
+    d = point.storage_bps
+    if d and NEAR * d <= mean <= ABOVE * d:
+        out.append(("storage-bound", d, f"{_gbit(mean)} is {mean / d:.0%} of the storage "
+                                        f"check's cold read {d / 8e6:.0f} MB/s"))
     lat = _latency(point)
     if lat:
         # synchronous round trips also keep throughput x RTT constant: that is the
@@ -361,6 +367,9 @@ def _distances(point: Point) -> str:
         parts.append(f"{point.mean_bps / w:.0%} of window bound {_gbit(w)}")
     if p:
         parts.append(f"{point.mean_bps / p:.0%} of path {_gbit(p)}")
+    if point.storage_bps:
+        parts.append(f"{point.mean_bps / point.storage_bps:.0%} of storage "
+                     f"{_gbit(point.storage_bps)}")
     if point.cpu_ratio:
         parts.append(f"client CPU {max(point.cpu_ratio):.0%} of wall")
     return ", ".join(parts)
@@ -383,8 +392,11 @@ def _from_kernel(point: Point, ev: Evidence, bounds: list[tuple[str, float, str]
         # slow start on short answers; the synchronous round trips explain the time
         return Verdict("latency-bound", f"{found['latency-bound']}; kernel: {why}",
                        tuple(k for k in found if k != "latency-bound"))
-    if "client-CPU-bound" in found and kind in (None, "application-limited",
-                                                "window-limited"):
+    if "storage-bound" in found and kind in (None, "application-limited"):
+        # the sender had nothing to send: it waited for the disk, at the disk's rate
+        kind, why = "storage-bound", f"{found['storage-bound']}; {why}"
+    elif "client-CPU-bound" in found and kind in (None, "application-limited",
+                                                  "window-limited"):
         kind, why = "client-CPU-bound", f"{found['client-CPU-bound']}; {why}"
     elif kind in ("cwnd-limited", "loss-limited") and "path-limited" in found:
         kind, why = "path-limited", f"{found['path-limited']}; {why}"

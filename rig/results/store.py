@@ -128,6 +128,10 @@ class ValidationRow:
     raw: str | None = column("TEXT")  # JSON: ping and iperf3 output
     capacity_bps: float | None = column("REAL")  # iperf_bps past slow start, unless window-limited
     capacity_note: str | None = column("TEXT")  # why capacity_bps is NULL ("not measured: ...")
+    # phase `storage` (storage: disk): dd's cold sequential read of a served file
+    storage_bps: float | None = column("REAL")
+    storage_file: str | None = column("TEXT")   # the scenario's file name
+    storage_note: str | None = column("TEXT")   # why storage_bps is NULL ("not measured: ...")
 
 
 @dataclass
@@ -281,6 +285,7 @@ ROW_TYPES["thread_cpu"] = ThreadCpuRow
 ADDED_AFTER_V1 |= {"capture_flows"}
 ADDED_AFTER_V1 |= {"phase"}
 ADDED_AFTER_V1 |= {"actions"}      # table version 1 (issue 25)
+ADDED_AFTER_V1 |= {"storage_bps", "storage_file", "storage_note"}
 
 
 def columns(row_type: type) -> dict[str, str]:
