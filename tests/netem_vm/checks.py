@@ -52,3 +52,27 @@ def netem_stats(qdiscs: dict, dev: str) -> dict:
         if q.get("kind") == "netem":
             return q
     raise KeyError(f"no netem qdisc on {dev}")
+
+
+_NETEM_COUNTS = ("seen", "released", "dropped_unattributed", "dropped_rate_limiter")
+
+
+def netem_run_totals(stats: list[dict]) -> dict[str, dict[str, int]]:
+    """Per direction, what netem counted over a whole `rig run`, from its engine_stats rows
+    (the stored EmulStats JSON, in the order taken). netem's counters run from the qdisc's
+    creation and survive `tc qdisc replace` between steps, so each row holds the run so
+    far; a counter that went down means the qdisc was rebuilt (a recovered step): the
+    rows before it are added in (pure)."""
+    totals: dict[str, dict[str, int]] = {}
+    last: dict[str, dict[str, int]] = {}
+    for s in stats:
+        for d in s.get("directions") or []:
+            name = d["direction"]
+            cur = {k: int(d.get(k) or 0) for k in _NETEM_COUNTS}
+            prev = last.get(name)
+            tot = totals.setdefault(name, dict.fromkeys(_NETEM_COUNTS, 0))
+            reset = prev is not None and cur["seen"] < prev["seen"]
+            for k in _NETEM_COUNTS:
+                tot[k] += cur[k] if prev is None or reset else max(0, cur[k] - prev[k])
+            last[name] = cur
+    return totals
