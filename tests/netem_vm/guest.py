@@ -170,8 +170,10 @@ def leftovers() -> dict:
     links = [x["ifname"] for x in json.loads(run(["ip", "-j", "link", "show"], 20).stdout)]
     qd = json.loads(run(["tc", "-j", "qdisc", "show"], 20).stdout or "[]")
     state = sorted(str(p) for p in Path("/run/rig").rglob("*") if not p.is_dir())
+    # /run/netns itself stays a mount point (iproute2 binds it onto itself once): only
+    # what lies below it is a namespace kept alive
     mounts = [ln.split()[1] for ln in Path("/proc/mounts").read_text().splitlines()
-              if ln.split()[1].startswith(("/run/rig", "/run/netns"))]
+              if ln.split()[1].startswith(("/run/rig", "/run/netns/"))]
     etc_netns = sorted(p.name for p in Path("/etc/netns").iterdir()) \
         if Path("/etc/netns").is_dir() else []
     return {"netns": ns, "links": links, "qdisc_kinds": sorted({q.get("kind") for q in qd}),
