@@ -174,6 +174,9 @@ mount -t tmpfs tmpfs /dev/shm
 mount -t tmpfs tmpfs /var/tmp
 mkdir -p {worktree} && mount --bind /.rigwt {worktree}
 hostname rigvm
+# xrootd resolves its own host name and stops when it cannot (the host's /etc/hosts
+# knows only the host's name): the overlay's copy learns the guest's
+echo '127.0.1.1 rigvm' >> /etc/hosts
 ip link set lo up
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
 export PYTHONDONTWRITEBYTECODE=1 LANG=C.UTF-8
