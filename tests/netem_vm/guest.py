@@ -1,6 +1,8 @@
 """Runs inside the netem VM (see vm.py): drives the rig's CLI on a kernel with sch_netem
-and measures what the paths do. Writes OUT/result.json; judges nothing (the host-side
-tests in tests/test_netem_vm.py assert, with checks.py).
+and measures what the paths do (`rig net up` profiles), then a whole `rig run` of
+tests/data/scenarios/netem-run.yaml, its result folder copied to OUT/netem-run. Writes
+OUT/result.json; judges nothing (the host-side tests in tests/test_netem_vm.py assert,
+with checks.py).
 
 Every command goes through rig.process.proc (argv, deadline, group kill). The VM is a world of
 its own: every namespace and qdisc in it was made here.
