@@ -172,6 +172,8 @@ mkdir -p /dev/pts /dev/shm /etc/netns
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm
 mount -t tmpfs tmpfs /var/tmp
+# the host's /etc/netns holds the files of its own live runs: not the guest's
+mount -t tmpfs -o mode=755 tmpfs /etc/netns
 mkdir -p {worktree} && mount --bind /.rigwt {worktree}
 hostname rigvm
 # xrootd resolves its own host name and stops when it cannot (the host's /etc/hosts
