@@ -16,11 +16,22 @@ install: deps venv helpers
 helpers: deps
 	$(MAKE) -C tools/rig-replay-http
 
+# Debian (apt: what CI runs) or the RHEL 9 family (dnf, with EPEL and CRB; the package
+# map is rig/packages.py, run by the system python3 before the virtualenv exists; there,
+# make install PY=python3.11)
 deps:
-	@missing=$$(for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
-	if [ -n "$$missing" ]; then \
-	  echo "installing Debian packages:" $$missing; \
-	  apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	@if ! command -v apt-get >/dev/null 2>&1 && command -v dnf >/dev/null 2>&1; then \
+	  missing=$$(for p in $$(python3 -m rig.packages el9); do rpm -q $$p >/dev/null 2>&1 || echo $$p; done); \
+	  if [ -n "$$missing" ]; then \
+	    echo "installing EL9 packages:" $$missing; \
+	    dnf install -y epel-release && dnf config-manager --set-enabled crb && dnf install -y $$missing; \
+	  fi; \
+	else \
+	  missing=$$(for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	  if [ -n "$$missing" ]; then \
+	    echo "installing Debian packages:" $$missing; \
+	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	  fi; \
 	fi
 
 $(BIN)/rig: setup.cfg pyproject.toml

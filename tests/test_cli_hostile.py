@@ -94,7 +94,7 @@ RIG_CASES: list[tuple[list[str], str]] = [
     (["compare", ".", ".", "--threshold", "{}"], "--threshold"),
     *[(["net", "up", "--name", "lab", opt, "{}"], opt) for opt in (
         "--rtt", "--jitter", "--loss", "--reverse-loss", "--rate", "--cc", "--rmem", "--wmem",
-        "--mtu", "--tuning", "--backend", "--owner-pid")],
+        "--mtu", "--tuning", "--backend", "--owner-pid", "--ip")],
     (["net", "up", "--name", "{}"], "net up --name"), (["net", "down", "--name", "{}"], "down"),
     (["doctor", "--host", "{}"], "doctor --host"),
     (["doctor", "--host", "lab", "--scenario", "{}"], "doctor --scenario"),

@@ -57,6 +57,23 @@ def sysctls() -> dict[str, str | None]:
     return read(SYSCTLS)
 
 
+def distribution() -> dict:
+    """The OS, its package family (rig.packages) and the packages of its map not installed."""
+    from pathlib import Path
+    from rig import packages
+    try:
+        rel = packages.os_release(Path("/etc/os-release").read_text())
+    except OSError:
+        rel = {}
+    fam = packages.family(rel)
+    out: dict = {"os": rel.get("PRETTY_NAME") or rel.get("ID") or "unknown", "family": fam,
+                 "missing": None}
+    if fam is not None:
+        r = proc.run(packages.query_argv(fam), timeout=30)
+        out["missing"] = packages.missing(fam, packages.installed_from(fam, r.stdout).__contains__)
+    return out
+
+
 def summary() -> dict:
     u = os.uname()
     return {"kernel": u.release, "machine": u.machine, "hostname": u.nodename,

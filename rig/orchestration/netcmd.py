@@ -164,7 +164,7 @@ def _register(name: str, state: dict) -> str:
 
 def up(name: str, *, rtt: str, jitter: str = "0ms", loss: str = "0%", rate: str | None = None,
        backend: str = "auto", owner_pid: int | None = None, reverse_loss: str | None = None,
-       tuning_opts: dict | None = None) -> dict:
+       tuning_opts: dict | None = None, ip: int = 4) -> dict:
     name, profile, backend = parse_options(name, rtt=rtt, jitter=jitter, loss=loss, rate=rate,
                                            backend=backend, reverse_loss=reverse_loss)
     t = parse_tuning(**(tuning_opts or {}))
@@ -184,7 +184,7 @@ def up(name: str, *, rtt: str, jitter: str = "0ms", loss: str = "0%", rate: str 
     try:
         subnet = netns.lease_subnet(prefix)
         path = netns.lay_out(netns.default_topology(), prefix, 0, name, subnet,
-                             workdir=netns.STATE_DIR / prefix / "net")
+                             workdir=netns.STATE_DIR / prefix / "net", ip=ip)
         net = netns.build(path, mtu=t.mtu)
         for node in path.nodes:
             if node.role != "router" and node.ns is not None:
