@@ -8,13 +8,23 @@ APT_PKGS := xrootd-server xrootd-client davix curl wget iperf3 iptables iputils-
             g++ make pkg-config davix-dev libcurl4-openssl-dev zlib1g-dev sudo
 SCENARIO ?= scenarios/quick.yaml
 
-.PHONY: install deps venv helpers run test test-fast lint test-netem netem-deps bench clean-leftovers
+.PHONY: install deps venv helpers xrdcl6 run test test-fast lint test-netem netem-deps bench clean-leftovers
 
-install: deps venv helpers
+install: deps venv helpers xrdcl6
 
 # the caching-mode replay's HTTP client (libdavix, libcurl): tools/rig-replay-http
 helpers: deps
 	$(MAKE) -C tools/rig-replay-http
+
+# a second XRootD client release: PyPI's xrootd 6.x wheel (XrdCl + Python bindings, no
+# xrdcp binary) in a side environment, run by tools/xrdcl-copy (client tool `xrdcl`).
+# Without network access the step says so and install goes on; `xrdcl` clients then
+# refuse to run with one line.
+XRDCL_VENV ?= .venv-xrdcl6
+xrdcl6: $(XRDCL_VENV)/bin/python
+$(XRDCL_VENV)/bin/python:
+	@$(PY) -m venv $(XRDCL_VENV) && $(XRDCL_VENV)/bin/pip install -q 'xrootd>=6,<7' \
+	  || { rm -rf $(XRDCL_VENV); echo "make xrdcl6: could not install PyPI's xrootd 6.x (no network?); xrdcl clients will not run"; }
 
 # Debian (apt: what CI runs) or the RHEL 9 family (dnf, with EPEL and CRB; the package
 # map is rig/packages.py, run by the system python3 before the virtualenv exists; there,

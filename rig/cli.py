@@ -56,7 +56,12 @@ def _paths(a: argparse.Namespace) -> None:
     if a.cmd == "doctor":
         _ranged("--port", a.port, 1, 65535)
     if a.cmd == "compare":
-        _ranged("--threshold", a.threshold, 1e-6, 1.0 - 1e-6)
+        _ranged("--floor", a.threshold, 1e-6, 1.0 - 1e-6)
+        _ranged("--margin", a.margin, 1e-6, 1.0 - 1e-6)
+    if a.cmd == "history":
+        for d in a.runs:
+            _path("RUN", d)
+        _ranged("--floor", a.floor, 1e-6, 1.0 - 1e-6)
     if a.cmd == "net" and a.net_cmd == "up":
         _ranged("--owner-pid", a.owner_pid, 1, L.MAX_PID)
 
@@ -150,6 +155,8 @@ def cmd_run(a) -> int:
     sc = scenario.load(a.scenario)   # invalid input fails here, before anything is made
     from rig.services.tools.replay import require_helper
     require_helper(sc)               # davix/curl replays need tools/rig-replay-http built
+    from rig.services.tools.xrdcl import require_side_env
+    require_side_env(sc)             # xrdcl clients need .venv-xrdcl6 (make xrdcl6)
     _need_root("rig run")
     out = orchestrate.run(sc, Path(a.out).resolve() if a.out else None)
     _draw(out)
@@ -174,10 +181,32 @@ def cmd_report(a) -> int:
     return 0
 
 
+def _pair(text: str | None) -> tuple[str, str] | None:
+    if text is None:
+        return None
+    b, sep, c = text.partition("=")
+    if not sep or not b or not c:
+        raise InputError("expected BASE_CLIENT=CAND_CLIENT", key="--pair", value=text)
+    return b, c
+
+
 def cmd_compare(a) -> int:
     from rig.report import compare
     res = compare.compare(Path(a.baseline), Path(a.candidate),
-                          Path(a.out) if a.out else None, threshold=a.threshold)
+                          Path(a.out) if a.out else None, threshold=a.threshold,
+                          margin=a.margin, strict=a.strict, expect=a.expect or (),
+                          pair=_pair(a.pair))
+    from rig.report.compare_report import metadata_lines
+    for line in metadata_lines(res):
+        print(line)
+    print(res.summary())
+    return int(res.exit_code)
+
+
+def cmd_history(a) -> int:
+    from rig.report import history
+    res = history.history([Path(d) for d in a.runs], Path(a.out) if a.out else None,
+                          floor=a.floor, last_only=a.last)
     print(res.summary())
     return int(res.exit_code)
 
@@ -249,19 +278,53 @@ def parser() -> argparse.ArgumentParser:
     rp.set_defaults(fn=cmd_report)
     c = sub.add_parser(
         "compare", help="regression check between two runs (exit 1: regression)",
-        description="Regression check between two runs. A point regresses when its "
-        "geometric-mean throughput dropped by more than --threshold AND Welch's t on log "
-        "throughput is significant after Holm's correction over all matched points "
-        "(family-wise 5 %%), or when every candidate repeat failed while most baseline "
-        "repeats succeeded. Points with fewer than 3 successful repeats on a side that "
-        "moved by more than the threshold are 'undecided'.",
-        epilog="exit status: 0 no regression (also when some points are only undecided: "
-        "the summary line starts with UNDECIDED), 1 regression, 2 unusable input")
+        description="Regression check between two runs, one verdict per matched point. "
+        "Regressed / improved: the geometric-mean throughput moved by --floor or more and "
+        "a t on log throughput (noise shrunk toward the grid's, limma's moderated t) is "
+        "significant after Holm's correction over all matched points (family-wise 5 %%); "
+        "failed: every candidate repeat failed while most baseline repeats succeeded. "
+        "Same: the 90 %% interval lies within +-margin. Undecided: neither, with about how "
+        "many repeats a side would decide it; also points with fewer than 3 successful "
+        "repeats on a side. Metadata differences (kernel, host, backends, tool versions, "
+        "tuning, scenario hash) are printed first.",
+        epilog="exit status: 0 no regression (also when some points are only undecided), "
+        "1 regression, 2 unusable input (or, with --strict, an environment difference "
+        "not named by --expect)")
     c.add_argument("baseline")
     c.add_argument("candidate")
     c.add_argument("--out")
-    c.add_argument("--threshold", type=float, default=0.10, help="relative drop (default 0.10)")
+    c.add_argument("--floor", "--threshold", dest="threshold", type=float, default=0.05,
+                   help="magnitude floor: smallest relative change called regressed or "
+                   "improved (default 0.05; must not exceed --margin)")
+    c.add_argument("--margin", type=float, default=0.05,
+                   help="equivalence margin of 'same' (default 0.05)")
+    c.add_argument("--strict", action="store_true",
+                   help="an environment difference (kernel, host, backend, tool version) "
+                   "is bad input: exit 2, nothing written")
+    c.add_argument("--expect", action="append", metavar="NAME",
+                   help="a metadata difference that is intended, e.g. kernel, tools.xrdcp, "
+                   "backend (repeatable)")
+    c.add_argument("--pair", metavar="B=C",
+                   help="compare the baseline's client configuration B with the "
+                   "candidate's C (two releases in one run: give the run twice)")
     c.set_defaults(fn=cmd_compare)
+    h = sub.add_parser(
+        "history", help="change points over a series of runs (exit 1: a drop)",
+        description="Reads the runs' results.sqlite in the order given (one per release "
+        "or night), charts each point's geometric mean with its 95 %% interval across the "
+        "runs and finds change points: binary segmentation between runs, a permutation "
+        "test of the squared t summed over the grid (5 %%), the points that changed named "
+        "by a t on log throughput with Holm over the points and the magnitude floor.",
+        epilog="exit status: 0 no drop, 1 a point dropped by --floor or more at a change "
+        "point (with --last: at the last run), 2 unusable input (fewer than 2 runs, runs "
+        "of different scenarios)")
+    h.add_argument("runs", nargs="+", metavar="RUN")
+    h.add_argument("--out", help="output folder (default LAST_RUN/history)")
+    h.add_argument("--floor", type=float, default=0.05,
+                   help="smallest relative change called a change (default 0.05)")
+    h.add_argument("--last", action="store_true",
+                   help="only a drop at the last run sets exit 1 (a nightly job)")
+    h.set_defaults(fn=cmd_history)
     n = sub.add_parser("net", help="build a path by hand and leave it running")
     nsub = n.add_subparsers(dest="net_cmd", required=True)
     up = nsub.add_parser("up")

@@ -15,7 +15,8 @@ ROOT = os.geteuid() == 0
 # copies): marked `slow` here, in one place, so `make test-fast` stays under 30 s.
 SLOW_FILES = {"test_fdt_security.py", "test_fdt_loopback.py", "test_results_fuzz.py",
               "test_report_html_browser.py", "test_bad_input.py", "test_fdt_fuzz.py",
-              "test_compare_sim.py", "test_closed_stdout.py"}
+              "test_compare_sim.py", "test_closed_stdout.py", "test_history.py",
+              "test_compare_meta.py"}
 # one `rig`/`rig-fdt` subprocess per case (special files, damaged ROOT files, fd budget)
 SLOW_FILES |= {"test_special_paths.py", "test_rootfile_damage.py", "test_fdt_fdbudget.py"}
 SLOW_TESTS = {  # each draws every chart of a run or a comparison (> 1 s here)

@@ -50,15 +50,20 @@ def _run(argv: list[str]) -> None:
 
 
 @contextlib.contextmanager
-def ssh_host(tmp: Path) -> Iterator[SshHost]:
-    """sshd in a fresh namespace; yields how to reach it; removes everything."""
+def ssh_host(tmp: Path, ip: int = 4) -> Iterator[SshHost]:
+    """sshd in a fresh namespace; yields how to reach it; removes everything. ip=6: the
+    veth carries the lease's IPv6 twin (rig.realization.netns.v6_of), a v6-only host."""
     prefix = netns.new_prefix()
     ns, veth_h, veth_r = f"{prefix}-9h", f"{prefix}-9hv", f"{prefix}-9hp"
     netns.write_state(prefix, {"prefix": prefix, "kind": "net", "name": f"test-{prefix}",
                                "owner_pid": os.getpid(),
                                "owner_start": owner.start_time(os.getpid())})
     subnet = ipaddress.ip_network(netns.lease_subnet(prefix))
+    plen = 30
+    if ip == 6:
+        subnet, plen = netns.v6_of(ipaddress.ip_network(f"{subnet.network_address}/30")), 126
     local_addr, addr = str(subnet.network_address + 1), str(subnet.network_address + 2)
+    nodad = ["nodad"] if ip == 6 else []
     keys = tmp / "ssh"
     keys.mkdir(mode=0o700)
     sshd = None
@@ -66,16 +71,16 @@ def ssh_host(tmp: Path) -> Iterator[SshHost]:
         _run(["ip", "netns", "add", ns])
         _run(["ip", "link", "add", veth_h, "type", "veth", "peer", "name", veth_r])
         _run(["ip", "link", "set", veth_r, "netns", ns])
-        _run(["ip", "addr", "add", f"{local_addr}/30", "dev", veth_h])
+        _run(["ip", "addr", "add", f"{local_addr}/{plen}", "dev", veth_h, *nodad])
         _run(["ip", "link", "set", veth_h, "up"])
-        _run(["ip", "-n", ns, "addr", "add", f"{addr}/30", "dev", veth_r])
+        _run(["ip", "-n", ns, "addr", "add", f"{addr}/{plen}", "dev", veth_r, *nodad])
         _run(["ip", "-n", ns, "link", "set", veth_r, "up"])
         _run(["ip", "-n", ns, "link", "set", "lo", "up"])
         _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / "hostkey")])
         _run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(keys / "id")])
         shutil.copyfile(keys / "id.pub", keys / "authorized_keys")
         pub = (keys / "hostkey.pub").read_text().split()
-        (tmp / "known_hosts").write_text(f"{addr} {pub[0]} {pub[1]}\n")
+        (tmp / "known_hosts").write_text(f"{addr} {pub[0]} {pub[1]}\n")   # ssh's own form
         (keys / "sshd_config").write_text(
             f"ListenAddress {addr}\nPort 22\nHostKey {keys / 'hostkey'}\n"
             f"AuthorizedKeysFile {keys / 'authorized_keys'}\nPidFile none\nUsePAM no\n"

@@ -260,3 +260,22 @@ def test_scenario_with_a_bad_reference_exits_2(tmp_path: Path) -> None:
     assert r.returncode == 2
     assert "ref.yaml: format: must be <= 1" in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1 and not r.stdout.strip()
+
+
+def test_series_statistic_max_takes_the_best_repeat() -> None:
+    # seed 003's tables show "only highest values": a series may compare the best repeat
+    text = REF.replace("fast: {label: fast client, select: {client: fast}}",
+                       "fast: {label: fast client, select: {client: fast}, statistic: max}")
+    ref = _ref(text)
+    pts = []
+    for rtt, vals in ((0, [600, 1000]), (10, [500, 800]), (100, [50, 100])):
+        p = _pt("fast", rtt, vals[0])
+        p.samples_bps = [v * 8e6 for v in vals]
+        pts.append(p)
+    s = A.rig_series(pts, ref.series["fast"], "rtt_ms")
+    assert s.value(0.0, "MB/s") == pytest.approx(1000)
+    mean = A.rig_series(pts, _ref().series["fast"], "rtt_ms")
+    assert mean.value(0.0, "MB/s") == pytest.approx(800)
+    with pytest.raises(InputError) as e:
+        _ref(text.replace("statistic: max", "statistic: median"))
+    assert "statistic" in str(e.value) and "median" in str(e.value)

@@ -352,3 +352,22 @@ def test_latency_bound_verdict_cites_the_median_round(tmp_path, round_rtts, note
     v = next(iter(verdicts(load_run(run)).values()))
     assert v.kind == "latency-bound" and note in v.detail, v.detail
     assert ("one RTT late" in v.detail) == (round_rtts[2] > 1.5)
+
+
+def test_clients_sharing_mode_library_server_keep_their_own_rows():
+    """Seed 003's trigger factors: three replay clients, one mode, library and server;
+    the table shows each (it used to show the last one under their common row)."""
+    from rig.report import caching
+    from rig.report.model import Key, Point
+    pts = []
+    for name, mbs in (("app-tf0", 33.0), ("app-tf1", 604.0)):
+        p = Point(Key("wan", 0.0, f"{name}@1%", 1, 1), "replay", samples_bps=[mbs * 8e6],
+                  base_client=f"{name}@1%", bytes_ok=10**7)
+        p.cache_mode, p.read_library, p.server, p.branch_fraction = \
+            "application", "xrootd", "xrootd", 0.01
+        pts.append(p)
+    cells = caching._cells(pts, 0.01, caching._mbps)
+    assert cells == {("application", "xrootd", "xrootd (app-tf0)"): {0.0: 33.0},
+                     ("application", "xrootd", "xrootd (app-tf1)"): {0.0: 604.0}}
+    assert list(caching._cells(pts[:1], 0.01, caching._mbps)) == [
+        ("application", "xrootd", "xrootd")]

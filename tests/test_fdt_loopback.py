@@ -422,3 +422,36 @@ def test_in_process_nothing_is_left_behind(tree: Path) -> None:
         assert _fds() == before
     asyncio.run(main())
     assert sorted(x.name for x in tree.iterdir()) == ["f.bin"]
+
+
+def test_binary_runs_the_given_executable_and_argv_records_it(tree: Path,
+                                                                 tmp_path: Path) -> None:
+    """Issue #28 item 4: a scenario's `binary:` on an fdt client was accepted and then
+    ignored. A wrapper executable that leaves a mark and runs rig-fdt is really run."""
+    from rig.description.scenario import ClientSpec
+    from rig.services.tools import Job
+    from rig.services.tools.fdt import Fdt
+    mark = tmp_path / "ran"
+    wrapper = tmp_path / "other-rig-fdt"
+    wrapper.write_text(f"#!{PY}\nimport pathlib, runpy, sys\n"
+                       f"pathlib.Path({str(mark)!r}).write_text(' '.join(sys.argv[1:]))\n"
+                       "runpy.run_module('rig.fdt', run_name='__main__')\n")
+    wrapper.chmod(0o755)
+    proc, port = _start_server(tree)
+    try:
+        tool = Fdt()
+        job = Job(ClientSpec(name="fdt-other", tool="fdt", binary=str(wrapper)), 2,
+                  addr="127.0.0.1", port=port, relpath="f.bin", file_bytes=SIZE,
+                  timeout_s=30.0)
+        argv = tool.argv(job)
+        assert argv[0] == str(wrapper) and argv[1] == "get"     # what the row's argv stores
+        done = subprocess.run(argv, capture_output=True, text=True, timeout=60,
+                              stdin=subprocess.DEVNULL)
+        assert done.returncode == 0, done.stderr
+        assert mark.read_text().startswith("get --streams 2 ")
+        assert tool.parse(done.stdout, done.stderr, 0, job).bytes == SIZE
+        plain = tool.argv(Job(ClientSpec(name="fdt", tool="fdt"), 2, addr="127.0.0.1",
+                              port=port, relpath="f.bin", file_bytes=SIZE, timeout_s=30.0))
+        assert plain[:3] == [PY, "-m", "rig.fdt"]
+    finally:
+        assert _stop(proc) == 0

@@ -153,7 +153,7 @@ BAD = [
     ["net", "up", "--name", "x", "--reverse-loss", "100%"],
     ["net", "up", "--name", "x", "--reverse-loss", "lots"],
     ["net", "up", "--name", "x", "--rmem", "12"],                 # no unit
-    ["net", "up", "--name", "x", "--wmem", "2GiB"],               # above the limit
+    ["net", "up", "--name", "x", "--wmem", "3GiB"],               # above the limit (2 GiB)
     ["net", "up", "--name", "x", "--cc", "vegas"],
     ["net", "up", "--name", "x", "--mtu", "100"],
     ["net", "up", "--name", "x", "--tuning", "/nonexistent/t.yaml"],

@@ -115,6 +115,28 @@ def test_tpc_moves_the_file_between_the_servers(tpc_run):
         assert r["cpu_user_s"] + r["cpu_sys_s"] < 1.0
 
 
+def test_tpc_tcp_info_is_sampled_at_the_source(tpc_run):
+    """The copy's data leaves the source origin, not the client: its tcp_info is sampled
+    there, each connection counted from the group's start, none before its copy began
+    (issue 24, E21: the TPC points had no kernel evidence before)."""
+    st = Store.open(tpc_run)
+    conc_of = dict(st.conn.execute("SELECT rowid, concurrency FROM transfers"))
+    by_tid: dict[int, dict[int, int]] = {}
+    for s in st.tcp_samples():
+        assert s["t_s"] >= 0
+        conns = by_tid.setdefault(s["transfer_id"], {})
+        conns[s["conn"]] = max(conns.get(s["conn"], 0), s["bytes_acked"] or 0)
+    assert set(by_tid) == set(conc_of)              # every copy has samples
+    # each copy's connections moved data; a group's never more than its files (one
+    # 16 MiB file each: a pooled connection is counted from the group's start). The last
+    # sample comes up to one tick before the connection closes, so less is seen, not all
+    for conc in (1, 4):
+        tids = [t for t, c in conc_of.items() if c == conc]
+        assert all(sum(by_tid[t].values()) > 0 for t in tids)
+        acked = sum(sum(by_tid[t].values()) for t in tids)
+        assert 0 < acked < FILE_BYTES * conc * 1.05, (conc, acked)
+
+
 @pytest.fixture(scope="module")
 def tpc_tls_run(tmp_path_factory):
     _need("xrootd", "curl", "iperf3", "openssl")

@@ -285,3 +285,36 @@ def test_remote_tuning_is_planned_applied_and_restored_in_the_hosts_netns(dtn1):
         proc.run(["ip", "-n", h.ns, "link", "set", "dev", dev, "mtu", "1500"], timeout=10)
     with pytest.raises(RigError, match=r"host dtn1: no interface holds the path's address"):
         remote_tuning.plan(host, t, [("192.0.2.99", True)])
+
+
+@pytest.fixture(scope="module")
+def dtn6(tmp_path_factory):
+    """A remote host reached over IPv6 only (issue 29: SSH to v6 hosts)."""
+    tmp = tmp_path_factory.mktemp("sshhost6")
+    with ssh_host(tmp, ip=6) as h:
+        ctl = Path(f"/tmp/rig-ctl-{h.prefix}")
+        host = h.host(control_path=str(ctl))
+        master = proc.open_master(host)
+        try:
+            yield h, host
+        finally:
+            master.stop()
+            Path(f"{ctl}.log").unlink(missing_ok=True)
+
+
+def test_a_host_reached_over_ipv6_runs_commands_and_trades_files(dtn6, tmp_path):
+    h, host = dtn6
+    assert ":" in h.addr and host.ssh == f"root@{h.addr}"
+    r = proc.run(["printf", "%s|", "a b", "$(no)"], timeout=10, host=host)
+    assert r.ok and r.stdout == "a b|$(no)|"
+    rundir = f"/dev/shm/rig{(os.getpid() + 6) % 0xffff:04x}"
+    try:
+        proc.put_file(host, f"{rundir}/c.conf", b"v6\n")
+        proc.fetch_tree(host, rundir, tmp_path / "back")
+        assert (tmp_path / "back/c.conf").read_bytes() == b"v6\n"
+        # the agent finds free ports on the host's v6 address (it bound AF_INET before)
+        rep = proc.remote_op(host, {"op": "ports", "addr": h.addr, "ports": [22, 5201]},
+                             timeout=20)
+        assert rep["ports"][0] == 23 and rep["ports"][1] >= 5201, rep
+    finally:
+        proc.remote_op(host, {"op": "clean", "rundir": rundir}, timeout=20)

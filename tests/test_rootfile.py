@@ -365,3 +365,39 @@ def test_rootfile_is_description_layer():
                 names = [node.module or ""] + [a.name for a in node.names]
             for n in names:
                 assert not set(n.split(".")) & forbidden, f"{f.name} imports {n}"
+
+
+@pytest.mark.parametrize("mode", ["application", "storage", "lazy-download"])
+def test_trigger_factor_reads_every_branch_of_every_nth_event(lay, mode):
+    # IOExerciser's triggerFactor N: entries 0, N, 2N ... read every branch; 0 = off
+    sel = select.by_percent(lay, 1)
+    off = plan.make(lay, sel, mode)
+    assert plan.make(lay, sel, mode, trigger_factor=0) == off
+    one = plan.make(lay, sel, mode, trigger_factor=1)
+    full = plan.make(lay, tuple(b.name for b in lay.branches), mode)
+    assert one.bytes_useful == full.bytes_useful > off.bytes_useful
+    n = 7
+    trig = plan.triggered(lay, sel, n)
+    want = [b for br in lay.branches if br.name not in sel for b in br.baskets
+            if any(e % n == 0 for e in range(b.entry_start, b.entry_stop))]
+    assert sorted(trig, key=lambda b: b.seek) == sorted(want, key=lambda b: b.seek) and want
+    some = plan.make(lay, sel, mode, trigger_factor=n)
+    assert some.bytes_useful == off.bytes_useful + sum(b.nbytes for b in want)
+    if mode != "lazy-download":
+        got = [rg for r in some.rounds for q in r.requests for rg in q.ranges]
+        for b in want:     # whole, or in pieces of a split vector read
+            s, n = b.seek, b.nbytes
+            assert sum(min(o + m, s + n) - max(o, s) for o, m in got
+                       if o < s + n and s < o + m) >= n, b
+    if mode == "application":
+        # the trained cache holds the selected branches; the triggered baskets are
+        # extra vector reads, one (or more) per cluster that has any
+        assert some.round_trips > off.round_trips
+        assert {r.phase for r in some.rounds} >= {"fill", "trigger"}
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, "3"])
+def test_trigger_factor_must_be_a_whole_number(lay, bad):
+    with pytest.raises(InputError) as e:
+        plan.make(lay, select.by_percent(lay, 1), "storage", trigger_factor=bad)
+    assert "plan.trigger_factor" in one_line(e)

@@ -4,9 +4,11 @@ folders without it still load), and the verdicts the kernel's counters give."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -251,3 +253,53 @@ def test_tls_and_plain_of_one_client_keep_their_own_evidence():
     assert plain.conns == 2 and tls.conns == 1      # NULL (an older run) is off
     assert plain.classify()[0] == "window-limited"
     assert tls.classify()[0] == "application-limited"
+
+
+def test_tpc_source_sampler_takes_the_source_side_from_the_group_start():
+    """Third-party copy: the connections from the source's port are sampled, a pooled
+    one counted from the group's start, an idle one left out, and each moving one is
+    one instance's (issue 24, E21)."""
+    from rig.orchestration.tcpsample import SourceSampler, since
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen()
+    port = srv.getsockname()[1]
+    pooled = socket.create_connection(("127.0.0.1", port))
+    p_srv, _ = srv.accept()
+    idle = socket.create_connection(("127.0.0.1", port))
+    i_srv, _ = srv.accept()
+
+    def move(s_out: socket.socket, s_in: socket.socket, n: int) -> None:
+        t = threading.Thread(target=s_out.sendall, args=(b"z" * n,))
+        t.start()
+        got = 0
+        while got < n:
+            got += len(s_in.recv(1 << 20))
+        t.join()
+
+    move(p_srv, pooled, 3 * 2**20)              # before the group: not this group's
+    smp = SourceSampler(None, [port], interval_s=0.05)
+    fresh = socket.create_connection(("127.0.0.1", port))
+    f_srv, _ = srv.accept()
+    move(p_srv, pooled, 2**20)
+    move(f_srv, fresh, 2 * 2**20)
+    smp.tick(time.monotonic())
+    assert not smp.series                       # no copy started yet: nobody's data
+    smp.track(0, os.getpid())
+    smp.track(1, os.getpid())
+    for _ in range(50):                         # the last ACKs may still be on their way
+        smp.series.clear()
+        smp.active.clear()
+        smp.tick(time.monotonic())
+        acked = sorted(s[-1][1].bytes_acked for s in smp.series.values())
+        if acked == [2**20, 2 * 2**20]:
+            break
+    assert acked == [2**20, 2 * 2**20]           # the pooled one rebased, the idle one out
+    assert sorted(i for i, _ in smp.series) == [0, 1]
+    assert idle.getsockname()[1] not in {p for _, p in smp.series}
+    r = _info(bytes_acked=10, busy_us=7, bytes_sent=None)
+    assert since(r, _info(bytes_acked=4, busy_us=2)) == _info(bytes_acked=6, busy_us=5,
+                                                               bytes_sent=None)
+    smp.send.close()
+    for s in (pooled, p_srv, idle, i_srv, fresh, f_srv, srv):
+        s.close()

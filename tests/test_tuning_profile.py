@@ -129,3 +129,30 @@ def test_a_required_qdisc_the_kernel_lacks_is_one_line_exit_2_nothing_left(tmp_p
     line = r.stderr.strip().splitlines()[-1]
     assert f"tuning.default_qdisc: this kernel has no {q} qdisc" in line and str(scen) in line
     assert Path("/proc/sys/net/core/default_qdisc").read_text() == before
+
+
+@pytest.mark.e2e
+def test_a_run_with_the_profile_applies_what_the_kernel_has_and_restores_the_host(tmp_path):
+    scen = tmp_path / "p.yaml"
+    scen.write_text("name: profile\npaths:\n  - {name: wan, rtt: [10ms]}\n"
+                    "files: [{name: f16M, size: 16MiB}]\nservers: [{name: nginx, kind: nginx}]\n"
+                    "clients: [{name: curl, tool: curl, server: nginx, file: f16M}]\n"
+                    "validation: {ping_count: 10, iperf_duration: 1s, iperf_streams: 1}\n"
+                    "tuning: {profile: seed-000}\ntransfer_timeout: 60s\n")
+    keys = ("net.core.rmem_max", "net.core.wmem_max", "net.core.default_qdisc",
+            "net.ipv4.tcp_allowed_congestion_control")
+    before = tuning.read(keys)
+    out = tmp_path / "out"
+    r = subprocess.run([*RIG, "run", str(scen), "--out", str(out)], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    from rig.results.store import Store
+    st = Store.open(out)
+    lacking = st.environment()["tuning_not_applied"]
+    q = _lacked_qdisc()
+    assert ("default_qdisc" in lacking) == (q == "fq"), lacking
+    if "default_qdisc" in lacking:
+        assert "tuning: default_qdisc not applied (this kernel has no fq qdisc" in r.stderr
+    row = st.transfers()[0]
+    assert row["ok"] and row["congestion_control"] == "bbr" and row["tcp_rmem_max"] == INT_MAX
+    assert tuning.read(keys) == before          # host-global values put back

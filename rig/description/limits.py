@@ -56,6 +56,7 @@ MIN_CLUSTER, MAX_CLUSTER = 64 << 10, 1 << 30   # a generated file's cluster
 MAX_SEED = 2**31 - 1
 MIN_CACHE, MAX_CACHE = 64 << 10, 4 << 30       # TTreeCache size
 MIN_SEGMENT, MAX_SEGMENT = 1 << 20, 4 << 30    # lazy-download segment
+MAX_TRIGGER_FACTOR = 1_000_000                 # replay: IOExerciser triggerFactor
 MAX_LEARN_ENTRIES = 1_000_000
 MAX_BRANCH_NAMES = 10_000         # --branches: names in the list
 

@@ -127,6 +127,9 @@ def _pair(v: Any) -> tuple[float, float]:
     return (lo, hi)
 
 
+STATISTICS = ("mean", "max")
+
+
 @dataclass(frozen=True)
 class Series:
     """One of the study's series and the rig's rows that stand for it."""
@@ -134,6 +137,9 @@ class Series:
     select: dict[str, Any] | None = S.spec(S.optional(_selector), None)
     # the capability the rig lacks for it (wget, XCache, ...): "not comparable here"
     lacks: str | None = S.spec(S.optional(_line), None)
+    # how the rig's repeats of a point are summed up: mean, or max where the study shows
+    # "only highest values" of several jobs (seed 003)
+    statistic: str = S.spec(S.choice(*STATISTICS), "mean")
     note: str = S.spec(S.text, "")
     id: str = ""
 

@@ -404,7 +404,8 @@ class ServerSpec:
 
 
 _OPTIONS = ("page_checksum", "block", "buffer", "mode", "library", "cache_size", "segment",
-            "branches", "sources", "multiplex", "shadow_dir", "dest_dir", "congestion", "cipher")
+            "branches", "sources", "multiplex", "shadow_dir", "dest_dir", "congestion", "cipher",
+            "trigger_factor")
 
 
 def _branch_fraction(v: Any) -> float:
@@ -452,6 +453,8 @@ class ClientSpec:
     cache_size: int | None = S.spec(S.optional(S.size_in(L.MIN_CACHE, L.MAX_CACHE)), None)
     segment: int | None = S.spec(S.optional(S.size_in(L.MIN_SEGMENT, L.MAX_SEGMENT)), None)
     branches: float | None = S.spec(S.optional(_branch_fraction), None)
+    # replay: CMSSW IOExerciser's triggerFactor, every N-th event reads every branch
+    trigger_factor: int | None = S.spec(S.optional(S.integer(0, L.MAX_TRIGGER_FACTOR)), None)
     # lazy-download's shadow file: a directory, or `memory` (docs/caching-modes.md)
     shadow_dir: str | None = S.spec(S.optional(S.path_text), None)
     # a plain download written into a file in this directory instead of /dev/null
@@ -559,10 +562,22 @@ def _interval_or_off(v: Any) -> float | None:
     return _tcp_info_interval(v)
 
 
+_thread_hz = S.duration_in(0.01, 0.1)
+
+
+def _thread_interval(v: Any) -> float | None:
+    """Per-thread CPU sampling interval (10-100 ms: 10-100 Hz), or `off`."""
+    if v is False or v == "off":
+        return None
+    return _thread_hz(v)
+
+
 @dataclass(frozen=True)
 class Sampling:
     # the sending side's tcp_info of every connection of a transfer (issue #15)
     tcp_info_s: float | None = S.spec(_interval_or_off, 0.1, key="tcp_info")
+    # per-thread CPU of client and server processes, 10-100 Hz (issue #27)
+    threads_s: float | None = S.spec(_thread_interval, 0.1, key="threads")
 
 
 def _check_remote_router(ctx: S.Ctx, d: dict[str, Any]) -> None:

@@ -45,8 +45,10 @@ def server_argv(root: str, bind: str, port: int, *, bufsize: int | None) -> list
 
 def client_argv(addr: str, port: int, name: str, dest: str, *, streams: int,
                 block_bytes: int | None, bufsize: int | None,
-                timeout_s: float) -> list[str]:
+                timeout_s: float, program: str | None = None) -> list[str]:
     """`rig-fdt get` of NAME into DEST (``/dev/null`` to discard) over `streams` streams.
+    `program`: another rig-fdt executable to run (a scenario's `binary:`), else this
+    rig's own (`python -m rig.fdt`).
 
     The tool enforces `timeout_s` itself (exit 4); the stall timeout is the smaller of
     30 s and the deadline, so a dead server ends the run well before the rig's own
@@ -62,7 +64,10 @@ def client_argv(addr: str, port: int, name: str, dest: str, *, streams: int,
     if not (isinstance(timeout_s, (int, float)) and math.isfinite(timeout_s)
             and timeout_s > 0):
         raise ValueError(f"timeout_s must be a positive number, got {timeout_s!r}")
-    argv = [*tool_argv(), "get", "--streams", str(streams), "--port", str(port),
+    if program is not None and (not isinstance(program, str) or not program):
+        raise ValueError(f"program must be a non-empty path, got {program!r}")
+    argv = [*([program] if program else tool_argv()), "get", "--streams", str(streams),
+            "--port", str(port),
             "--timeout", f"{timeout_s:g}", "--stall-timeout", f"{min(30.0, timeout_s):g}"]
     if block_bytes is not None:
         argv += ["--block", str(block_bytes)]

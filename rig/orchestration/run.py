@@ -23,6 +23,7 @@ from rig.orchestration.faults import signals_as_exceptions
 from rig.realization import certs, cgroups, netns, remote_router, remote_tuning, tls, tuning
 
 from rig.process import cputree, owner, proc
+from rig.orchestration import threadsample      # per-thread CPU (issue 27)
 
 from rig.description import steps as S, userpath
 from rig.realization.emul.base import Backend, LinkSite
@@ -116,6 +117,7 @@ class Run:
         self.state.data["dest_dirs"] = sorted({c.dest_dir for c in sc.clients if c.dest_dir})
         self.tcp_cost: dict[str, Any] = {"interval_s": sc.sampling.tcp_info_s, "groups": 0, "ticks": 0,
                          "cpu_s": 0.0, "wall_s": 0.0, "samples": 0, "errors": 0}
+        self.thread_cost = threadsample.Cost()      # per-thread CPU sampling (issue 27)
         self.ca: tls.Ca | None = None
         self.hosts: dict[str, Host] = {}
         self.remote_data: dict[str, str] = {}      # host -> its data directory
@@ -727,6 +729,7 @@ class Run:
                 "window_bytes": tuning.effective_window(t, live.client_ns)}
 
     def _group(self, step: S.Step, live: Live, g: S.Group, common: dict, pos: str) -> None:
+        ids: list[tuple[int, int, float]] = []      # (instance, rowid, start): thread rows
         self._check(live)
         jobs = transfer.build_jobs(self.sc, g, live.servers, live.server_addr, live.iperf_port,
                                    self.prefix)
@@ -742,14 +745,22 @@ class Run:
         # tcp_info is sampled on this host only: the sender's sockets and the client's
         # pids must be here (a remote host's are not seen from here)
         here = live.client_host is None and (sender == "client" or live.server_host is None)
+        src = live.servers.get(g.client.source or "", [])[:1]   # third-party copy: at the source
         with self._capture(step, live, g, sender) as cap, \
-                tcpsample.sampling(live.server_ns if sender == "server" else live.client_ns,
-                                   live.client_ns, sender=sender,
-                                   interval_s=self.sc.sampling.tcp_info_s if here else None
-                                   ) as smp:
+                tcpsample.sampling(src[0].ns if src else live.server_ns if sender == "server"
+                                   else live.client_ns, live.client_ns, sender=sender,
+                                   interval_s=self.sc.sampling.tcp_info_s
+                                   if here and not (src and src[0].host) else None,
+                                   tpc_source=list(src[0].ports.values()) if src else None
+                                   ) as smp, \
+                threadsample.group(self.sc.sampling.threads_s, spids, cost=self.thread_cost,
+                                   client_local=live.client_host is None,
+                                   server_local=bool(spids)) as thr:
             outcomes, alive_after = transfer.run_group(
                 jobs, live.client_ns, watchdog=lambda: self._check(live),
-                on_start=smp.track if smp else None, **self._where(live.client_host),
+                on_start=threadsample.on_start(smp.track if smp else None,
+                                               thr.track if thr else None),
+                **self._where(live.client_host),
                 cgroup=self.client_cgroups.get(g.client.name) if live.client_host is None
                 else None)
         if cap is not None:
@@ -770,6 +781,7 @@ class Run:
             if alive_after is not None:   # never store an undelayed measurement as good
                 r.ok, r.error = False, f"emulation not in force: {faults.one_line(alive_after)}"
             tid = self.store.add_transfer(r)
+            ids.append((r.instance, tid, outcomes[r.instance].t_start))
             if smp is not None:
                 samples = tcpsample.sample_rows(smp.connections(r.instance), tid,
                                                 outcomes[r.instance].t_start)
@@ -777,6 +789,7 @@ class Run:
                 self.tcp_cost["samples"] += len(samples)
         if smp is not None:
             self._tcp_cost(smp, time.monotonic() - t0)
+        threadsample.store_rows(self.store, thr, ids, self.thread_cost)
         ok = [r for r in rows if r.ok]
         pos = f"{pos}, {self.reporter.group_done()}"
         if ok:

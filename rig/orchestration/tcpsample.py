@@ -18,11 +18,12 @@ Must not import reports.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 from rig.process.sockdiag import DiagSocket, TcpInfo
 from rig.results.store import TcpSampleRow
@@ -140,6 +141,69 @@ class GroupSampler:
         return sorted(mine, key=lambda s: s[0][0])
 
 
+# tcp_info counters that count from the connection's start (rebased for a pooled one)
+CUMULATIVE = ("bytes_acked", "bytes_sent", "bytes_retrans", "total_retrans", "busy_us",
+              "rwnd_limited_us", "sndbuf_limited_us")
+
+
+def since(r: TcpInfo, base: TcpInfo) -> TcpInfo:
+    """`r` with its cumulative counters counted from `base` (the same socket, earlier)."""
+    new: dict[str, Any] = {k: (getattr(r, k) or 0) - (getattr(base, k) or 0)
+                           for k in CUMULATIVE if getattr(r, k) is not None}
+    return dataclasses.replace(r, **new)
+
+
+class SourceSampler(GroupSampler):
+    """Third-party copy: the data goes from the source origin to the destination origin,
+    not to the client process (it only sends the COPY), so the client's sockets say
+    nothing. This samples the source namespace's connections from the source's server
+    ports. A connection counts from the group's start (a pooled one is rebased on the
+    dump taken before the group) and is attributed once it has moved data in this
+    group, to a copy already started that has the fewest connections (the earliest
+    started first): exact for one copy at a time; with several, each connection is one
+    copy's, which copy's is not known."""
+
+    def __init__(self, send_ns: str | None, ports: list[int], *, interval_s: float) -> None:
+        super().__init__(send_ns, send_ns, sender="server", interval_s=interval_s)
+        self.ports = set(ports)
+        self.base = {(r.dst, r.dport): r for r in self.send.dump(info=True)
+                     if r.sport in self.ports}
+        self.active: dict[tuple[str, int], int] = {}
+        self.started: dict[int, float] = {}             # instance -> when it was tracked
+
+    def track(self, instance: int, pid: int) -> None:
+        super().track(instance, pid)
+        with self._lock:
+            self.started.setdefault(instance, time.monotonic())
+
+    def _assign(self, t: float) -> int | None:
+        """A copy started before `t` (so its samples count from its start), fewest
+        connections first, then the earliest started."""
+        with self._lock:
+            ready = [(i, s) for i, s in self.started.items() if s <= t]
+        if not ready:
+            return None
+        n = {i: 0 for i, _ in ready}
+        for i in self.active.values():
+            if i in n:
+                n[i] += 1
+        return min(ready, key=lambda x: (n[x[0]], x[1], x[0]))[0]
+
+    def tick(self, t: float) -> None:
+        for r in self.send.dump(info=True):
+            if r.sport not in self.ports:
+                continue
+            k = (r.dst, r.dport)
+            if k in self.base:
+                r = since(r, self.base[k])
+            inst = self.active.get(k)
+            if inst is None:
+                if not r.bytes_acked or (inst := self._assign(t)) is None:
+                    continue
+                self.active[k] = inst
+            self.series.setdefault((inst, r.dport), []).append((t, r))
+
+
 def sample_rows(conns: list[list[tuple[float, TcpInfo]]], transfer_id: int,
                 t_start: float) -> list[TcpSampleRow]:
     """tcp_samples rows of one transfer; t_s counted from its process start. That start
@@ -166,12 +230,17 @@ def sample_rows(conns: list[list[tuple[float, TcpInfo]]], transfer_id: int,
 
 @contextlib.contextmanager
 def sampling(send_ns: str | None, client_ns: str | None, *, sender: str,
-             interval_s: float | None) -> Iterator[GroupSampler | None]:
-    """A running sampler for one group (None when sampling is off); always stopped."""
+             interval_s: float | None, tpc_source: list[int] | None = None
+             ) -> Iterator[GroupSampler | None]:
+    """A running sampler for one group (None when sampling is off); always stopped.
+    `tpc_source` = the source origin's ports: a third-party copy, sampled at the source
+    (`send_ns` is the source's namespace)."""
     if not interval_s:
         yield None
         return
-    s = GroupSampler(send_ns, client_ns, sender=sender, interval_s=interval_s).start()
+    s = (SourceSampler(send_ns, tpc_source, interval_s=interval_s)
+         if tpc_source else GroupSampler(send_ns, client_ns, sender=sender,
+                                         interval_s=interval_s)).start()
     try:
         yield s
     finally:

@@ -53,6 +53,9 @@ def render(run_dir: Path, out_dir: Path | None = None,
     images, notes = draw_charts(run, out, vmap)
     files = images + write_tables(run, vmap, out)
     section, more = against_study(run, vmap, out, given)
+    from rig.report import threadview           # per-thread CPU (issue 27)
+    tsec, tfiles = threadview.section(run, vmap, out)
+    section, more = section + tsec, more + tfiles
     page = out / "report.html"
     page.write_text(report_html(run, vmap, images, notes, section), encoding="utf-8")
     return files + more + [page]

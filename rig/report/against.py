@@ -75,12 +75,18 @@ def matches(p: Point, select: Mapping[str, Any]) -> bool:
     return True
 
 
-def value(p: Point, unit: str) -> float | None:
-    """The point's figure in the reference unit (throughput or mean duration)."""
+def value(p: Point, unit: str, statistic: str = "mean") -> float | None:
+    """The point's figure in the reference unit (throughput or mean duration); `max`:
+    the best repeat (highest throughput, shortest duration)."""
     quantity, factor = UNITS[unit]
+    best = statistic == "max"
     if quantity == "duration":
-        return statistics.fmean(p.durations_s) if p.durations_s else None
-    return p.mean_bps * factor if p.samples_bps else None
+        if not p.durations_s:
+            return None
+        return min(p.durations_s) if best else statistics.fmean(p.durations_s)
+    if not p.samples_bps:
+        return None
+    return (p.max_bps if best else p.mean_bps) * factor
 
 
 @dataclass
@@ -90,7 +96,8 @@ class RigSeries:
     points: dict[float, list[Point]] = field(default_factory=dict)
 
     def value(self, x: float, unit: str) -> float | None:
-        vals = [v for p in self.points.get(x, []) if (v := value(p, unit)) is not None]
+        vals = [v for p in self.points.get(x, [])
+                if (v := value(p, unit, self.series.statistic)) is not None]
         return statistics.fmean(vals) if vals else None
 
     def xs(self) -> list[float]:

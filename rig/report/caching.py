@@ -39,11 +39,23 @@ def _row(p: Point) -> Row:
     return (p.cache_mode or "", p.read_library or "", p.server or "")
 
 
+def _client(p: Point) -> str:
+    return (p.base_client or p.key.client).split("@")[0]
+
+
 def _cells(points: list[Point], frac: float, value) -> dict[Row, dict[float, float]]:
+    """Cells per row; where several clients share a mode, library and server (e.g. seed
+    003's trigger factors), each keeps its own row, the client named beside the server."""
+    names: dict[Row, set[str]] = defaultdict(set)
+    for p in points:
+        names[_row(p)].add(_client(p))
     out: dict[Row, dict[float, float]] = defaultdict(dict)
     for p in points:
         if (p.branch_fraction or 1.0) == frac and p.n:
-            out[_row(p)][p.x_rtt_ms] = value(p)
+            r = _row(p)
+            if len(names[r]) > 1:
+                r = (r[0], r[1], f"{r[2]} ({_client(p)})")
+            out[r][p.x_rtt_ms] = value(p)
     return out
 
 

@@ -1,24 +1,14 @@
 """Regression check between two stored runs (`rig compare BASELINE CANDIDATE`).
 
 Measurements are matched on (path, configured RTT, client configuration, streams,
-concurrency). For each pair the change is that of the geometric mean throughput over
-the successful repeats, candidate vs baseline. Its noise is judged by Welch's t on log
-throughput (rig.report.stats): a 95 % interval of the change and a two-sided p-value, which keep
-their stated coverage at 3 repeats. The p-values of all pairs tested together are
-Holm-adjusted, so that comparing two runs of one setup calls *anything* a regression in
-at most 5 % of comparisons, however many points are matched.
+concurrency). Each pair gets a verdict -- regressed, improved, same, undecided (failed,
+no-baseline) -- with the change of the geometric mean throughput and its 95 % interval;
+how is said in rig.report.compare_decide (moderated t on log throughput, Holm over the
+grid, magnitude floor, equivalence margin, repeats that would decide an undecided point).
+The runs' metadata (kernel, host, backends, tool versions, tuning, scenario hash) is
+checked by rig.report.compare_meta: differences are named first; under strict=True an
+environment difference nobody expected is bad input (exit 2, nothing written).
 
-Status of a pair (decide()):
-  regression    change < -threshold AND significant after Holm (both sides >= 3 repeats)
-  failed        every candidate repeat failed while most baseline repeats succeeded
-                (a transfer that stopped working is never noise)
-  improvement   change > +threshold AND significant after Holm
-  noise         |change| > threshold but not significant
-  unchanged     |change| <= threshold
-  undecided     |change| > threshold with fewer than 3 successful repeats on a side (the
-                noise is unknown), or every candidate repeat failed where the baseline
-                itself failed as often as it worked
-  no-baseline   the baseline never succeeded
 Exit code: 1 when a pair regressed or failed, else 0 -- also when some pairs are only
 undecided (the summary line says so); unusable input raises InputError (2).
 
@@ -37,17 +27,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from rig.description import userpath
-from rig.errors import ExitStatus, InputError
+from rig.errors import ExitStatus, InputError, InputErrors
 from rig.report.model import SETTINGS, Key, Point, Run, key_order, load_run
 from rig.report.verdict import verdict
-from rig.report.stats import holm, welch_log
-
-CONFIDENCE = 0.95
-ALPHA = 1 - CONFIDENCE          # family-wise error over all tested pairs (Holm)
-MIN_REPEATS = 3                 # fewer successful repeats on a side: undecided
-
-REGRESSION, IMPROVEMENT, UNCHANGED, NOISE = "regression", "improvement", "unchanged", "noise"
-FAILED, NO_BASELINE, UNDECIDED = "failed", "no-baseline", "undecided"
+from rig.report import compare_meta
+from rig.report.compare_decide import (  # noqa: F401  (re-exported: tests, charts, report)
+    ALPHA, CONFIDENCE, FAILED, FLOOR, IMPROVEMENT, MARGIN, MIN_REPEATS, NO_BASELINE,
+    REGRESSION, SAME, UNDECIDED, Decision, Draft, check_bounds, decide, needed_text)
 
 
 @dataclass(frozen=True)
@@ -67,10 +53,15 @@ class Pair:
     settings: dict[str, tuple[Any, Any]] = field(default_factory=dict)
     p: float | None = None              # two-sided Welch p-value, None: untested
     p_holm: float | None = None         # Holm-adjusted over every tested pair
+    needed: int | None = None           # undecided: repeats a side that would decide it
+    why: str = ""                       # undecided: why, in one phrase
 
     @property
     def regressed(self) -> bool:
         return self.status in (REGRESSION, FAILED)
+
+    def needed_text(self) -> str:
+        return needed_text(self.needed, self.status, self.why)
 
     def interval_text(self) -> str:
         if self.low is None or self.high is None:
@@ -83,7 +74,7 @@ class CompareResult:
     baseline: Path
     candidate: Path
     out_dir: Path
-    threshold: float
+    threshold: float                    # magnitude floor
     pairs: list[Pair]
     only_baseline: list[Key]
     only_candidate: list[Key]
@@ -91,6 +82,8 @@ class CompareResult:
     scenario_diff: list[str]
     files: list[Path] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    margin: float = MARGIN
+    metadata: list[compare_meta.MetaDiff] = field(default_factory=list)
 
     @property
     def regressions(self) -> list[Pair]:
@@ -111,81 +104,22 @@ class CompareResult:
 def summary_line(pairs: Sequence[Pair], threshold: float) -> str:
     n = len(pairs)
     count = {s: sum(1 for p in pairs if p.status == s) for s in
-             (REGRESSION, FAILED, IMPROVEMENT, NOISE, UNDECIDED)}
+             (REGRESSION, FAILED, IMPROVEMENT, SAME, UNDECIDED)}
     r = count[REGRESSION] + count[FAILED]
     if r:
-        head = (f"REGRESSION: {r} of {n} matched measurements dropped by more than "
-                f"{threshold:.0%} outside the noise")
+        head = (f"REGRESSION: {r} of {n} matched measurements dropped by {threshold:.0%} "
+                f"or more beyond the noise")
         if count[FAILED]:
             head += f" ({count[FAILED]} of them failed in every candidate repeat)"
-    elif count[UNDECIDED]:
-        head = (f"UNDECIDED (exit 0): no regression shown, but {count[UNDECIDED]} of {n} "
-                f"matched measurements moved by more than {threshold:.0%} with fewer "
-                f"than {MIN_REPEATS} repeats on a side (noise unknown)")
+    elif count[UNDECIDED] and not count[SAME] + count[IMPROVEMENT]:
+        head = (f"UNDECIDED (exit 0): no regression shown, but none of {n} matched "
+                f"measurements could be decided")
     else:
-        head = (f"no regression: {n} matched measurements, none dropped by more than "
-                f"{threshold:.0%} outside the noise")
-    tail = f"{count[IMPROVEMENT]} improved, {count[NOISE]} within noise"
-    if r and count[UNDECIDED]:
-        tail += f", {count[UNDECIDED]} undecided"
+        head = (f"no regression: {n} matched measurements, none dropped by {threshold:.0%} "
+                f"or more beyond the noise")
+    tail = (f"{count[IMPROVEMENT]} improved, {count[SAME]} same, "
+            f"{count[UNDECIDED]} undecided")
     return f"{head} ({tail})"
-
-
-@dataclass(frozen=True)
-class Draft:
-    """What decide() needs of a pair: successful repeats and failure counts."""
-    base: Sequence[float]
-    cand: Sequence[float]
-    base_failed: int = 0
-    cand_failed: int = 0
-
-
-@dataclass(frozen=True)
-class Decision:
-    status: str
-    change: float
-    low: float | None = None
-    high: float | None = None
-    p: float | None = None
-    p_holm: float | None = None
-
-
-def _geo_change(base: Sequence[float], cand: Sequence[float]) -> float:
-    lb = sum(math.log(v) for v in base) / len(base)
-    lc = sum(math.log(v) for v in cand) / len(cand)
-    return math.expm1(lc - lb)
-
-
-def _untested(d: Draft, threshold: float) -> Decision:
-    if not d.base:
-        return Decision(NO_BASELINE, math.nan)
-    if not d.cand:      # failed everywhere: a regression unless the baseline was flaky
-        ok = len(d.base) > d.base_failed
-        return Decision(FAILED if ok else UNDECIDED, -1.0)
-    change = _geo_change(d.base, d.cand)
-    return Decision(UNCHANGED if abs(change) <= threshold else UNDECIDED, change)
-
-
-def decide(drafts: Sequence[Draft], threshold: float) -> list[Decision]:
-    """Status of every pair; the Holm family is every pair with >= 3 repeats a side."""
-    out: list[Decision | None] = [None] * len(drafts)
-    tested: list[tuple[int, Any]] = []
-    for i, d in enumerate(drafts):
-        if len(d.base) >= MIN_REPEATS and len(d.cand) >= MIN_REPEATS:
-            tested.append((i, welch_log(list(d.base), list(d.cand), CONFIDENCE)))
-        else:
-            out[i] = _untested(d, threshold)
-    adjusted = holm([w.p for _, w in tested])
-    for (i, w), p_holm in zip(tested, adjusted):
-        significant = p_holm <= ALPHA
-        if w.change < -threshold:
-            status = REGRESSION if significant else NOISE
-        elif w.change > threshold:
-            status = IMPROVEMENT if significant else NOISE
-        else:
-            status = UNCHANGED
-        out[i] = Decision(status, w.change, w.low, w.high, w.p, p_holm)
-    return [d for d in out if d is not None]
 
 
 def _settings_diff(b: Point, c: Point) -> dict[str, tuple[Any, Any]]:
@@ -280,28 +214,54 @@ def _out_dir(out_dir: Path | None, cand: Run) -> Path:
     return out
 
 
-def match(base: Run, cand: Run, threshold: float) -> tuple[list[Pair], list[Key], list[Key]]:
+def match(base: Run, cand: Run, threshold: float = FLOOR, margin: float = MARGIN
+          ) -> tuple[list[Pair], list[Key], list[Key]]:
     bmap = {p.key: p for p in base.points}
     cmap = {p.key: p for p in cand.points}
     common = sorted(set(bmap) & set(cmap), key=key_order)
     raw = [compare_points(bmap[k], cmap[k], base, cand) for k in common]
     decisions = decide([Draft(p.base, p.cand, p.base_failed, p.cand_failed) for p in raw],
-                       threshold)
+                       threshold, margin)
     pairs = [replace(p, status=d.status, change=d.change, low=d.low, high=d.high, p=d.p,
-                     p_holm=d.p_holm) for p, d in zip(raw, decisions)]
+                     p_holm=d.p_holm, needed=d.needed, why=d.why)
+             for p, d in zip(raw, decisions)]
     return (pairs, sorted(set(bmap) - set(cmap), key=key_order),
             sorted(set(cmap) - set(bmap), key=key_order))
 
 
+def paired(run: Run, client: str, label: str) -> Run:
+    """The run's points of one client configuration, renamed `label` (--pair)."""
+    pts = [replace(p, key=replace(p.key, client=label)) for p in run.points
+           if p.key.client == client]
+    return replace(run, points=pts)
+
+
 def compare(baseline_dir: Path, candidate_dir: Path, out_dir: Path | None = None, *,
-            threshold: float = 0.10) -> CompareResult:
+            threshold: float = FLOOR, margin: float = MARGIN, strict: bool = False,
+            expect: Sequence[str] = (), pair: tuple[str, str] | None = None
+            ) -> CompareResult:
     """Compare two runs, write compare.{md,csv,html} (+ charts) into out_dir
-    (default: CANDIDATE/compare), return the result; .exit_code is 0 or 1."""
-    if not (isinstance(threshold, (int, float)) and 0 < threshold < 1):
-        raise InputError("threshold must be a fraction between 0 and 1", key="threshold",
-                         value=threshold)
+    (default: CANDIDATE/compare), return the result; .exit_code is 0 or 1. threshold is
+    the magnitude floor; strict: an unexpected environment difference is an InputError;
+    pair=(B, C): the baseline's client configuration B against the candidate's C (two
+    releases measured in one run: pass the run twice)."""
+    check_bounds(threshold, margin)
     base, cand = _load(baseline_dir, "baseline"), _load(candidate_dir, "candidate")
-    pairs, only_b, only_c = match(base, cand, threshold)
+    if pair is not None:
+        label = f"{pair[0]} vs {pair[1]}"
+        for run, client, role in ((base, pair[0], "baseline"), (cand, pair[1], "candidate")):
+            if client not in {p.key.client for p in run.points}:
+                raise InputError(f"no client configuration {client!r} in the {role} run",
+                                 file=str(run.dir), key="--pair", value=f"{pair[0]}={pair[1]}")
+        base, cand = paired(base, pair[0], label), paired(cand, pair[1], label)
+    meta = compare_meta.metadata_diffs(base, cand)
+    bad = compare_meta.unexpected(meta, expect)
+    if strict and bad:
+        raise InputErrors([InputError(
+            f"{d.name} differs from the baseline: {compare_meta.short(d.base)} -> "
+            f"{compare_meta.short(d.cand)} (--expect {d.name} if intended)",
+            file=str(candidate_dir), key="--strict") for d in bad])
+    pairs, only_b, only_c = match(base, cand, threshold, margin)
     if not pairs:
         raise InputError("no measurement in common (matched on path, RTT, client, streams, "
                          "concurrency)", file=f"{baseline_dir} vs {candidate_dir}")
@@ -314,7 +274,8 @@ def compare(baseline_dir: Path, candidate_dir: Path, out_dir: Path | None = None
                          key="--out") from e
     userpath.check_out_dir(out, key="--out")
     result = CompareResult(base.dir, cand.dir, out, threshold, pairs, only_b, only_c,
-                           env_lines + settings_lines(pairs), scen_diff)
+                           env_lines + settings_lines(pairs), scen_diff, margin=margin,
+                           metadata=meta)
     from rig.report import compare_report
     result.files = compare_report.write_all(result, base, cand)
     return result

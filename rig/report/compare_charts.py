@@ -1,7 +1,8 @@
 """Charts of a comparison (matplotlib, Agg canvas), PNG and SVG:
 
   compare_change           every matched measurement's change with its 95 % interval,
-                           regressions in red, the threshold drawn
+                           regressions in red, the magnitude floor and the
+                           equivalence margin drawn
   compare_throughput       baseline (dashed, hollow) over candidate (solid) vs RTT, one
                            panel per client configuration, with the window bound and
                            path rate of each run; regressed points ringed in red
@@ -28,8 +29,8 @@ if TYPE_CHECKING:
 
 MAX_ROWS = 80
 MAX_PANELS = 12
-STATUS_COLOR = {"regression": style.REGRESSION_COLOR, "failed": style.REGRESSION_COLOR,
-                "improvement": style.IMPROVED_COLOR, "undecided": style.UNDECIDED_COLOR}
+STATUS_COLOR = {"regressed": style.REGRESSION_COLOR, "failed": style.REGRESSION_COLOR,
+                "improved": style.IMPROVED_COLOR, "undecided": style.UNDECIDED_COLOR}
 
 
 def _pair_label(p: "Pair", labels: dict) -> str:
@@ -54,18 +55,20 @@ def change_chart(result: "CompareResult", base: Run, out: Path) -> list[Path]:
         ax.plot([p.change * 100], [i], marker="o", color=color, markersize=6)
     ax.axvline(0, color="black", linewidth=1)
     ax.axvline(-result.threshold * 100, color=style.REGRESSION_COLOR, linestyle="--",
-               linewidth=1, label=f"-{result.threshold:.0%} threshold")
+               linewidth=1, label=f"-{result.threshold:.0%} magnitude floor")
+    ax.axvspan(-result.margin * 100, result.margin * 100, color=style.NEUTRAL_COLOR,
+               alpha=0.12, label=f"+-{result.margin:.0%} equivalence margin")
     ax.set_yticks(range(len(pairs)), [_pair_label(p, labels) for p in pairs], fontsize=7)
     ax.set_ylim(-0.7, len(pairs) - 0.3)
     ax.set_xlabel("change of mean throughput, candidate vs baseline (%)")
     ax.grid(True, axis="x", alpha=0.3)
-    for status, color in (("regression", style.REGRESSION_COLOR),
-                          ("improvement", style.IMPROVED_COLOR),
-                          ("undecided (< 3 repeats)", style.UNDECIDED_COLOR),
-                          ("unchanged / within noise", style.NEUTRAL_COLOR)):
+    for status, color in (("regressed / failed", style.REGRESSION_COLOR),
+                          ("improved", style.IMPROVED_COLOR),
+                          ("undecided", style.UNDECIDED_COLOR),
+                          ("same", style.NEUTRAL_COLOR)):
         ax.plot([], [], marker="o", linestyle="", color=color, label=status)
     ax.plot([], [], color=style.NEUTRAL_COLOR, linewidth=2.5, alpha=0.5,
-            label="95 % interval (Welch, log)")
+            label="95 % interval (moderated t, log)")
     n, r = len(result.pairs), len(result.regressions)
     fig.legend(loc="outside right upper", fontsize=8, frameon=False,
                title=f"{r} regression(s) in {n} pairs", title_fontsize=9)

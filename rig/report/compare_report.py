@@ -20,12 +20,13 @@ if TYPE_CHECKING:
     from rig.report.compare import CompareResult, Pair
 
 PAIR_HEADER = ["path", "RTT (ms)", "client", "streams", "conc", "baseline Gbit/s",
-               "candidate Gbit/s", "change", "95 % interval", "status",
-               "bottleneck (base -> cand)"]
+               "candidate Gbit/s", "change", "95 % interval", "verdict",
+               "bottleneck (base -> cand)", "to decide"]
 CSV_COLUMNS = ["path", "rtt_ms", "client", "streams", "concurrency", "status", "change_pct",
                "interval_low_pct", "interval_high_pct", "base_mean_gbps", "cand_mean_gbps",
                "base_n", "cand_n", "base_failed", "cand_failed", "base_verdict",
-               "cand_verdict", "settings_changed", "p_value", "p_holm"]
+               "cand_verdict", "settings_changed", "p_value", "p_holm", "repeats_needed",
+               "undecided_why"]
 # drawn by compare_timeline (matplotlib): one overlay per regressed point
 TIMELINE_PREFIX = "compare_timeline_"
 TIMELINE_CAPTION = ("Timelines of a regressed point: the sending side's tcp_info of one "
@@ -55,7 +56,7 @@ def pair_row(p: "Pair") -> list[str]:
     change = "" if math.isnan(p.change) else f"{p.change:+.1%}"
     return [k.path, _rtt(p), k.client, str(k.streams), str(k.concurrency), _gb(p.base),
             _gb(p.cand), change, p.interval_text(), p.status,
-            f"{p.base_verdict} -> {p.cand_verdict}"]
+            f"{p.base_verdict} -> {p.cand_verdict}", p.needed_text()]
 
 
 def write_csv(result: "CompareResult", path: Path) -> Path:
@@ -70,7 +71,8 @@ def write_csv(result: "CompareResult", path: Path) -> Path:
                         _gb(p.cand) if p.cand else "", len(p.base), len(p.cand),
                         p.base_failed, p.cand_failed, p.base_verdict, p.cand_verdict,
                         "; ".join(f"{n}: {b} -> {c}" for n, (b, c) in p.settings.items()),
-                        _p(p.p), _p(p.p_holm)])
+                        _p(p.p), _p(p.p_holm), "" if p.needed is None else p.needed,
+                        p.why])
     return path
 
 
@@ -83,24 +85,38 @@ def _method(result: "CompareResult") -> str:
     tested = sum(1 for p in result.pairs if p.p is not None)
     few = sum(1 for p in result.pairs if p.p is None and p.base and p.cand)
     text = (f"Matched on path, RTT, client configuration, streams and concurrency. The "
-            f"change is that of the geometric mean throughput over the successful repeats; "
-            f"its 95 % interval and p-value come from Welch's t on log throughput. A "
-            f"regression is a drop of more than {result.threshold:.0%} that stays "
-            f"significant after Holm's correction over the {tested} pair(s) with at least "
-            f"{MIN_REPEATS} repeats on both sides (at most 5 % chance of any false alarm), "
-            f"or a point that failed in every candidate repeat while most baseline repeats "
-            f"succeeded.")
+            f"change is that of the geometric mean throughput over the successful repeats, "
+            f"with its 95 % interval from a t on log throughput whose noise is each "
+            f"point's own, shrunk toward the noise of the whole grid (empirical Bayes, "
+            f"limma's moderated t). Regressed / improved: a change of {result.threshold:.0%} "
+            f"or more (magnitude floor) that stays significant after Holm's correction over "
+            f"the {tested} pair(s) with at least {MIN_REPEATS} repeats on both sides (at "
+            f"most 5 % chance of any false alarm), or a point that failed in every "
+            f"candidate repeat while most baseline repeats succeeded. Same: the 90 % "
+            f"interval lies within +-{result.margin:.0%} (equivalence margin; two one-sided "
+            f"tests at 5 %). Undecided: neither; the table says about how many repeats a "
+            f"side would decide it if the change and noise stay as measured.")
     if few:
         text += (f" {few} pair(s) have fewer than {MIN_REPEATS} successful repeats on a "
-                 f"side: their noise is unknown; those that moved by more than the "
-                 f"threshold are 'undecided' and do not fail the comparison.")
+                 f"side: their noise is unknown, they are undecided and do not fail the "
+                 f"comparison.")
     return text
+
+
+def metadata_lines(result: "CompareResult") -> list[str]:
+    """The runs' metadata differences, environment first: what the output starts with."""
+    env = [d for d in result.metadata if not d.by_scenario]
+    scen = [d for d in result.metadata if d.by_scenario]
+    return [f"metadata differs: {d.line()}" for d in env + scen]
 
 
 def markdown_text(result: "CompareResult", base: Run, cand: Run) -> str:
     lines = ["# rig compare", "", f"- baseline: {_run_line(base)}",
-             f"- candidate: {_run_line(cand)}", "", f"**{result.summary()}**", "",
-             _method(result), ""]
+             f"- candidate: {_run_line(cand)}", ""]
+    meta = metadata_lines(result)
+    if meta:
+        lines += [f"- **{m}**" for m in meta] + [""]
+    lines += [f"**{result.summary()}**", "", _method(result), ""]
     regs = result.regressions
     if regs:
         lines += ["## Regressions", "", markdown(PAIR_HEADER, [pair_row(p) for p in regs], left=3)]
@@ -120,11 +136,12 @@ def markdown_text(result: "CompareResult", base: Run, cand: Run) -> str:
 
 
 def html_text(result: "CompareResult", base: Run, cand: Run, images: list[Path]) -> str:
-    status_cls = {"regression": "flag", "failed": "flag", "improvement": "good",
+    status_cls = {"regressed": "flag", "failed": "flag", "improved": "good",
                   "undecided": "note"}
     body = ["<h1>rig compare</h1>",
             f'<p class="meta">baseline: {H.esc(_run_line(base))}<br>'
             f"candidate: {H.esc(_run_line(cand))}</p>",
+            *[f'<p class="note"><b>{H.esc(m)}</b></p>' for m in metadata_lines(result)],
             f'<p class="{"note" if result.regressions else ""}"><b>'
             f"{H.esc(result.summary())}</b></p>", f"<p>{H.esc(_method(result))}</p>"]
     if result.regressions:

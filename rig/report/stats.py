@@ -136,3 +136,94 @@ def holm(pvalues: list[float]) -> list[float]:
         running = max(running, min(1.0, (m - rank) * pvalues[i]))
         out[i] = running
     return out
+
+
+# --- moderated t: noise shared across the points of a grid (Smyth 2004, limma) ---------
+
+def digamma(x: float) -> float:
+    """psi(x) for x > 0: recurrence up to 6, then the asymptotic series."""
+    out = 0.0
+    while x < 6.0:
+        out -= 1.0 / x
+        x += 1.0
+    f = 1.0 / (x * x)
+    return out + math.log(x) - 0.5 / x - f * (1 / 12 - f * (1 / 120 - f * (1 / 252 - f / 240)))
+
+
+def trigamma(x: float) -> float:
+    """psi'(x) for x > 0: recurrence up to 6, then the asymptotic series."""
+    out = 0.0
+    while x < 6.0:
+        out += 1.0 / (x * x)
+        x += 1.0
+    f = 1.0 / (x * x)
+    return out + 1 / x + f / 2 + f / x * (1 / 6 - f * (1 / 30 - f * (1 / 42 - f / 30)))
+
+
+def trigamma_inverse(y: float) -> float:
+    """x with trigamma(x) = y (y > 0): bisection in log x (trigamma is decreasing)."""
+    lo, hi = math.log(1e-8), math.log(1e8)
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if trigamma(math.exp(mid)) > y:
+            lo = mid
+        else:
+            hi = mid
+    return math.exp((lo + hi) / 2)
+
+
+@dataclass(frozen=True)
+class Prior:
+    """Scaled inverse chi-square prior of the per-point noise variance: s0sq with d0
+    degrees of freedom (d0 = inf: every point has the same noise, s0sq)."""
+    d0: float
+    s0sq: float
+
+
+def noise_prior(variances: list[float], dfs: list[float]) -> Prior | None:
+    """Empirical-Bayes prior of the noise (Smyth 2004, eqs. 6-7): from the log sample
+    variances of >= 3 points; None with fewer (no sharing: plain per-point tests)."""
+    pts = [(v, d) for v, d in zip(variances, dfs) if v > 0 and d > 0]
+    if len(pts) < 3:
+        return None
+    e = [math.log(v) - digamma(d / 2) + math.log(d / 2) for v, d in pts]
+    mean = statistics.fmean(e)
+    excess = (statistics.variance(e) - statistics.fmean([trigamma(d / 2) for _, d in pts]))
+    if excess <= 0:
+        return Prior(math.inf, math.exp(mean))
+    d0 = 2 * trigamma_inverse(excess)
+    return Prior(d0, math.exp(mean + digamma(d0 / 2) - math.log(d0 / 2)))
+
+
+def moderated_log(base: list[float], cand: list[float], prior: Prior | None,
+                  confidence: float = 0.95) -> Welch:
+    """Change of the geometric mean with its interval and p-value, from the pooled
+    variance of log throughput shrunk toward the grid's prior (limma's moderated t);
+    without a prior: Welch's t. Needs >= 2 positive values a side."""
+    if prior is None:
+        return welch_log(base, cand, confidence)
+    if len(base) < 2 or len(cand) < 2:
+        raise ValueError("the moderated t needs at least 2 values on each side")
+    lb, lc = [math.log(v) for v in base], [math.log(v) for v in cand]
+    d = statistics.fmean(lc) - statistics.fmean(lb)
+    dg = len(lb) + len(lc) - 2
+    s2 = (statistics.variance(lb) * (len(lb) - 1) + statistics.variance(lc) * (len(lc) - 1)) / dg
+    if math.isinf(prior.d0):
+        s2, df = prior.s0sq, math.inf
+    else:
+        s2, df = (prior.d0 * prior.s0sq + dg * s2) / (prior.d0 + dg), prior.d0 + dg
+    se = math.sqrt(s2 * (1 / len(lb) + 1 / len(lc)))
+    q = 0.5 + confidence / 2.0
+    if math.isinf(df):
+        half, p = statistics.NormalDist().inv_cdf(q) * se, 2 * statistics.NormalDist().cdf(-abs(d / se))
+    else:
+        half, p = t_ppf(q, df) * se, t_sf2(d / se, df)
+    return Welch(math.expm1(d), math.expm1(d - half), math.expm1(d + half), p, df)
+
+
+def pooled_log_variance(base: list[float], cand: list[float]) -> tuple[float, int]:
+    """(pooled sample variance of log throughput, its degrees of freedom)."""
+    lb, lc = [math.log(v) for v in base], [math.log(v) for v in cand]
+    dg = len(lb) + len(lc) - 2
+    return ((statistics.variance(lb) * (len(lb) - 1) + statistics.variance(lc) * (len(lc) - 1))
+            / dg, dg)

@@ -17,6 +17,11 @@ For one point (path, RTT, client configuration, streams, concurrency), in this o
                      least half of the wall time: the reads wait for the network, not
                      for bandwidth
   unexplained        none of the above; the detail says how far from each bound it was
+Then the per-thread CPU (thread_cpu, rig.report.threads) may name the bound more closely:
+  single-thread-bound   one client thread >= 90 % of a core over the busy time, the
+                        others mostly idle (seed 000's poller thread), cited by name
+  server-thread-bound   the same test on the server's threads
+  server-cpu-bound      the server's threads use (or wait for) its cores
 When several bounds fit, the tightest is the verdict and the others are listed in `also`.
 
 When the run sampled the sending side's tcp_info (tcp_samples), the kernel's own account
@@ -42,6 +47,7 @@ from rig.description.linkstats import EMULATOR_DROPS, DirStats, EmulStats, Unrea
 from rig.description.steps import shown_step
 from rig.report.model import Point, Run
 from rig.report.tcpevidence import Evidence, evidence_by_key
+from rig.report.threads import THREAD_KINDS, refine
 
 # Lateness that moves a transfer's throughput visibly, and so makes the emulator the
 # bottleneck: a mean of more than 5 % of the RTT (or 0.5 ms) per round trip. Smaller
@@ -63,7 +69,7 @@ LATENCY_SHARE = 0.5  # round trips x RTT >= half the wall: latency is what the t
 MIN_ROUNDS = 4       # per-round times (extra.round_s) worth a median
 LATE_ROUNDS_RTT = 1.8   # median round >= 1.8 RTT: the answers come one RTT late
 
-KINDS = ("window-limited", "path-limited", "client-CPU-bound", "latency-bound",
+KINDS: tuple[str, ...] = ("window-limited", "path-limited", "client-CPU-bound", "latency-bound",
          "emulator-limited", "unexplained", "failed", "sender-buffer-limited", "loss-limited",
          "cwnd-limited", "application-limited")
 
@@ -72,6 +78,7 @@ KINDS = ("window-limited", "path-limited", "client-CPU-bound", "latency-bound",
 _EVIDENCE = {"dropped_queue": "dropped_queue", "nfq_queue_dropped": "queue_dropped",
              "nfq_user_dropped": "user_dropped"}
 _LOSS_DROPS = (("dropped_loss", "dropped_loss"), ("dropped_unattributed", "netem drops"))
+KINDS += THREAD_KINDS       # rig.report.threads (issue 27)
 
 
 @dataclass(frozen=True)
@@ -389,6 +396,10 @@ def _from_kernel(point: Point, ev: Evidence, bounds: list[tuple[str, float, str]
 
 
 def verdict(point: Point, run: Run) -> Verdict:
+    return refine(_verdict(point, run), point, run)
+
+
+def _verdict(point: Point, run: Run) -> Verdict:
     if not point.samples_bps:
         err = point.errors[0] if point.errors else "no successful repeat"
         return Verdict("failed", err[:200])

@@ -39,13 +39,15 @@ NON_NEGATIVE |= {"transfer_id", "conn", "t_s", "cwnd_segs", "ssthresh_segs", "ms
                  "srtt_us", "rttvar_us", "delivery_rate_bps", "in_flight_pkts",
                  "snd_wnd_bytes", "bytes_acked", "bytes_sent", "bytes_retrans",
                  "total_retrans", "busy_us", "rwnd_limited_us", "sndbuf_limited_us"}
+NON_NEGATIVE |= {"pid", "tid", "cpu_s", "wait_s", "user_s", "sys_s"}
 AT_LEAST_ONE = {"streams", "concurrency", "iperf_streams"}
 FRACTION = {"loss_configured", "ping_loss", "branch_fraction"}
 FLAG = {"ok", "flagged", "page_checksum", "app_limited"}
 POSITIVE_WHEN_OK = {"duration_s", "throughput_bps", "aggregate_bps"}
 JSON_COLUMNS = {("transfers", "argv"): list, ("transfers", "env"): dict,
                 ("transfers", "extra"): dict, ("validations", "raw"): dict,
-                ("engine_stats", "stats"): dict, ("capture_flows", "tseq"): dict}
+                ("engine_stats", "stats"): dict, ("capture_flows", "tseq"): dict,
+                ("thread_cpu", "series"): dict}
 
 
 def _err(path: Path, key: str, message: str, value: Any = None,

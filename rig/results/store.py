@@ -7,6 +7,7 @@ Format (FORMAT_VERSION 2; 1 still read), documented in docs/results-format.md:
   transfers(...)                         one row per client process (concurrency N -> N rows)
   engine_stats(...)                      emulator counters per step
   tcp_samples(...)                       sending side's tcp_info per connection over time
+  thread_cpu(...)                        per-thread CPU of client and server over time
   capture_flows(...)                     flows of header captures (`capture: headers`)
 Each insert is committed at once (WAL journal) so a crash loses nothing already measured.
 
@@ -170,6 +171,29 @@ class TcpSampleRow:
 
 
 @dataclass
+class ThreadCpuRow:
+    """One thread of a transfer's client process (or of the server, for the transfer's
+    group) sampled from /proc (rig.process.threadcpu); table version THREAD_CPU_VERSION."""
+    transfer_id: int = column("INTEGER NOT NULL")  # client: its transfer; server: the group's instance 0
+    side: str = column("TEXT NOT NULL")  # client | server
+    pid: int = column("INTEGER NOT NULL")
+    tid: int = column("INTEGER NOT NULL")
+    process: str | None = column("TEXT")  # comm of the process
+    comm: str = column("TEXT NOT NULL")  # comm of the thread
+    cpus_allowed: str | None = column("TEXT")  # the thread's Cpus_allowed_list
+    t_first_s: float | None = column("REAL")  # first / last sample, seconds since the
+    t_last_s: float | None = column("REAL")   # transfer's (server: the group's) start
+    cpu_s: float | None = column("REAL")  # on a CPU between them (schedstat)
+    wait_s: float | None = column("REAL")  # runnable, waiting in a run queue (schedstat)
+    user_s: float | None = column("REAL")  # user / system split (stat, 10 ms ticks)
+    sys_s: float | None = column("REAL")
+    series: str | None = column("TEXT")  # JSON {"t": [s], "cpu_ms": [...], "wait_ms": [...]}, cumulative
+
+
+THREAD_CPU_VERSION = 1
+
+
+@dataclass
 class CaptureFlowRow:
     """One flow (a direction of a TCP connection that carried data) of one group's
     header capture at one router interface (rig.results.capture has the definitions)."""
@@ -230,6 +254,8 @@ ROW_TYPES: dict[str, type] = {"transfers": TransferRow, "validations": Validatio
                               "capture_flows": CaptureFlowRow}
 
 ADDED_AFTER_V1 |= {"client_host", "server_host"}
+ADDED_AFTER_V1 |= {"thread_cpu"}        # table version THREAD_CPU_VERSION (issue 27)
+ROW_TYPES["thread_cpu"] = ThreadCpuRow
 
 ADDED_AFTER_V1 |= {"capture_flows"}
 ADDED_AFTER_V1 |= {"phase"}
@@ -401,6 +427,29 @@ class Store:
                 f"INSERT INTO tcp_samples ({', '.join(names)}) "
                 f"VALUES ({', '.join('?' * len(names))})",
                 [[_encode(getattr(r, n)) for n in names] for r in rows])
+
+    def add_thread_cpu(self, rows: list[ThreadCpuRow]) -> None:
+        """A group's thread rows in one transaction."""
+        if not rows:
+            return
+        with self.conn:
+            self.conn.execute("BEGIN")
+            for r in rows:
+                self._insert("thread_cpu", r)
+
+    def thread_cpu(self) -> list[dict]:
+        """Every thread_cpu row with the columns of its transfer that key a point and
+        size it; [] in a folder written before the table existed."""
+        if not self.has_table("thread_cpu"):
+            return []
+        have = {r[1] for r in self.conn.execute("PRAGMA table_info(transfers)")}
+        opt = ", ".join(f"t.{c}" if c in have else f"NULL AS {c}"
+                        for c in ("tls", "origin_cpus", "client_cpus", "aggregate_bps"))
+        return [dict(r) for r in self.conn.execute(
+            f"SELECT h.*, t.path, t.rtt_ms_configured, t.client, t.streams, t.concurrency, "
+            f"t.step, t.repeat, t.instance, t.ok, t.bytes, t.duration_s, t.throughput_bps, "
+            f"{opt} FROM thread_cpu h JOIN transfers t ON t.rowid = h.transfer_id "
+            "ORDER BY h.rowid")]
 
     def add_capture_flow(self, row: CaptureFlowRow) -> None:
         self._insert("capture_flows", row)

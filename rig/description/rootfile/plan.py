@@ -18,6 +18,12 @@ copied. Where they differ from the issue's summary, see docs/caching-modes.md.
   pieces, all sent at once.
 - storage: ROOT's prefetch goes to the storage layer, XrdFile::prefetch declines, and
   every basket becomes one synchronous read of its own size, in entry order.
+- trigger factor N (CMSSW IOExerciser's triggerFactor; 0 = off): every N-th event
+  (entries 0, N, 2N, ...) also reads every branch not selected. storage: each such
+  basket is one more synchronous read, in entry order; application/lazy-download: the
+  cache was trained on the selected branches only, so the triggered baskets of a cluster
+  are one more ReadBuffers after the cluster's fill (a model of CMSSW RootTree's
+  separate trigger cache: one vector read per cluster, not its per-entry warm-up).
 - lazy-download: LocalCacheFile copies the 128 MiB segment a read touches (once), as
   one large read that XrdFile::read splits into 8 MiB requests with 2 in flight; the
   reads ROOT makes are then local.
@@ -305,10 +311,22 @@ def _group_fills(layout: Layout, need: list[Basket], opt: Options) -> list[tuple
     return fills
 
 
+def triggered(layout: Layout, branches: tuple[str, ...], factor: int) -> list[Basket]:
+    """Baskets of the branches not in `branches` that hold an entry 0, N, 2N, ... (N =
+    `factor`; none for 0), in entry order: what IOExerciser's trigger adds."""
+    if factor <= 0:
+        return []
+    chosen = set(branches)
+    out = [b for br in layout.branches if br.name not in chosen for b in br.baskets
+           if -(-b.entry_start // factor) * factor < b.entry_stop]
+    out.sort(key=lambda b: (b.entry_start, b.seek))
+    return out
+
+
 def _application(layout: Layout, baskets: list[Basket], opt: Options,
-                 every: list[Basket]) -> list[Round]:
+                 every: list[Basket], trig: tuple[Basket, ...] = ()) -> list[Round]:
     rounds = _open_rounds(layout)
-    useful = {b.seek for b in baskets}
+    useful = {b.seek for b in baskets} | {b.seek for b in trig}
     loaded: set[int] = set()
     learn = min(opt.learn_entries, layout.entries)
     if opt.learning == "cmssw" and layout.clusters:
@@ -341,21 +359,51 @@ def _application(layout: Layout, baskets: list[Basket], opt: Options,
                              cluster=_cluster_of(layout, b.entry_start)))
         return out
 
+    per: dict[int, list[Basket]] = {}
+    for b in trig:
+        if b.seek not in loaded:
+            per.setdefault(_cluster_of(layout, b.entry_start), []).append(b)
+
+    def trigger(upto: int) -> list[Round]:
+        out: list[Round] = []
+        for ci in sorted(c for c in per if c <= upto):
+            for part in _split(per.pop(ci), opt.cache_size):
+                out += _read_buffers(part, useful, opt, "trigger", ci,
+                                     fill_id=len(rounds) + len(out))
+        return out
+
     for ci, fill in _group_fills(layout, cached, opt):
         rounds += alone(ci - 1)
+        rounds += trigger(ci - 1)
         rounds += _read_buffers(fill, useful, opt, "fill", ci, fill_id=len(rounds))
-        rounds += alone(max(_cluster_of(layout, b.entry_start) for b in fill))
-    return rounds + alone(len(layout.clusters))
+        last = max(_cluster_of(layout, b.entry_start) for b in fill)
+        rounds += alone(last)
+        rounds += trigger(last)
+    rounds += alone(len(layout.clusters))
+    return rounds + trigger(len(layout.clusters))
+
+
+def _split(bs: list[Basket], cap: int) -> list[list[Basket]]:
+    """Consecutive parts of at most `cap` bytes (a basket larger than `cap` alone)."""
+    parts: list[list[Basket]] = [[]]
+    size = 0
+    for b in bs:
+        if parts[-1] and size + b.nbytes > cap:
+            parts.append([])
+            size = 0
+        parts[-1].append(b)
+        size += b.nbytes
+    return parts
 
 
 def _lazy(layout: Layout, baskets: list[Basket], opt: Options,
-          every: list[Basket]) -> list[Round]:
+          every: list[Basket], trig: tuple[Basket, ...] = ()) -> list[Round]:
     """The application plan's reads, in order, decide which segment is fetched when;
     ROOT's reads themselves are then local (see `lazy_vector_reads_remote`)."""
     seg = opt.segment_size
     present: set[int] = set()
     rounds: list[Round] = []
-    for r in _application(layout, baskets, opt, every):
+    for r in _application(layout, baskets, opt, every, trig):
         for q in r.requests:
             for off, n in q.ranges:
                 for s in range(off // seg, (off + n - 1) // seg + 1):
@@ -370,25 +418,33 @@ def _lazy(layout: Layout, baskets: list[Basket], opt: Options,
             # LocalCacheFile::readv(IOPosBuffer*) fetches the segments, then hands the
             # vector read to the remote storage anyway
             rounds.append(dataclasses.replace(r, phase="readv-remote", useful_bytes=0))
-    useful = sum(n for _, n in layout.open_reads) + sum(b.nbytes for b in baskets)
+    useful = sum(n for _, n in layout.open_reads) + sum(b.nbytes for b in baskets) \
+        + sum(b.nbytes for b in trig)
     if rounds:   # ROOT's own bytes are served locally; count them once
         rounds[0] = dataclasses.replace(rounds[0], useful_bytes=useful)
     return rounds
 
 
 def make(layout: Layout, branches: tuple[str, ...], mode: str,
-         options: Options | None = None) -> Plan:
-    """The plan for reading `branches` of `layout` in caching `mode`."""
+         options: Options | None = None, trigger_factor: int = 0) -> Plan:
+    """The plan for reading `branches` of `layout` in caching `mode`; with
+    `trigger_factor` N > 0 every N-th event also reads every other branch."""
     if mode not in MODES:
         raise InputError(f"must be one of {', '.join(MODES)}", key="plan.mode", value=mode,
                          has_value=True)
     opt = options or Options()
+    if isinstance(trigger_factor, bool) or not isinstance(trigger_factor, int) \
+            or trigger_factor < 0:
+        raise InputError("must be a whole number >= 0", key="plan.trigger_factor",
+                         value=trigger_factor, has_value=True)
     baskets = _selected(layout, branches)
+    trig = triggered(layout, branches, trigger_factor)
     if mode == "storage":
-        rounds = _storage(layout, baskets, opt)
+        both = sorted(baskets + trig, key=lambda b: (b.entry_start, b.seek))
+        rounds = _storage(layout, both, opt)
     else:
         every = _selected(layout, tuple(b.name for b in layout.branches))
         build = _application if mode == "application" else _lazy
-        rounds = build(layout, baskets, opt, every)
+        rounds = build(layout, baskets, opt, every, tuple(trig))
     return Plan(mode, layout.path, layout.file_bytes, layout.tree, layout.entries,
                 tuple(branches), opt, tuple(rounds), len(layout.clusters))

@@ -24,6 +24,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--mode", required=True, choices=["application", "storage", "lazy-download"])
     ap.add_argument("--library", default="xrootd", choices=["xrootd", "davix", "curl"])
     ap.add_argument("--branches", type=float, default=1.0, help="fraction of the bytes (0..1]")
+    ap.add_argument("--trigger-factor", type=int, default=0,
+                    help="IOExerciser's trigger factor: every N-th event reads every branch "
+                         "(0: off)")
     ap.add_argument("--cache-size", type=int)
     ap.add_argument("--segment", type=int)
     ap.add_argument("--seed", type=int, default=0)
@@ -42,7 +45,8 @@ def main(argv: list[str] | None = None) -> int:
         t0 = time.monotonic()
         lay = layout.load(a.file)
         p = plan.make(lay, select.by_percent(lay, a.branches * 100.0, seed=a.seed), a.mode,
-                      plan_options(a.mode, a.library, a.cache_size, a.segment))
+                      plan_options(a.mode, a.library, a.cache_size, a.segment),
+                      trigger_factor=a.trigger_factor)
         plan_s = time.monotonic() - t0
         shadow = a.shadow_dir if p.mode == "lazy-download" else None
         if shadow and any(x.phase != "segment" for x in p.rounds):
@@ -73,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
            "bytes_received": r["bytes_received"], "cpu_user_s": r["cpu_user_s"],
            "cpu_sys_s": r["cpu_sys_s"], "checksum": r["checksum"], "expected_checksum": expected,
            "branches_read": len(p.branches), "branches_total": len(lay.branches),
+           "trigger_factor": a.trigger_factor,
            "clusters": p.clusters, "plan_s": round(plan_s, 4),
            "setup_cpu_s": round(ru.ru_utime + ru.ru_stime, 4),
            "round_s_max": max(r["round_s"]) if r["round_s"] else 0.0,

@@ -29,7 +29,8 @@ class Fdt(ClientTool):
     def argv(self, job: Job) -> list[str]:
         return adapter.client_argv(job.addr, job.port, job.relpath, job.dest,
                                    streams=job.streams, block_bytes=job.client.block,
-                                   bufsize=job.client.buffer, timeout_s=job.timeout_s)
+                                   bufsize=job.client.buffer, timeout_s=job.timeout_s,
+                                   program=job.client.binary)
 
     def parse(self, stdout: str, stderr: str, returncode: int, job: Job) -> Parsed:
         try:

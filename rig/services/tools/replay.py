@@ -39,7 +39,7 @@ class Replay(ClientTool):
     caps = Capabilities(servers=frozenset({"xrootd", "nginx", "apache"}),
                         protocols=("root", "http"),
                         options=frozenset({"mode", "library", "cache_size", "segment",
-                                           "branches", "shadow_dir"}))
+                                           "branches", "shadow_dir", "trigger_factor"}))
 
     def checked(self, ctx: Any, d: dict[str, Any]) -> dict[str, Any]:
         if d["mode"] is None:
@@ -82,6 +82,8 @@ class Replay(ClientTool):
             out += ["--cache-size", str(c.cache_size)]
         if c.segment:
             out += ["--segment", str(c.segment)]
+        if c.trigger_factor:
+            out += ["--trigger-factor", str(c.trigger_factor)]
         if shadow_dir(c):
             out += ["--shadow-dir", shadow_dir(c) or ""]
         return out
@@ -171,4 +173,4 @@ def plan_for(c: "ClientSpec", file_path: str, seed: int = 0) -> Any:
     assert c.mode is not None, "the schema gives every replay client a mode"
     return plan.make(lay, select.by_percent(lay, branch_fraction(c) * 100.0, seed=seed),
                      c.mode, plan_options(c.mode, c.library or "xrootd", c.cache_size,
-                                          c.segment))
+                                          c.segment), trigger_factor=c.trigger_factor or 0)

@@ -1,0 +1,178 @@
+"""`rig history RUN...`: a series of stored runs (one per release, one per night), in the
+order given, read from their results.sqlite alone.
+
+Per measurement point (matched as `rig compare` matches: path, RTT, client, streams,
+concurrency) the geometric mean throughput of each run with its 95 % interval (t on log
+throughput over the run's repeats), and change points found by rig.report.changepoint
+(binary segmentation over the runs, permutation test summed over the grid, points named
+by the moderated t with Holm and the magnitude floor).
+
+Exit code: 1 when a point dropped at a change point (by the floor or more), else 0;
+--last: only a change at the last run counts (a nightly job: did tonight regress?).
+Bad input, one line each: fewer than 2 runs, runs of different scenarios, no point in
+common.
+
+Pure Python but the lazy chart import; must not import rig.realization, rig.process,
+rig.services or rig.orchestration.
+"""
+from __future__ import annotations
+
+import math
+import re
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+from rig.errors import ExitStatus, InputError
+from rig.report import changepoint
+from rig.report.model import Key, Run, key_order, load_run
+from rig.report.stats import t_ppf
+
+MIN_RUNS = 2
+
+
+@dataclass(frozen=True)
+class Level:
+    """One point in one run."""
+    mean: float | None           # geometric mean bits/s; None: no successful repeat
+    low: float | None            # 95 % interval of the geometric mean (t on log)
+    high: float | None
+    n: int
+    failed: int
+
+
+@dataclass
+class Series:
+    key: Key
+    levels: list[Level]
+    samples: list[list[float]]
+    changes: list[changepoint.Change] = field(default_factory=list)
+
+    @property
+    def dropped(self) -> list[changepoint.Change]:
+        return [c for c in self.changes if c.change < 0]
+
+
+@dataclass
+class HistoryResult:
+    runs: list[Run]
+    out_dir: Path
+    floor: float
+    series: list[Series]
+    splits: list[changepoint.Split]
+    last_only: bool = False
+    only_some: list[Key] = field(default_factory=list)    # points missing from some run
+    files: list[Path] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    def counted(self) -> list[tuple[Series, changepoint.Change]]:
+        last = len(self.runs) - 1
+        return [(s, c) for s in self.series for c in s.dropped
+                if not self.last_only or c.at == last]
+
+    @property
+    def exit_code(self) -> int:
+        return int(ExitStatus.REGRESSION if self.counted() else ExitStatus.OK)
+
+    def run_label(self, i: int) -> str:
+        return self.runs[i].dir.name
+
+    def summary(self) -> str:
+        n, r = len(self.series), len(self.runs)
+        drops = self.counted()
+        if drops:
+            ats = sorted({c.at for _, c in drops})
+            where = ", ".join(f"run {i + 1} ({self.run_label(i)})" for i in ats)
+            return (f"REGRESSION: {len({id(s) for s, _ in drops})} of {n} points dropped "
+                    f"by {self.floor:.0%} or more at {where} ({r} runs)")
+        ups = sum(1 for s in self.series for c in s.changes if c.change > 0)
+        scope = " at the last run" if self.last_only else ""
+        return (f"no regression: {n} points over {r} runs, no drop of {self.floor:.0%} or "
+                f"more{scope} ({len(self.splits)} change point(s), {ups} rise(s))")
+
+
+def scenario_name(run: Run) -> str | None:
+    text = run.env.get("scenario_text")
+    if isinstance(text, str):
+        m = re.search(r"^name:\s*['\"]?([^'\"#\n]+?)['\"]?\s*(#.*)?$", text, re.M)
+        if m:
+            return m.group(1).strip()
+    return None
+
+
+def level(samples: Sequence[float], failed: int) -> Level:
+    if not samples:
+        return Level(None, None, None, 0, failed)
+    logs = [math.log(v) for v in samples]
+    m = statistics.fmean(logs)
+    if len(logs) < 2:
+        return Level(math.exp(m), None, None, 1, failed)
+    half = t_ppf(0.975, len(logs) - 1) * statistics.stdev(logs) / math.sqrt(len(logs))
+    return Level(math.exp(m), math.exp(m - half), math.exp(m + half), len(logs), failed)
+
+
+def _load(dirs: Sequence[Path]) -> list[Run]:
+    if len(dirs) < MIN_RUNS:
+        raise InputError(f"a history needs at least {MIN_RUNS} runs, got {len(dirs)}",
+                         file=str(dirs[0]) if dirs else None, key="RUN")
+    runs = []
+    for d in dirs:
+        d = Path(d)
+        if not d.is_dir():
+            raise InputError("run folder does not exist" if not d.exists() else
+                             "run is not a folder", file=str(d))
+        run = load_run(d)
+        if not run.points:
+            raise InputError("run has no transfers", file=str(d))
+        runs.append(run)
+    names = [scenario_name(r) for r in runs]
+    first = names[0]
+    for run, name in zip(runs[1:], names[1:]):
+        if name != first:
+            raise InputError(f"scenario {name!r} differs from the first run's {first!r} "
+                             f"({runs[0].dir}): a history compares runs of one scenario",
+                             file=str(run.dir))
+    return runs
+
+
+def build(runs: list[Run]) -> tuple[list[Series], list[Key]]:
+    maps = [{p.key: p for p in r.points} for r in runs]
+    every = set(maps[0]).intersection(*maps[1:])
+    some = set().union(*maps) - every
+    series = []
+    for k in sorted(every, key=key_order):
+        pts = [m[k] for m in maps]
+        series.append(Series(k, [level(p.samples_bps, p.failed) for p in pts],
+                             [list(p.samples_bps) for p in pts]))
+    return series, sorted(some, key=key_order)
+
+
+def history(dirs: Sequence[Path], out_dir: Path | None = None, *,
+            floor: float = changepoint.FLOOR, last_only: bool = False,
+            permutations: int = 999) -> HistoryResult:
+    if not (isinstance(floor, (int, float)) and 0 < floor < 1):
+        raise InputError("must be a fraction between 0 and 1", key="--floor", value=floor)
+    runs = _load(dirs)
+    series, some = build(runs)
+    if not series:
+        raise InputError("no measurement in every run (matched on path, RTT, client, "
+                         "streams, concurrency)", file=str(runs[-1].dir))
+    splits = changepoint.detect([s.samples for s in series], floor=floor,
+                                permutations=permutations)
+    for sp in splits:
+        for s, c in zip(series, sp.changes):
+            if c is not None:
+                s.changes.append(c)
+    out = Path(out_dir) if out_dir is not None else runs[-1].dir / "history"
+    if out.exists() and not out.is_dir():
+        raise InputError("output folder is a file", file=str(out), key="--out")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise InputError(f"cannot create the output folder ({e.strerror})", file=str(out),
+                         key="--out") from e
+    result = HistoryResult(runs, out, floor, series, splits, last_only, some)
+    from rig.report import history_report
+    result.files = history_report.write_all(result)
+    return result
