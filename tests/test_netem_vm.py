@@ -159,13 +159,17 @@ def test_qdiscs_as_configured(vm):
 @pytest.mark.netemvm
 @pytest.mark.parametrize("name", ["delay", "loss", "lossrate", "rate"])
 def test_rtt(vm, name):
-    base = checks.rtt_summary(vm["profiles"]["base"]["ping"]["rtts_ms"])["median_ms"]
+    """The floor and the p10 window add the VM's own path as its p10 echo, not its median:
+    one boot's base median read 1.195 ms (p10 0.289; other boots 0.42-0.44 ms) and failed
+    four correct paths (medians 50.4 ms, p10s 49.3-50.2 ms)."""
+    b = checks.rtt_summary(vm["profiles"]["base"]["ping"]["rtts_ms"])
+    base = b["median_ms"]
     s = checks.rtt_summary(vm["profiles"][name]["ping"]["rtts_ms"])
     want = RTT_MS + base
-    print(f"{name}: {s} (VM path without delay: {base} ms)")
-    assert s["median_ms"] >= want - max(0.3, 0.01 * RTT_MS), s
+    print(f"{name}: {s} (VM path without delay: median {base} ms, p10 {b['p10_ms']} ms)")
+    assert s["median_ms"] >= RTT_MS + b["p10_ms"] - max(0.3, 0.01 * RTT_MS), s
     assert s["median_ms"] <= want + 3.0, s
-    assert abs(s["p10_ms"] - want) <= 1.5, s
+    assert abs(s["p10_ms"] - (RTT_MS + b["p10_ms"])) <= 1.5, s
 
 
 @pytest.mark.netemvm
