@@ -19,7 +19,7 @@ from rig.description import reference
 from rig.description.reference import Reference
 from rig.description.profile import BACKENDS, Direction, GilbertElliott, LinkProfile
 from rig.description.tuningspec import CC_NAMES, Tuning  # noqa: F401  (Tuning: scenario.Tuning)
-from rig.description import userpath
+from rig.description import caches, userpath
 from rig.description.rootfile.plan import MODES as READ_MODES
 from rig.errors import InputError
 from rig import netaddr
@@ -374,6 +374,8 @@ class ServerSpec:
     # EnableSendfile, nginx sendfile), TCP_CORK while writing an answer (nginx tcp_nopush)
     sendfile: bool | None = S.spec(S.optional(S.boolean), None)
     tcp_nopush: bool | None = S.spec(S.optional(S.boolean), None)
+    # a cache (kind xcache): the server it fetches from (rig.description.caches)
+    origin: str | None = S.spec(S.optional(S.name), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
@@ -477,6 +479,9 @@ class ClientSpec:
     congestion: str | None = S.spec(S.optional(S.choice(*CC_NAMES)), None)
     # scp: the SSH cipher (`ssh -c`), checked by the tool (rig/services/tools/scp.py)
     cipher: str | None = S.spec(S.optional(S.text), None)
+    # reading through a cache (xcache): emptied of the file before each group (cold) or
+    # holding all of it (warm); None: as the reads before left it (rig.description.caches)
+    cache: str | None = S.spec(S.optional(S.choice("cold", "warm")), None)
     # free-form words added to the tool's argv, for what the schema does not cover
     args: list = S.spec(S.list_of(_arg, min_len=0, scalar_ok=False, max_len=MAX_ARGS), [])
 
@@ -801,6 +806,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
         raise ctx.child("topology").error("layout 'host' carries real paths (or paths "
                                           "through a router host) only", sc.topology.name)
     _check_placement(ctx, sc)
+    caches.check(ctx, sc)
     return sc
 
 

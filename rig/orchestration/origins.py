@@ -7,6 +7,7 @@ realized path (its node's namespace and address); `rig run` starts these plans a
 """
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Callable
 
@@ -41,4 +42,17 @@ def server_plans(sc: Scenario, path: RealizedPath, workdir: Path, datadir: Path,
                                   name=pl.name, cpus=pl.cpus,
                                   tls_dir=workdir / f"{path.name}-tls" if pl.spec.tpc else None)
         out.setdefault(pl.spec.name, []).append(plan)
+    return with_upstreams(out)
+
+
+def with_upstreams(plans: dict[str, list[servers.ServerPlan]]
+                   ) -> dict[str, list[servers.ServerPlan]]:
+    """A cache's instance k reads from instance k mod K of its `origin:` server (pure)."""
+    out = {}
+    for name, ps in plans.items():
+        up = ps[0].spec.origin if ps and servers.get(ps[0].spec.kind).caches else None
+        ups = plans.get(up or "", [])
+        out[name] = [dataclasses.replace(p, upstream=f"{ups[k % len(ups)].addr}:"
+                                                     f"{ups[k % len(ups)].ports['root']}")
+                     if ups else p for k, p in enumerate(ps)]
     return out

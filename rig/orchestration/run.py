@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from rig.orchestration import capture, faults, hostinfo, hosts, origins, tcpsample, transfer
+from rig.orchestration import xcache
 from rig.orchestration.faults import signals_as_exceptions
 
 from rig.realization import certs, cgroups, netns, remote_router, remote_tuning, tls, tuning
@@ -741,6 +742,8 @@ class Run:
                 if p.origin in live.server_ids]
         cpu0 = _tree_cpu(spids) if not sids else self._remote_cpu(live.server_host, sids)
         sender = tools.get(g.client.tool).caps.sender
+        cache = xcache.begin(g, jobs, live.servers, live.path, say=self.say,
+                             timeout_s=self.sc.transfer_timeout_s)    # a cold or warm cache
         t0 = time.monotonic()
         # tcp_info is sampled on this host only: the sender's sockets and the client's
         # pids must be here (a remote host's are not seen from here)
@@ -777,6 +780,8 @@ class Run:
         rows = transfer.rows(outcomes, dict(
             common, concurrency=g.concurrency, repeat=g.repeat,
             server=g.client.server), server_cpu=server_cpu)
+        if cache is not None:
+            cache.annotate(rows)       # bytes the cache fetched from its origin
         for r in rows:
             if alive_after is not None:   # never store an undelayed measurement as good
                 r.ok, r.error = False, f"emulation not in force: {faults.one_line(alive_after)}"

@@ -167,6 +167,12 @@ def _measurements(run: Run, verdicts: dict) -> list[str]:
                 "served them)</h3>", table(concurrency.HEADER, concurrency.rows(run))]
         out += [f"<p>{esc(v[2:]).replace('**', '')}</p>" for v in
                 concurrency.verdicts(run.points)]
+    from rig.report import xcache
+    if xcache.has_cache(run):
+        header, body = xcache.table(run)
+        out += ["<h3>Direct vs cold vs warm cache, with the bytes the cache fetched from "
+                "its origin (medians over repeats)</h3>", table(header, body)]
+        out += [f"<p>{esc(v[2:])}</p>" for v in xcache.rtt_ratios(run)]
     return out
 
 

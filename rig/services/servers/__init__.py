@@ -54,6 +54,7 @@ class ServerPlan:
     name: str = ""         # the instance's name (several origins: name-1 .. name-K)
     cpus: str | None = None   # CPU set it is pinned to (taskset -c), None: any
     tls_dir: Path | None = None   # cert.pem, key.pem, ca/ (the run's throw-away identity)
+    upstream: str | None = None   # a cache's origin, "addr:port" (root://)
 
     @property
     def origin(self) -> str:
@@ -79,6 +80,7 @@ class ServerKind:
     run_as: ClassVar[str | None] = None          # the workdir is chowned to this user
     logs: ClassVar[tuple[str, ...]] = ()         # quoted (last line) when start fails
     tpc: ClassVar[bool] = False                  # can serve HTTP third-party copy (pull)
+    caches: ClassVar[bool] = False               # a cache in front of an `origin:` (xcache)
     # how it writes answers to the socket (scenario keys of the same names), each with the
     # default a Debian site runs; a kind without a setting refuses the key
     settings: ClassVar[dict[str, bool]] = {}

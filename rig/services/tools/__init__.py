@@ -166,7 +166,8 @@ names = _TOOLS.names
 all_tools = _TOOLS.all
 
 # Capabilities shared by the plain HTTP fetchers (one stream, data phase from /proc io).
-HTTP_FETCHER = Capabilities(servers=frozenset({"xrootd", "nginx", "apache"}), protocols=("http",),
+HTTP_FETCHER = Capabilities(servers=frozenset({"xrootd", "nginx", "apache", "xcache"}),
+                            protocols=("http",),
                             timed_by_written_bytes=True, tls=frozenset({"all"}),
                             options=frozenset({"dest_dir"}))
 

@@ -23,7 +23,8 @@ XRD_FAIL_FAST = {"XRD_CONNECTIONRETRY": "1", "XRD_CONNECTIONWINDOW": "5",
 @register
 class Xrdcp(ClientTool):
     name = "xrdcp"
-    caps = Capabilities(servers=frozenset({"xrootd"}), protocols=("root",), max_streams=15,
+    caps = Capabilities(servers=frozenset({"xrootd", "xcache"}), protocols=("root",),
+                        max_streams=15,
                         options=frozenset({"page_checksum", "sources", "multiplex", "dest_dir"}),
                         timed_by_written_bytes=True, tls=frozenset({"control", "all"}))
 
