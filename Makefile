@@ -68,7 +68,8 @@ lint: venv
 	$(BIN)/mypy rig
 
 # The netem backend on a kernel that has sch_netem: Debian's kernel in qemu (TCG, no
-# network device), ~4 min. Downloads the kernel package once (not installed on the host).
+# network device), `rig net` and a whole `rig run` through netem inside, ~4-5 min.
+# Downloads the kernel package once (not installed on the host).
 NETEM_APT_PKGS := qemu-system-x86 busybox-static
 netem-deps:
 	@missing=$$(for p in $(NETEM_APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \

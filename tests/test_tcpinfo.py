@@ -100,6 +100,9 @@ def test_sample_rows_time_base_and_slow_start():
     assert [r.t_s for r in rows] == [0.1, 0.2]
     assert rows[0].ssthresh_segs is None and rows[1].ssthresh_segs == 30
     assert rows[1].delivery_rate_bps == 8000 and rows[0].transfer_id == 42
+    # a tick stamped just before the recorded process start (qemu TCG: -7.9 ms) is at 0
+    early = sample_rows([[(9.9921, _info(snd_cwnd_segs=10, snd_ssthresh_segs=30))]], 1, 10.0)
+    assert early[0].t_s == 0.0
 
 
 def test_scenario_sampling_key(tmp_path):

@@ -206,12 +206,15 @@ class SourceSampler(GroupSampler):
 
 def sample_rows(conns: list[list[tuple[float, TcpInfo]]], transfer_id: int,
                 t_start: float) -> list[TcpSampleRow]:
-    """tcp_samples rows of one transfer; t_s counted from its process start."""
+    """tcp_samples rows of one transfer; t_s counted from its process start. That start
+    is read when the spawn returns: a tick stamped before it may already see the client's
+    connection (seen under qemu TCG: -7.9 ms, which results/check.py refuses), so t_s is
+    never below 0."""
     out = []
     for ci, series in enumerate(conns):
         for t, r in series:
             out.append(TcpSampleRow(
-                transfer_id=transfer_id, conn=ci, t_s=round(t - t_start, 4),
+                transfer_id=transfer_id, conn=ci, t_s=max(0.0, round(t - t_start, 4)),
                 cwnd_segs=r.snd_cwnd_segs,
                 ssthresh_segs=(None if r.snd_ssthresh_segs >= SSTHRESH_INFINITE
                                else r.snd_ssthresh_segs),

@@ -1,6 +1,8 @@
 """Runs inside the netem VM (see vm.py): drives the rig's CLI on a kernel with sch_netem
-and measures what the paths do. Writes OUT/result.json; judges nothing (the host-side
-tests in tests/test_netem_vm.py assert, with checks.py).
+and measures what the paths do (`rig net up` profiles), then a whole `rig run` of
+tests/data/scenarios/netem-run.yaml, its result folder copied to OUT/netem-run. Writes
+OUT/result.json; judges nothing (the host-side tests in tests/test_netem_vm.py assert,
+with checks.py).
 
 Every command goes through rig.process.proc (argv, deadline, group kill). The VM is a world of
 its own: every namespace and qdisc in it was made here.
@@ -10,6 +12,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 import traceback
@@ -23,6 +26,8 @@ from rig.services.servers.start import start_iperf3_server  # noqa: E402
 from rig.orchestration.pathcheck import parse_ping  # noqa: E402
 
 RIG = str(WORKTREE / ".venv" / "bin" / "rig")
+RUN_SCENARIO = WORKTREE / "tests" / "data" / "scenarios" / "netem-run.yaml"
+RUN_TIMEOUT_S = 600
 IPERF_PORT = 5201
 UDP_LEN = 500                  # bytes of UDP payload per datagram (loss counts)
 UDP_RATE_LEN = 1400            # for the rate check: wire frame = payload + 42
@@ -146,13 +151,35 @@ def profile_run(name: str, args: list[str], checks: tuple[str, ...], opts) -> di
     return res
 
 
+def scenario_run(out: Path) -> dict:
+    """`rig run` of netem-run.yaml (backend netem) into the guest's tmpfs, then copied to
+    the results share: results.sqlite is a WAL database and the share (9p, no cache) maps
+    files read-only, so sqlite could not keep its -shm there."""
+    dest = Path("/tmp/netem-run")
+    t = time.monotonic()
+    r = run([RIG, "run", str(RUN_SCENARIO), "--out", str(dest)], RUN_TIMEOUT_S, check=False)
+    res = {"rc": r.returncode, "timed_out": r.timed_out, "wall_s": time.monotonic() - t,
+           "stdout_tail": r.stdout[-3000:], "stderr_tail": r.stderr[-3000:]}
+    if dest.is_dir():
+        shutil.copytree(dest, out / "netem-run", dirs_exist_ok=True)
+        res["out"] = "netem-run"
+    (out / "netem-run.log").write_text(r.stdout + r.stderr)
+    return res
+
+
 def leftovers() -> dict:
     ns = run(["ip", "netns", "list"], 20).stdout.split()
     links = [x["ifname"] for x in json.loads(run(["ip", "-j", "link", "show"], 20).stdout)]
     qd = json.loads(run(["tc", "-j", "qdisc", "show"], 20).stdout or "[]")
     state = sorted(str(p) for p in Path("/run/rig").rglob("*") if not p.is_dir())
+    # /run/netns itself stays a mount point (iproute2 binds it onto itself once): only
+    # what lies below it is a namespace kept alive
+    mounts = [ln.split()[1] for ln in Path("/proc/mounts").read_text().splitlines()
+              if ln.split()[1].startswith(("/run/rig", "/run/netns/"))]
+    etc_netns = sorted(p.name for p in Path("/etc/netns").iterdir()) \
+        if Path("/etc/netns").is_dir() else []
     return {"netns": ns, "links": links, "qdisc_kinds": sorted({q.get("kind") for q in qd}),
-            "state_files": state}
+            "state_files": state, "mounts": mounts, "etc_netns": etc_netns}
 
 
 def main() -> int:
@@ -163,6 +190,7 @@ def main() -> int:
     ap.add_argument("--udp-count", type=int, default=10000)
     ap.add_argument("--tcp-seconds", type=int, default=6)
     ap.add_argument("--profiles", default=",".join(PROFILES))
+    ap.add_argument("--no-run", action="store_true", help="skip the netem-run.yaml `rig run`")
     opts = ap.parse_args()
     out = Path(opts.out)
     t0 = time.monotonic()
@@ -183,6 +211,12 @@ def main() -> int:
                 result["profiles"][name] = profile_run(name, args, checks, opts)
             except Exception:
                 result["errors"].append(f"{name}: {traceback.format_exc()[-1500:]}")
+        if not opts.no_run:
+            result["leftovers_before_run"] = leftovers()
+            try:
+                result["run"] = scenario_run(out)
+            except Exception:
+                result["errors"].append(f"rig run: {traceback.format_exc()[-1500:]}")
         result["leftovers"] = leftovers()
         result["modules"] = sorted(ln.split()[0] for ln in
                                    Path("/proc/modules").read_text().splitlines())

@@ -172,8 +172,13 @@ mkdir -p /dev/pts /dev/shm /etc/netns
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm
 mount -t tmpfs tmpfs /var/tmp
+# the host's /etc/netns holds the files of its own live runs: not the guest's
+mount -t tmpfs -o mode=755 tmpfs /etc/netns
 mkdir -p {worktree} && mount --bind /.rigwt {worktree}
 hostname rigvm
+# xrootd resolves its own host name and stops when it cannot (the host's /etc/hosts
+# knows only the host's name): the overlay's copy learns the guest's
+echo '127.0.1.1 rigvm' >> /etc/hosts
 ip link set lo up
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root
 export PYTHONDONTWRITEBYTECODE=1 LANG=C.UTF-8
