@@ -24,7 +24,9 @@ def _pkt(t, src, dst, sport, dport, seq, ack, flags, plen=0, win=500, ts=None, m
         opts.append(("MSS", mss))
     if ts:
         opts.append(("Timestamp", ts))
-    p = Ether() / IP(src=src, dst=dst) / TCP(sport=sport, dport=dport, seq=seq % 2**32,
+    # both MACs given: scapy would otherwise ARP for dst on the host's own network (and hung
+    # when a leftover rig veth routed 198.18.0.0/30: the test's addresses)
+    p = Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / IP(src=src, dst=dst) / TCP(sport=sport, dport=dport, seq=seq % 2**32,
                                              ack=ack % 2**32, flags=flags, window=win,
                                              options=opts) / (b"x" * plen)
     p.time = t
