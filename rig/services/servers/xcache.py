@@ -18,6 +18,7 @@ the file.
 from __future__ import annotations
 
 from rig.services.servers import ServerKind, ServerPlan, register
+from rig.services.servers.xrootd import daemon_argv, daemon_lines
 
 CACHE_DIR = "cache"            # below the instance's workdir
 BLOCK_BYTES = 1 << 20          # pfc.blocksize
@@ -41,12 +42,7 @@ class XCache(ServerKind):
         if not p.upstream:
             raise ValueError(f"xcache {p.origin}: no origin address")   # the loader checks
         return {"xrootd.cfg": "\n".join([
-            "all.export / nolock",
-            "xrd.network nodnr",
-            f"xrd.port {p.ports['root']}",
-            f"all.adminpath {p.workdir / 'admin'}",
-            f"all.pidpath {p.workdir / 'run'}",
-            f"xrd.protocol XrdHttp:{p.ports['http']} libXrdHttp.so",
+            *daemon_lines(p),
             "ofs.osslib libXrdPss.so",
             f"pss.origin {p.upstream}",
             "pss.cachelib libXrdPfc.so",
@@ -58,5 +54,4 @@ class XCache(ServerKind):
         ])}
 
     def argv(self, p: ServerPlan) -> list[str]:
-        return [p.spec.binary or "xrootd", "-R", "xrootd", "-n", p.instance,
-                "-c", str(p.workdir / "xrootd.cfg"), "-l", str(p.workdir / "xrootd.log")]
+        return daemon_argv(p)

@@ -40,13 +40,7 @@ class Xrootd(ServerKind):
             tls.append(f"xrd.protocol XrdHttps:{p.ports['https']} libXrdHttp.so")
         return {**self.tls_files(p), "xrootd.cfg": "\n".join([
             f"oss.localroot {p.datadir}",
-            "all.export / nolock",
-            # no reverse DNS of clients: without a resolver every connection waits 5 s
-            "xrd.network nodnr",
-            f"xrd.port {p.ports['root']}",
-            f"all.adminpath {p.workdir / 'admin'}",
-            f"all.pidpath {p.workdir / 'run'}",
-            f"xrd.protocol XrdHttp:{p.ports['http']} libXrdHttp.so",
+            *daemon_lines(p),
             *tls,
             "xrootd.trace off", "xrd.trace off", *self._tpc_lines(p), "",
         ])}
@@ -68,6 +62,22 @@ class Xrootd(ServerKind):
                 "http.exthandler xrdtpc libXrdHttpTPC.so"]
 
     def argv(self, p: ServerPlan) -> list[str]:
-        # -R: xrootd refuses to run as root; -n: a private instance name (admin paths)
-        return [p.spec.binary or "xrootd", "-R", "xrootd", "-n", p.instance,
-                "-c", str(p.workdir / "xrootd.cfg"), "-l", str(p.workdir / "xrootd.log")]
+        return daemon_argv(p)
+
+
+def daemon_lines(p: ServerPlan) -> list[str]:
+    """What every xrootd daemon of the rig says (an origin, an XCache): the export, its
+    ports, its own admin and pid paths, XrdHttp."""
+    return ["all.export / nolock",
+            # no reverse DNS of clients: without a resolver every connection waits 5 s
+            "xrd.network nodnr",
+            f"xrd.port {p.ports['root']}",
+            f"all.adminpath {p.workdir / 'admin'}",
+            f"all.pidpath {p.workdir / 'run'}",
+            f"xrd.protocol XrdHttp:{p.ports['http']} libXrdHttp.so"]
+
+
+def daemon_argv(p: ServerPlan) -> list[str]:
+    # -R: xrootd refuses to run as root; -n: a private instance name (admin paths)
+    return [p.spec.binary or "xrootd", "-R", "xrootd", "-n", p.instance,
+            "-c", str(p.workdir / "xrootd.cfg"), "-l", str(p.workdir / "xrootd.log")]
