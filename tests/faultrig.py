@@ -161,3 +161,20 @@ def leftovers(prefix: str) -> dict:
 
 CLEAN = {"ns": [], "mounts": [], "procs": [], "state": False, "workdir": False, "links": [],
          "iptables": []}
+
+
+def end_run(p: subprocess.Popen, sig: int) -> None:
+    """End a `rig run` started in its own session: SIGTERM and wait up to 90 s (its group
+    SIGKILLed should it outlive that), or SIGKILL its whole group at once."""
+    if sig == signal.SIGTERM:
+        p.send_signal(signal.SIGTERM)
+        try:
+            p.communicate(timeout=90)
+        finally:
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+    else:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate(timeout=30)

@@ -3,9 +3,7 @@ a disk folder (storage: disk) through a 0 ms and a 20 ms path; each step has its
 check (dd, cold) beside its network check, every transfer moves the whole file, the
 report has the storage table, and the folder goes with the run. Then the run killed
 while it serves from disk: SIGTERM removes the folder itself, SIGKILL + `rig clean` does."""
-import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from faultrig import end_run
 
 from rig.realization import netns
 from rig.results.store import Store
@@ -81,16 +80,7 @@ def test_killed_while_serving_from_disk_leaves_nothing(tmp_path, require_tools, 
         assert st["disk_data"] == str(_folder(prefix))
         time.sleep(1.0)
     finally:
-        if sig == signal.SIGTERM:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.communicate(timeout=90)
-            finally:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGKILL)
-        else:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.communicate(timeout=30)
+        end_run(p, sig)
     if sig == signal.SIGKILL:
         assert _folder(prefix).is_dir()               # the kill left it
         r = subprocess.run([sys.executable, "-m", "rig", "clean"], capture_output=True,

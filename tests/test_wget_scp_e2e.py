@@ -3,9 +3,7 @@ the run's CA only, `args:` added), scp from the run's sshd with two ciphers, thr
 0 ms and a 20 ms path; every transfer moves the whole file, and nothing of the run is
 left (keys, sshd, state). Then scp killed mid-transfer (SIGKILL + `rig clean`, SIGTERM):
 sshd, its session processes and the per-run keys go too."""
-import contextlib
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -13,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from faultrig import end_run
 
 from rig.process import owner
 from rig.realization import netns
@@ -106,16 +105,7 @@ def test_killed_mid_scp_leaves_nothing(tmp_path, require_tools, sig):
         assert len(keys) == 2 and all(f.stat().st_mode & 0o077 == 0 for f in keys)
     finally:
         starts = {q: owner.start_time(q) for q in procs}
-        if sig == signal.SIGTERM:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.communicate(timeout=90)
-            finally:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGKILL)
-        else:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.communicate(timeout=30)
+        end_run(p, sig)
     if sig == signal.SIGKILL:
         r = subprocess.run([sys.executable, "-m", "rig", "clean"], capture_output=True,
                            text=True, timeout=180)

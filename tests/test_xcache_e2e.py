@@ -6,9 +6,7 @@ once. Then a run killed with SIGKILL (and `rig clean`) or SIGTERM in the middle 
 read leaves no cache daemon, no cache directory, nothing of the run."""
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import signal
 import sqlite3
 import statistics
@@ -18,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from faultrig import end_run
 
 from rig.process import owner
 from rig.realization import netns
@@ -117,16 +116,7 @@ def test_killed_during_a_cold_read_leaves_no_cache(tmp_path, require_tools, sig)
         assert any("wan-cache" in c for c in procs.values()), procs
     finally:
         starts = {q: owner.start_time(q) for q in procs}
-        if sig == signal.SIGTERM:
-            p.send_signal(signal.SIGTERM)
-            try:
-                p.communicate(timeout=90)
-            finally:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(p.pid, signal.SIGKILL)
-        else:
-            os.killpg(p.pid, signal.SIGKILL)
-            p.communicate(timeout=30)
+        end_run(p, sig)
     if sig == signal.SIGKILL:
         assert cache_dir is not None and cache_dir.is_dir()     # left by the killed run
         r = subprocess.run([sys.executable, "-m", "rig", "clean"], capture_output=True,
