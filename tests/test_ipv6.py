@@ -170,3 +170,80 @@ def test_net_up_builds_a_v6_path_with_its_rtt():
         r = subprocess.run([sys.executable, "-m", "rig", "net", "down", "--name", name],
                            capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
+
+
+def _swept(tmp_path, paths: str, sweep: str, clients: str = "[{name: c, tool: xrdcp, file: f}]"):
+    from rig.description import scenario
+    f = tmp_path / "s.yaml"
+    f.write_text(f"name: s\npaths: {paths}\nfiles: [{{name: f, size: 1MiB}}]\n"
+                 f"servers: [{{name: x, kind: xrootd}}]\nclients: {clients}\nsweep: {sweep}\n")
+    return f, lambda: scenario.load(f)
+
+
+def test_sweep_ip_builds_each_free_emulated_path_once_per_family(tmp_path):
+    _, load = _swept(tmp_path, "[{name: wan, rtt: [0ms, 20ms]}, {name: six, rtt: [0ms], ip: 6},"
+                     " {name: lo, kind: real, server_addr: 127.0.0.1}]", "{ip: [4, 6]}",
+                     "[{name: a, tool: xrdcp, file: f, paths: [wan]}, {name: b, tool: curl, "
+                     "file: f, paths: [six, lo]}, {name: c, tool: davix-get, file: f}]")
+    sc = load()
+    assert [(p.name, p.ip) for p in sc.paths] == [("wan-v4", 4), ("wan-v6", 6), ("six", 6),
+                                                  ("lo", 4)]
+    assert [p.rtts_s for p in sc.paths[:2]] == [[0.0, 0.02], [0.0, 0.02]]
+    assert [c.paths for c in sc.clients] == [["wan-v4", "wan-v6"], ["six", "lo"], None]
+    from rig.description import steps
+    assert [s.label() for s in steps.expand(sc)] == [
+        "wan-v4 rtt=0ms", "wan-v4 rtt=20ms", "wan-v6 rtt=0ms", "wan-v6 rtt=20ms",
+        "six rtt=0ms", "lo real"]
+
+
+def test_sweep_ip_of_one_family_keeps_the_path_s_name(tmp_path):
+    _, load = _swept(tmp_path, "[{name: wan, rtt: [0ms]}]", "{ip: 6}")
+    assert [(p.name, p.ip) for p in load().paths] == [("wan", 6)]
+
+
+@pytest.mark.parametrize("paths, sweep, key, msg", [
+    ("[{name: wan, rtt: [0ms]}]", "{ip: [4, 4]}", "sweep.ip", "a family named twice"),
+    ("[{name: wan, rtt: [0ms]}]", "{ip: [4, 5]}", "sweep.ip[1]", "expected 4 or 6"),
+    ("[{name: wan, rtt: [0ms]}]", "{ip: [4, 6, 4]}", "sweep.ip", "at most 2 item(s)"),
+    ("[{name: wan, rtt: [0ms], ip: 4}]", "{ip: [4, 6]}", "sweep.ip", "no path to sweep"),
+    ("[{name: lo, kind: real, server_addr: 127.0.0.1}]", "{ip: [6]}", "sweep.ip",
+     "no path to sweep"),
+    ("[{name: wan, rtt: [0ms]}, {name: wan-v6, rtt: [0ms], ip: 6}]", "{ip: [4, 6]}",
+     "sweep.ip", "would name a copy of path wan 'wan-v6', a path of its own"),
+])
+def test_bad_ip_sweeps_are_one_line(paths, sweep, key, msg, tmp_path):
+    from rig.errors import InputError
+    f, load = _swept(tmp_path, paths, sweep)
+    with pytest.raises(InputError) as e:
+        load()
+    assert (e.value.key, e.value.file) == (key, str(f)) and msg in str(e.value), str(e.value)
+
+
+@pytest.mark.e2e
+def test_sweep_ip_runs_every_client_over_both_families_of_one_path(tmp_path, require_tools):
+    """`sweep.ip: [4, 6]`: the path built twice, each copy checked at its RTT over its own
+    family, every client moving the whole file over each, by literal address or URL."""
+    require_tools("xrootd", "xrdcp", "curl", "iperf3", "nginx", "ip6tables")
+    scen = tmp_path / "ds.yaml"
+    scen.write_text((REPO / "scenarios/dual-stack.yaml").read_text()
+                    .replace("rtt: [0ms, 20ms]", "rtt: [20ms]").replace("64MiB", "16MiB")
+                    .replace("f64M", "f16M").replace("ping_count: 20", "ping_count: 10")
+                    .replace("  - {name: davix-get, tool: davix-get, file: f16M, server: "
+                             "xrootd}\n", ""))
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "rig", "run", str(scen), "--out", str(out)],
+                       capture_output=True, text=True, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    st = Store.open(out)
+    rows = st.transfers()
+    assert sorted((x["path"], x["client"], x["ok"]) for x in rows) == sorted(
+        (p, c, 1) for p in ("wan-v4", "wan-v6") for c in ("xrdcp-S4", "curl", "iperf3")), \
+        [(x["path"], x["client"], x["error"]) for x in rows]
+    assert all(x["bytes"] == 16 << 20 for x in rows if x["tool"] != "iperf3")
+    for x in rows:
+        if x["url"]:
+            assert ("[fd72:6967::" in x["url"]) == (x["path"] == "wan-v6"), x["url"]
+    checks = st.validations()
+    assert sorted({v["path"] for v in checks}) == ["wan-v4", "wan-v6"]
+    for v in checks:
+        assert 20.0 <= v["rtt_ms_measured"] < 20.0 + 15.0, v

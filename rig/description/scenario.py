@@ -215,6 +215,8 @@ class PathSpec:
     # address family: 4, or 6 (an emulated path in fd72:6967::/96, rig.realization.netns);
     # a path naming server_addr takes its family; always set once parsed
     ip: int | None = S.spec(S.optional(_ip_version), None)
+    # the family was the path's own (`ip:` or server_addr), which `sweep.ip` leaves alone
+    ip_stated: bool = False
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
@@ -222,7 +224,7 @@ class PathSpec:
         if d["ip"] is not None and fam and fam != d["ip"]:
             raise ctx.child("server_addr").error(f"an IPv{fam} address on an IPv{d['ip']} "
                                                  "path (ip:)", d["server_addr"])
-        d = dict(d, ip=d["ip"] or fam or 4)
+        d = dict(d, ip=d["ip"] or fam or 4, ip_stated=bool(d["ip"] or fam))
         if d["mtu"] is not None and (d["kind"] == "real" or d["router_host"] is not None
                                      or LOCAL not in (d["client_host"], d["server_host"])):
             raise ctx.child("mtu").error("a path's own MTU is set on the namespaces this "
@@ -534,6 +536,9 @@ class Sweep:
     # TLS modes swept for clients whose tool can use them (others run each mode they can)
     tls: list[str] | None = S.spec(S.optional(S.list_of(_tls_mode,
                                                         max_len=len(tools.TLS_MODES))), None)
+    # address families: each emulated path that does not state its own `ip:` is built
+    # once per family, as paths NAME-v4 and NAME-v6 (one family: NAME, in that family)
+    ip: list[int] | None = S.spec(S.optional(S.list_of(_ip_version, max_len=2)), None)
 
 
 def _ms(parse: S.Parser) -> S.Parser:
@@ -671,6 +676,8 @@ class Scenario:
                 raise ctx.child("tuning").child(attr).error(
                     f"not applied on real path {here[0]!r} (an end on this host, whose "
                     f"network is not the rig's): tune it yourself and remove this key", v)
+        if d["sweep"].ip:
+            d = dict(d, **_sweep_ip(ctx, d["paths"], d["clients"], d["sweep"].ip))
         return dict(d, topology=parse_topology(tp))
 
     def server(self, name: str) -> ServerSpec:
@@ -689,6 +696,36 @@ class Scenario:
         used = [h for p in self.paths for h in (p.server_host, p.client_host, p.router_host)
                 if h is not None and h != LOCAL]
         return {h: self.hosts[h] for h in dict.fromkeys(used)}
+
+
+def _sweep_ip(ctx: S.Ctx, paths: list[PathSpec], clients: list[ClientSpec],
+              fams: list[int]) -> dict[str, Any]:
+    """`sweep.ip`: each emulated path without a family of its own, once per family (named
+    NAME-vF when there are two), and each client's `paths:` naming it, all of its copies."""
+    cc = ctx.child("sweep").child("ip")
+    if len(set(fams)) != len(fams):
+        raise cc.error("a family named twice", fams)
+    free = [p for p in paths if p.kind == "emulated" and not p.ip_stated]
+    if not free:
+        raise cc.error("no path to sweep: every path is real or states its own ip:", fams)
+    out: list[PathSpec] = []
+    copies: dict[str, list[str]] = {}
+    for p in paths:
+        if all(p is not q for q in free):
+            out.append(p)
+            continue
+        for f in fams:
+            name = f"{p.name}-v{f}" if len(fams) > 1 else p.name
+            if name != p.name and any(q.name == name for q in paths):
+                raise cc.error(f"would name a copy of path {p.name} {name!r}, a path of "
+                               "its own: rename one", fams)
+            out.append(dataclasses.replace(p, name=name, ip=f))
+            copies.setdefault(p.name, []).append(name)
+    if len(out) > L.MAX_PATHS:
+        raise cc.error(f"{len(out)} paths once swept: at most {L.MAX_PATHS}", fams)
+    named = [dataclasses.replace(c, paths=[n for pn in c.paths for n in copies.get(pn, [pn])])
+             if c.paths is not None else c for c in clients]
+    return {"paths": out, "clients": named}
 
 
 def parse_path(ctx: S.Ctx, v: Any) -> PathSpec:
