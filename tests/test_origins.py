@@ -276,3 +276,22 @@ def test_servers_of_different_kinds_never_share_a_port():
     assert len(ports) == len(set(ports)) and servers.IPERF3_PORT not in ports, \
         [(p.name, p.ports) for p in plans]
     assert {p.name: p.ports["http"] for p in plans if p.spec.kind == "apache"} == {"apache": 8091}
+
+
+def test_a_server_that_failed_to_listen_is_reported_with_its_own_log_line(tmp_path):
+    """xrootd writes `-l DIR/xrootd.log` of instance `-n NAME` to DIR/NAME/xrootd.log: the
+    failure's one line quotes that log's last line, not the (empty) stdout's."""
+    from types import SimpleNamespace
+
+    from rig.services.servers import start
+    wd = tmp_path / "wan-xrootd"
+    (wd / "wan-xrootd").mkdir(parents=True)
+    (wd / "stdout.log").write_text("")
+    (wd / "wan-xrootd" / "xrootd.log").write_text(
+        "251126 16:00:00 001 Starting on Linux\nConfig warning: port 1094 already in use\n")
+    p = SimpleNamespace(kind=SimpleNamespace(logs=("xrootd.log",)), workdir=wd,
+                        instance=wd.name)
+    assert start._log_tail(p) == "Config warning: port 1094 already in use"
+    (wd / "stdout.log").write_text("xrootd: cannot open config\n")
+    (wd / "wan-xrootd" / "xrootd.log").unlink()
+    assert start._log_tail(p) == "xrootd: cannot open config"

@@ -115,10 +115,12 @@ def wait_remote_tcp(h: Any, addr: str, port: int, *, what: str, alive: Any) -> N
 
 
 def _log_tail(p: ServerPlan) -> str:
+    """The last line of the server's own log, else of its stdout. xrootd puts `-l DIR/F`
+    of instance `-n NAME` in DIR/NAME/F, so each log is looked for in both places."""
     for name in (*p.kind.logs, "stdout.log"):
-        f = p.workdir / name
-        if f.exists() and f.stat().st_size:
-            return f.read_text(errors="replace").strip().splitlines()[-1][-300:]
+        for f in (p.workdir / name, p.workdir / p.instance / name):
+            if f.is_file() and f.stat().st_size:
+                return f.read_text(errors="replace").strip().splitlines()[-1][-300:]
     return "(empty)"
 
 
