@@ -124,3 +124,51 @@ def test_userspace_passthrough_direction_gets_no_rule():
 def test_ipv6_site_uses_ip6tables():
     v6 = LinkSite(**{**SITE.__dict__, "client_net": "fd00::/64"})
     assert userspace.nfqueue_rule_argv(v6, "-I", "a", "b", 1)[4] == "ip6tables"
+
+
+def _built_site() -> LinkSite:
+    from rig.realization import netns
+    p = netns.lay_out(netns.default_topology(), "rig1a2b", 0, "p0", "198.18.0.0/24")
+    assert p.site is not None
+    return p.site
+
+
+def test_a_lossy_direction_s_senders_send_one_segment_per_skb():
+    """netem drops whole skbs; the senders the rig built of a lossy direction are set to
+    one segment per skb, so its loss acts per wire segment (as the userspace engine's)."""
+    site = _built_site()
+    assert (site.client_ends, site.server_ends) == ((("rig1a2b-0c", "rig1a2b0cr"),),
+                                                    (("rig1a2b-0s", "rig1a2b0sr"),))
+    seg = ["ip", "-n", "rig1a2b-0s", "link", "set", "dev", "rig1a2b0sr", "gso_max_segs", "1"]
+    lossy = LinkProfile.symmetric(0.02, loss=0.005)
+    assert netem.plan_argv(site, lossy)[-1] == seg
+    assert sum("gso_max_segs" in a for a in netem.plan_argv(site, lossy)) == 1
+    clean = LinkProfile.symmetric(0.02)
+    assert not any("gso_max_segs" in a for a in netem.plan_argv(site, clean))
+    ge = LinkProfile(forward=Direction(gemodel=GilbertElliott(0.01, 0.5, 1.0, 0.0)))
+    assert [a[2] for a in netem.plan_argv(site, ge) if "gso_max_segs" in a] == ["rig1a2b-0c"]
+    # a lab's own end hosts (remote router): nothing of theirs is changed
+    assert not any("gso_max_segs" in a for a in netem.plan_argv(SITE, lossy))
+
+
+def test_segmenting_follows_the_loss_from_step_to_step_and_is_undone(monkeypatch):
+    ran: list[list[str]] = []
+
+    class Done:
+        ok, stdout = True, "[]"
+
+    monkeypatch.setattr(netem.proc, "run", lambda argv, **kw: ran.append(argv) or Done())
+    site, b = _built_site(), netem.NetemBackend()
+    lossy = LinkProfile.symmetric(0.02, loss=0.005)
+    segs = lambda: [(a[2], a[-1]) for a in ran if "gso_max_segs" in a]   # noqa: E731
+    b.apply(site, lossy)
+    b.update(site, lossy)
+    assert segs() == [("rig1a2b-0s", "1")]
+    b.update(site, LinkProfile.symmetric(0.02))
+    b.update(site, LinkProfile.symmetric(0.06))
+    assert segs() == [("rig1a2b-0s", "1"), ("rig1a2b-0s", "65535")]
+    b.remove(site)
+    assert len(segs()) == 2
+    b.apply(site, lossy)
+    b.remove(site)
+    assert segs()[-2:] == [("rig1a2b-0s", "1"), ("rig1a2b-0s", "65535")]

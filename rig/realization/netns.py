@@ -195,10 +195,14 @@ def lay_out(topology: Topology, prefix: str, index: int, name: str, subnet: str,
     cside, sside = path._side(client=True), path._side(client=False)
     assert path.router is not None, "a built topology has a router"
     r = path.router.name
+    ns_of = {n.name: n.ns for n in nodes}
+    ends = [tuple((ns_of[m], side.dev_of(m)) for m in side.members if m != r)
+            for side in (cside, sside)]
     site = LinkSite(path=name, prefix=prefix, router_ns=path.router_ns,
                     to_client_if=cside.dev_of(r), to_server_if=sside.dev_of(r),
                     client_net=cside.net, server_net=sside.net, queue_base=2 * index,
-                    workdir=workdir or STATE_DIR / prefix / name)
+                    workdir=workdir or STATE_DIR / prefix / name,
+                    client_ends=ends[0], server_ends=ends[1])
     return dataclasses.replace(path, site=site)
 
 

@@ -55,10 +55,6 @@ def netem_stats(qdiscs: dict, dev: str) -> dict:
 
 
 _NETEM_COUNTS = ("seen", "released", "dropped_unattributed", "dropped_rate_limiter", "bytes")
-# netem counts what it passes on in wire segments (a GSO skb adds its gso_segs) but a
-# drop as one: it drops whole skbs. At most 64 KiB of payload per skb (no BIG TCP here):
-# 45 segments of 1514 bytes on the wire, 68130 bytes, rounded up.
-GSO_SKB_MAX_WIRE = 70000
 
 
 def netem_run_totals(stats: list[dict]) -> dict[str, dict[str, int]]:
@@ -83,15 +79,3 @@ def netem_run_totals(stats: list[dict]) -> dict[str, dict[str, int]]:
                 tot[k] += cur[k] if prev is None or reset else max(0, cur[k] - prev[k])
             last[name] = cur
     return totals
-
-
-def skb_drop_bounds(drops: int, segments: int, wire_bytes: int, p: float,
-                    alpha: float = 1e-3) -> tuple[int, int, int, int]:
-    """(lo, hi, n_min, n_max): netem drops skbs with probability p, but it counts the skbs
-    it offered only as wire segments. Their number n lies between wire_bytes /
-    GSO_SKB_MAX_WIRE + drops (every skb as large as GSO makes it) and segments (no GSO);
-    the binomial interval is monotone in n, so lo of n_min and hi of n_max bound the
-    drops of any n in between (pure)."""
-    n_min = max(1, wire_bytes // GSO_SKB_MAX_WIRE + drops)
-    n_max = max(n_min, segments)
-    return binomial_bounds(n_min, p, alpha)[0], binomial_bounds(n_max, p, alpha)[1], n_min, n_max

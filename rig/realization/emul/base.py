@@ -44,6 +44,15 @@ class LinkSite:
     host: Host | None = None  # the router host (None: this one)
     end: str = ""             # "client" | "server": the router role on that end host
     ifb: str = ""             # the end host's IFB device for the ingress direction
+    # the ends the rig built, as (namespace, device) of each sender on either side: what
+    # sends the forward direction (clients) and the reverse (servers); empty when the ends
+    # are a lab's own hosts, whose interfaces the rig does not change
+    client_ends: tuple[tuple[str, str], ...] = ()
+    server_ends: tuple[tuple[str, str], ...] = ()
+
+    def senders(self, direction: str) -> tuple[tuple[str, str], ...]:
+        """Who puts `direction`'s packets on the path: forward, the client side."""
+        return self.client_ends if direction == "forward" else self.server_ends
 
 
 class Backend(Protocol):

@@ -7,8 +7,14 @@ netem semantics worth knowing (and mirrored by the userspace engine):
   sized by Direction.bdp_packets.
 - jitter reorders packets unless netem's own `rate` is set; for order-preserving jitter
   we add a rate far above any real one (100 Gbit/s) so each packet waits for the last.
-- loss applies per skb: with GSO a lost skb is up to ~45 wire segments (the userspace
-  engine segments first when loss > 0; netem cannot).
+- loss (and duplication) applies per skb: with TSO/GSO a lost skb is up to ~45 wire
+  segments lost together, one congestion event where the scenario meant ~45, and netem
+  counts it as one drop while it counts what it passes in segments. The userspace engine
+  segments first when loss > 0; netem cannot, so on a path whose ends the rig built the
+  senders of a lossy direction send one segment per skb (`gso_max_segs 1` on their
+  veths; 65535, Linux's default, again when the loss is gone). A lab's own end hosts are
+  left as they are: there, netem's loss stays per skb (README, before "Each step is
+  checked by the emulator's own timing").
 
 Must not import services, orchestration or reports.
 """
@@ -25,6 +31,7 @@ from rig.description.profile import Direction, LinkProfile
 
 CMD_TIMEOUT = 20.0
 ORDER_RATE_BPS = 100e9        # netem `rate` that only serves to keep packets in order
+GSO_MAX_SEGS = 65535          # Linux's default gso_max_segs, a veth's as the rig builds it
 
 
 def _pct(x: float) -> str:
@@ -81,12 +88,30 @@ def egresses(site: LinkSite, profile: LinkProfile) -> list[tuple[str, str, Direc
             ("reverse", site.to_client_if, profile.reverse)]
 
 
+def per_segment(d: Direction) -> bool:
+    """Must this direction's loss or duplication act per wire segment (as the userspace
+    engine's does: rig.realization.emul.engine.server.wants_gso)?"""
+    return d.mean_loss > 0 or d.duplicate > 0
+
+
+def gso_segs_argv(ns: str, dev: str, segs: int) -> list[str]:
+    """At most `segs` segments per skb from this sender (TCP sizes its skbs by it)."""
+    return ["ip", "-n", ns, "link", "set", "dev", dev, "gso_max_segs", str(segs)]
+
+
+def segmenting(site: LinkSite, profile: LinkProfile) -> list[tuple[str, str, bool]]:
+    """(namespace, device, one segment per skb?) of every sender the rig built."""
+    return [(ns, dev, per_segment(d)) for name, _, d in egresses(site, profile)
+            for ns, dev in site.senders(name)]
+
+
 def plan_argv(site: LinkSite, profile: LinkProfile) -> list[list[str]]:
     cmds = ifb_setup_argv(site) if site.end else []
     for _, dev, d in egresses(site, profile):
         cmds.append(netem_argv(site.router_ns, dev, d, profile.rtt_s))
         if d.rate_bps:
             cmds.append(rate_child_argv(site.router_ns, dev, d, profile.rtt_s))
+    cmds += [gso_segs_argv(ns, dev, 1) for ns, dev, one in segmenting(site, profile) if one]
     return cmds
 
 
@@ -123,6 +148,7 @@ class NetemBackend:
     def __init__(self) -> None:
         self._rated: dict[str, set[str]] = {}
         self._ifbs: set[str] = set()
+        self._segmented: set[tuple[str, str]] = set()    # senders at gso_max_segs 1
 
     def plan(self, site: LinkSite, profile: LinkProfile) -> list[list[str]]:
         return plan_argv(site, profile)
@@ -151,6 +177,11 @@ class NetemBackend:
                 proc.run(rate_child_argv(site.router_ns, dev, d, profile.rtt_s),
                          timeout=CMD_TIMEOUT, check=True, host=site.host)
                 rated.add(dev)
+        for ns, dev, one in segmenting(site, profile):
+            if one != ((ns, dev) in self._segmented):
+                proc.run(gso_segs_argv(ns, dev, 1 if one else GSO_MAX_SEGS),
+                         timeout=CMD_TIMEOUT, check=True)
+                (self._segmented.add if one else self._segmented.discard)((ns, dev))
 
     def update(self, site: LinkSite, profile: LinkProfile) -> None:
         self._install(site, profile)
@@ -179,6 +210,10 @@ class NetemBackend:
     def remove(self, site: LinkSite) -> None:
         for _, dev, _ in egresses(site, LinkProfile()):
             proc.run(qdisc_del_argv(site.router_ns, dev), timeout=CMD_TIMEOUT, host=site.host)
+        for ns, dev in [*site.client_ends, *site.server_ends]:
+            if (ns, dev) in self._segmented:      # the namespace may already be gone
+                proc.run(gso_segs_argv(ns, dev, GSO_MAX_SEGS), timeout=CMD_TIMEOUT)
+                self._segmented.discard((ns, dev))
         self._rated.pop(site.router_ns, None)
         if site.end and site.ifb in self._ifbs:
             self._ifbs.discard(site.ifb)
