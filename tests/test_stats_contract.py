@@ -231,3 +231,19 @@ def test_contract_module_imports_nothing_that_runs() -> None:
     names = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     names |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     assert names <= {"__future__", "bisect", "json", "math", "dataclasses", "typing"}, names
+
+
+def test_netem_phases_are_differenced_unless_the_qdisc_was_rebuilt() -> None:
+    """netem's counters run from the qdisc's creation and survive `tc qdisc replace`: a
+    phase's row is the snapshot minus the one before; a counter that went down is a new
+    qdisc (the rate child removed: delete, then add), counted from its own 0."""
+    def snap(packets: int, drops: int) -> EmulStats:
+        return netem_stats({"reverse": [{"kind": "netem", "handle": "1:", "root": True,
+                                         "packets": packets, "drops": drops, "qlen": 0}]})
+    a, b, c = snap(10000, 50), snap(30000, 150), snap(4000, 20)
+    d = b.since(a).direction("reverse")
+    assert (d.seen, d.released, d.dropped_unattributed) == (20100, 20000, 100)
+    assert c.since(b) == c                             # rebuilt: its own totals
+    assert b.since(None) == b
+    other = EmulStats("userspace", a.directions, instance=7)
+    assert b.since(other) == b and other.since(a) == other

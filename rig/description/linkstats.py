@@ -331,10 +331,12 @@ class EmulStats:
 
     def since(self, prev: "EmulStats | UnreadableStats | None") -> "EmulStats":
         """Counters since `prev` when it is an earlier snapshot of the same engine
-        instance; otherwise self unchanged (netem and none carry no instance), except the
-        host's steal time, which only means something between two snapshots."""
-        if not isinstance(prev, EmulStats) or self.instance is None \
-                or prev.instance != self.instance:
+        instance, or of the same netem qdiscs (no instance: `tc qdisc replace` between
+        steps keeps their counters, a rebuilt qdisc starts again from 0, so a counter
+        that went down means another qdisc); otherwise self unchanged (none counts
+        nothing), except the host's steal time, which only means something between two
+        snapshots."""
+        if not isinstance(prev, EmulStats) or not self._same_counters(prev):
             return replace(self, steal_s=None) if self.steal_s is not None else self
         dirs = tuple(d.since(p) if (p := prev.direction(d.direction)) else d
                      for d in self.directions)
@@ -342,6 +344,17 @@ class EmulStats:
                  for k in ("cpu_user_s", "cpu_sys_s", "run_s", "run_wait_s", "wall_s",
                            "steal_s")}
         return replace(self, directions=dirs, **times)  # type: ignore[arg-type]
+
+    def _same_counters(self, prev: "EmulStats") -> bool:
+        if self.instance is not None:
+            return prev.instance == self.instance
+        if not self.backend == prev.backend == "netem" or prev.instance is not None:
+            return False
+        pairs = [(d, p) for d in self.directions if (p := prev.direction(d.direction))]
+        return bool(pairs) and all(
+            a is None or b is None or a >= b
+            for d, p in pairs for k in _COUNTS if k != "held"
+            for a, b in ((getattr(d, k), getattr(p, k)),))
 
     def to_dict(self) -> dict:
         return {"stats_version": STATS_VERSION, "backend": self.backend, "alive": self.alive,
