@@ -156,3 +156,93 @@ def test_a_run_with_the_profile_applies_what_the_kernel_has_and_restores_the_hos
     row = st.transfers()[0]
     assert row["ok"] and row["congestion_control"] == "bbr" and row["tcp_rmem_max"] == INT_MAX
     assert tuning.read(keys) == before          # host-global values put back
+
+
+# ---- a path's own tuning: two paths of one run tuned differently (seed 000's E4) ---------
+
+def _two_paths(tmp_path, own: str, scenario_tuning: str = "{}") -> Path:
+    f = tmp_path / "two.yaml"
+    f.write_text("name: two\npaths:\n  - {name: default, rtt: [0ms]}\n"
+                 f"  - {{name: tuned, rtt: [0ms], tuning: {own}}}\n"
+                 "files: [{name: f, size: 1MiB}]\nservers: [{name: x, kind: xrootd}]\n"
+                 f"clients: [{{name: c, tool: xrdcp, file: f}}]\ntuning: {scenario_tuning}\n")
+    return f
+
+
+def test_a_path_s_own_tuning_goes_over_the_scenario_s_in_its_namespaces_only(tmp_path):
+    from rig.description import scenario
+    sc = scenario.load(_two_paths(tmp_path, "{profile: seed-000, tcp_fastopen: 3}",
+                                  "{tcp_rmem_max: 16MiB, tcp_wmem_max: 16MiB, "
+                                  "core_rmem_max: 16MiB, tcp_fastopen: 1}"))
+    default, tuned = (scenario.path_tuning(sc, p) for p in sc.paths)
+    assert default == sc.tuning
+    assert tuning.ns_wanted(tuned) == {
+        "net.ipv4.tcp_rmem": "4096 87380 2147483647", "net.ipv4.tcp_wmem": "4096 65536 2147483647",
+        "net.ipv4.tcp_congestion_control": "bbr", "net.ipv4.tcp_mtu_probing": "1",
+        "net.core.optmem_max": "1048576", "net.ipv4.tcp_fastopen": "3"}
+    # host-global: the scenario's, for every path (the profile's 2 GiB and fq left out)
+    assert tuning.global_wanted(tuned) == tuning.global_wanted(sc.tuning) == {
+        "net.core.rmem_max": str(16 << 20)}
+    assert not tuned.required("optmem_max") and tuned.required("tcp_fastopen")
+    assert sc.paths[1].tuning.default_qdisc is None
+    # the plan tunes each path's namespaces its own way, and lets bbr in for the host
+    from rig.orchestration import plan as rplan
+    lines = rplan.plan_lines(sc)
+    assert "ip netns exec rig0000-1c sysctl -q -w net.ipv4.tcp_congestion_control=bbr" in lines
+    assert not any("rig0000-0c" in x and "congestion_control" in x for x in lines)
+    assert any("tcp_allowed_congestion_control" in x and x.endswith(" bbr'") for x in lines)
+
+
+@pytest.mark.parametrize("own, key, msg", [
+    ("{core_rmem_max: 1GiB}", "paths[1].tuning.core_rmem_max", "host-global"),
+    ("{default_qdisc: fq}", "paths[1].tuning.default_qdisc", "host-global"),
+    ("{mtu: 9000}", "paths[1].tuning.mtu", "its own mtu: key"),
+    ("{tcp_rmem_max: 4MiB}", "paths[1].tuning",
+     "tcp_rmem_default 16MiB above tcp_rmem_max 4MiB once over the scenario's"),
+    ("{congestion_control: vegas}", "paths[1].tuning.congestion_control", "must be one of"),
+])
+def test_bad_path_tuning_is_one_line_naming_the_key(tmp_path, own, key, msg):
+    from rig.description import scenario
+    f = _two_paths(tmp_path, own, "{tcp_rmem_max: 64MiB, tcp_rmem_default: 16MiB}")
+    with pytest.raises(InputError) as e:
+        scenario.load(f)
+    assert (e.value.key, e.value.file) == (key, str(f)) and msg in str(e.value), str(e.value)
+
+
+def test_a_real_path_has_no_tuning_of_its_own(tmp_path):
+    from rig.description import scenario
+    f = tmp_path / "r.yaml"
+    f.write_text("name: r\npaths: [{name: lo, kind: real, server_addr: 127.0.0.1, "
+                 "tuning: {congestion_control: bbr}}]\nfiles: [{name: f, size: 1MiB}]\n"
+                 "servers: [{name: x, kind: xrootd}]\nclients: [{name: c, tool: xrdcp, file: f}]\n")
+    with pytest.raises(InputError) as e:
+        scenario.load(f)
+    assert e.value.key == "paths[0].tuning" and "namespaces this host builds" in str(e.value)
+
+
+@pytest.mark.e2e
+def test_two_paths_of_one_run_tuned_differently(tmp_path):
+    """Each path's rows carry what its own namespaces held: the tuned path the study's
+    2 GiB and bbr, the other the kernel's defaults; the host's sysctls put back."""
+    scen = tmp_path / "two.yaml"
+    scen.write_text("name: two\npaths:\n  - {name: default, rtt: [0ms]}\n"
+                    "  - {name: tuned, rtt: [0ms], tuning: {profile: seed-000}}\n"
+                    "files: [{name: f8M, size: 8MiB}]\nservers: [{name: nginx, kind: nginx}]\n"
+                    "clients: [{name: curl, tool: curl, server: nginx, file: f8M}]\n"
+                    "validation: {ping_count: 5, iperf_duration: 1s, iperf_streams: 1}\n"
+                    "transfer_timeout: 60s\n")
+    keys = ("net.core.rmem_max", "net.core.wmem_max", "net.core.default_qdisc",
+            "net.ipv4.tcp_allowed_congestion_control")
+    before = tuning.read(keys)
+    out = tmp_path / "out"
+    r = subprocess.run([*RIG, "run", str(scen), "--out", str(out)], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    from rig.results.store import Store
+    st = Store.open(out)
+    rows = {x["path"]: x for x in st.transfers()}
+    assert rows["tuned"]["ok"] and rows["default"]["ok"]
+    assert (rows["tuned"]["congestion_control"], rows["tuned"]["tcp_rmem_max"]) == ("bbr", INT_MAX)
+    assert rows["default"]["tcp_rmem_max"] < INT_MAX
+    assert st.environment()["path_tuning"]["tuned"]["profile"] == "seed-000"
+    assert tuning.read(keys) == before

@@ -18,6 +18,7 @@ from rig.description import topology as T
 from rig.description import reference
 from rig.description.reference import Reference
 from rig.description.profile import BACKENDS, Direction, GilbertElliott, LinkProfile
+from rig.description import tuningspec
 from rig.description.tuningspec import CC_NAMES, Tuning  # noqa: F401  (Tuning: scenario.Tuning)
 from rig.description import caches, userpath
 from rig.description.storage import Storage
@@ -215,6 +216,9 @@ class PathSpec:
     # address family: 4, or 6 (an emulated path in fd72:6967::/96, rig.realization.netns);
     # a path naming server_addr takes its family; always set once parsed
     ip: int | None = S.spec(S.optional(_ip_version), None)
+    # the path's own namespaced tuning over the scenario's (tcp buffers, congestion
+    # control, mtu probing, optmem, fast open): two paths of one run tuned differently
+    tuning: Tuning | None = S.spec(S.optional(S.section(Tuning)), None)
     # the family was the path's own (`ip:` or server_addr), which `sweep.ip` leaves alone
     ip_stated: bool = False
 
@@ -225,6 +229,13 @@ class PathSpec:
             raise ctx.child("server_addr").error(f"an IPv{fam} address on an IPv{d['ip']} "
                                                  "path (ip:)", d["server_addr"])
         d = dict(d, ip=d["ip"] or fam or 4, ip_stated=bool(d["ip"] or fam))
+        if d["tuning"] is not None:
+            if d["kind"] == "real" or d["router_host"] is not None \
+                    or LOCAL not in (d["client_host"], d["server_host"]):
+                raise ctx.child("tuning").error("a path's own tuning is applied in the "
+                                                "namespaces this host builds (elsewhere: the "
+                                                "scenario's tuning:)")
+            d["tuning"] = tuningspec.for_path(ctx.child("tuning"), d["tuning"])
         if d["mtu"] is not None and (d["kind"] == "real" or d["router_host"] is not None
                                      or LOCAL not in (d["client_host"], d["server_host"])):
             raise ctx.child("mtu").error("a path's own MTU is set on the namespaces this "
@@ -823,6 +834,14 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
                     f"client {c.name} ({c.tool}) supports at most {limit} streams", s)
     _check_tls_sweep(ctx, sc)
     _check_storage(ctx, sc)
+    for i, p in enumerate(sc.paths):
+        t = path_tuning(sc, p)
+        for end in ("rmem", "wmem"):
+            dflt, mx = getattr(t, f"tcp_{end}_default"), getattr(t, f"tcp_{end}_max")
+            if p.tuning is not None and dflt is not None and (mx is None or dflt > mx):
+                raise ctx.child("paths").child(i).child("tuning").error(
+                    f"tcp_{end}_default {S.fmt_size(dflt)} above tcp_{end}_max "
+                    f"{S.fmt_size(mx) if mx else '(unset)'} once over the scenario's tuning")
     n = measurements(sc)
     if n > L.MAX_MEASUREMENTS:
         raise ctx.child("sweep").error(f"{n} transfer groups (RTTs x clients x streams x "
@@ -1019,6 +1038,11 @@ def client_concurrency(sc: Scenario, c: ClientSpec) -> list[int]:
     if c.sweep is not None and c.sweep.concurrency:
         return list(c.sweep.concurrency)
     return list(sc.sweep.concurrency)
+
+
+def path_tuning(sc: Scenario, p: PathSpec) -> Tuning:
+    """The tuning of path `p`'s namespaces: its own `tuning:` keys over the scenario's."""
+    return tuningspec.merged(sc.tuning, p.tuning)
 
 
 def path_mtu(sc: Scenario, p: PathSpec) -> int:

@@ -14,7 +14,7 @@ tcp_fastopen, congestion control) live in the rig's namespaces; host-global ones
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rig.description import limits as L, schema as S
@@ -79,6 +79,37 @@ class Tuning:
     def required(self, key: str) -> bool:
         """Must `key` be applied (the user wrote it), or only where the kernel allows?"""
         return key not in self.from_profile
+
+
+# keys a path's own `tuning:` may set: those living in its namespaces (the rest are the
+# host's, one value for every path: the scenario's `tuning:`)
+NS_TUNING_KEYS = ("congestion_control", "tcp_rmem_max", "tcp_wmem_max", "tcp_rmem_default",
+                  "tcp_wmem_default", "tcp_mtu_probing", "optmem_max", "tcp_fastopen")
+HOST_TUNING_KEYS = ("core_rmem_max", "core_wmem_max", "default_qdisc")
+
+
+def for_path(ctx: S.Ctx, t: Tuning) -> Tuning:
+    """A path's own `tuning:`: namespaced keys only. A host-global key written there is
+    refused (one value for the host: the scenario's `tuning:`), as is an MTU (the path's
+    own `mtu:`); a profile's host-global values are left to the scenario's."""
+    for k in HOST_TUNING_KEYS:
+        if getattr(t, k) is not None and t.required(k):
+            raise ctx.child(k).error("host-global, one value for every path: set it in the "
+                                     "scenario's tuning:", getattr(t, k))
+    if t.mtu != 1500:
+        raise ctx.child("mtu").error("a path's MTU is its own mtu: key", t.mtu)
+    return replace(t, **{k: None for k in HOST_TUNING_KEYS},   # type: ignore[arg-type]
+                   from_profile=tuple(k for k in t.from_profile if k not in HOST_TUNING_KEYS))
+
+
+def merged(base: Tuning, own: Tuning | None) -> Tuning:
+    """`base` (the scenario's) with a path's own namespaced keys over it."""
+    if own is None:
+        return base
+    mine = {k: getattr(own, k) for k in NS_TUNING_KEYS if getattr(own, k) is not None}
+    soft = tuple(k for k in base.from_profile if k not in mine) + tuple(
+        k for k in own.from_profile if k in mine)
+    return replace(base, **mine, profile=own.profile or base.profile, from_profile=soft)
 
 
 def sysctl_int(n: int) -> int:

@@ -16,7 +16,8 @@ from rig.description import steps as S
 from rig.process.proc import ns_argv, pinned_argv
 from rig.realization.emul.netem import NetemBackend
 from rig.realization.emul.userspace import UserspaceBackend
-from rig.description.scenario import LOCAL, Scenario, path_mtu, server_count, uses_tls
+from rig.description.scenario import (LOCAL, Scenario, path_mtu, path_tuning, server_count,
+                                      uses_tls)
 from rig.realization import data
 from rig.services import servers
 from rig.services import tools
@@ -55,7 +56,10 @@ def build_plan(sc: Scenario) -> Plan:
             "is said at run time and left out)"),)
     add("prepare", "prepare")      # results store, environment, the run's subnet
     if sc.tunes_local():
-        add("tune", "tune", [cmd(a) for a in tuning.global_argv(sc.tuning, "<host's list>")])
+        own_cc = tuple(p.tuning.congestion_control for p in sc.paths
+                       if p.tuning is not None and p.tuning.congestion_control)
+        add("tune", "tune", [cmd(a) for a in tuning.global_argv(sc.tuning, "<host's list>",
+                                                                own_cc)])
     if sc.remote_hosts():
         out: list[Item] = []
         for name in sc.remote_hosts():     # rig.realization.remote_tuning: only what differs
@@ -90,6 +94,12 @@ def build_plan(sc: Scenario) -> Plan:
     names = {}
     for i, p in enumerate(sc.paths):
         out = [text(f"# path {p.name} ({p.kind})")]
+        if p.tuning is not None:
+            own = tuning.ns_wanted(p.tuning)
+            out.append(text("# its own tuning over the scenario's: " + (", ".join(
+                f"{k}={v}" for k, v in own.items()) or "nothing") + (
+                f" (profile {p.tuning.profile}: as far as this kernel allows; its host-global "
+                "keys are the scenario's tuning:)" if p.tuning.profile else "")))
         if p.router_host is not None:     # rig.realization.remote_router
             assert p.server_addr is not None
             from rig.orchestration.hosts import make_host
@@ -134,7 +144,7 @@ def build_plan(sc: Scenario) -> Plan:
                      "namespace)") for ns in n.namespaces]
         for node in n.nodes:
             if node.role != "router" and node.ns is not None:
-                out += [cmd(a) for a in tuning.ns_argv(sc.tuning, node.ns)]
+                out += [cmd(a) for a in tuning.ns_argv(path_tuning(sc, p), node.ns)]
         names[p.name] = n
         add(f"path:{p.name}", "path", out, path=p.name, deps=setup)
         if uses_tls(sc):

@@ -38,6 +38,7 @@ from rig.description.linkstats import EmulStats, emulation_late, late_wakeups
 from rig.orchestration.reporter import Reporter, Say, stderr_say
 from rig.results.store import EngineStatsRow, Store, ValidationRow
 from rig.description.scenario import (LOCAL, PathSpec, Scenario, client_concurrency, path_mtu,
+                                      path_tuning,
                                       runs_on, server_count, uses_tls)
 from rig.process.remote import Host
 from rig.realization import data
@@ -159,6 +160,9 @@ class Run:
             st.set_env("reference", {"file": self.sc.reference.source,
                                      "text": self.sc.reference.text})
         st.set_env("tuning", dataclasses.asdict(self.sc.tuning))
+        if any(p.tuning is not None for p in self.sc.paths):   # paths tuned their own way
+            st.set_env("path_tuning", {p.name: dataclasses.asdict(path_tuning(self.sc, p))
+                                       for p in self.sc.paths if p.tuning is not None})
         st.set_env("prefix", self.prefix)
         stack.callback(lambda: st.set_env("sysctls_after", hostinfo.sysctls()))
 
@@ -168,10 +172,24 @@ class Run:
         t, lacking = tuning.as_far_as_kernel_allows(self.sc.tuning, self.sc.source)
         for k, why in lacking.items():
             self.say(f"tuning: {k} not applied ({why}; it came from profile {t.profile})")
+        paths = []
+        for i, p in enumerate(self.sc.paths):      # a path's own tuning, the same way
+            if p.tuning is not None:
+                pt, lack = tuning.as_far_as_kernel_allows(p.tuning, self.sc.source,
+                                                          at=f"paths[{i}].tuning")
+                for k, why in lack.items():
+                    self.say(f"path {p.name}: tuning {k} not applied ({why}; it came from "
+                             f"profile {pt.profile})")
+                    lacking[f"{p.name}.{k}"] = why
+                p = dataclasses.replace(p, tuning=pt)
+            paths.append(p)
         self.store.set_env("tuning_not_applied", lacking)
-        self.sc = dataclasses.replace(self.sc, tuning=t)
-        tuning.check_cc_available(self.sc.tuning)
-        wrote = tuning.global_wanted(self.sc.tuning, tuning.host_allowed_cc())
+        self.sc = dataclasses.replace(self.sc, tuning=t, paths=paths)
+        own_cc = tuple(p.tuning.congestion_control for p in paths
+                       if p.tuning is not None and p.tuning.congestion_control)
+        for ti in (self.sc.tuning, *(p.tuning for p in paths if p.tuning is not None)):
+            tuning.check_cc_available(ti)
+        wrote = tuning.global_wanted(self.sc.tuning, tuning.host_allowed_cc(), own_cc)
         before = tuning.read(wrote)
         # recorded before writing, so `rig clean` can restore after a SIGKILL at any point
         self.state.record_sysctls(before, wrote)
@@ -245,7 +263,7 @@ class Run:
                 servers=server_count(self.sc), ip=p.ip or 4))
             for node in path.nodes:
                 if node.role != "router" and node.ns is not None:
-                    tuning.apply_ns(self.sc.tuning, node.ns)
+                    tuning.apply_ns(path_tuning(self.sc, p), node.ns)
             live = Live(p, path, make_backend(p.backend))
             stack.callback(self._remove_backend, live)
         self.say(f"path {p.name}: client {live.client_ns or 'host'} on {p.client_host} -> "

@@ -195,7 +195,7 @@ def lay_out(topology: Topology, prefix: str, index: int, name: str, subnet: str,
     cside, sside = path._side(client=True), path._side(client=False)
     assert path.router is not None, "a built topology has a router"
     r = path.router.name
-    ns_of = {n.name: n.ns for n in nodes}
+    ns_of = {n.name: n.ns for n in nodes if n.ns is not None}    # every node's, here
     ends = [tuple((ns_of[m], side.dev_of(m)) for m in side.members if m != r)
             for side in (cside, sside)]
     site = LinkSite(path=name, prefix=prefix, router_ns=path.router_ns,

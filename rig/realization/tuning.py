@@ -53,10 +53,12 @@ def ns_argv(t: Tuning, ns: str) -> list[list[str]]:
 ALLOWED_CC = "net.ipv4.tcp_allowed_congestion_control"
 
 
-def global_wanted(t: Tuning, allowed_cc: str | None = None) -> dict[str, str]:
+def global_wanted(t: Tuning, allowed_cc: str | None = None,
+                  also_cc: tuple[str, ...] = ()) -> dict[str, str]:
     """Host-global values the tuning needs. A namespace may only select a congestion
     control the host allows (tcp_allowed_congestion_control is global; seen here:
-    "reno bbr", so cubic in a namespace failed with EPERM): add it to that list."""
+    "reno bbr", so cubic in a namespace failed with EPERM): add it to that list, and
+    `also_cc` (paths' own) too."""
     want = {}
     if t.core_rmem_max:
         want["net.core.rmem_max"] = str(sysctl_int(t.core_rmem_max))
@@ -64,9 +66,11 @@ def global_wanted(t: Tuning, allowed_cc: str | None = None) -> dict[str, str]:
         want["net.core.wmem_max"] = str(sysctl_int(t.core_wmem_max))
     if t.default_qdisc:
         want[DEFAULT_QDISC] = t.default_qdisc
-    if t.congestion_control and allowed_cc is not None \
-            and t.congestion_control not in allowed_cc.split():
-        want[ALLOWED_CC] = f"{allowed_cc} {t.congestion_control}".strip()
+    if allowed_cc is not None:
+        add = [c for c in dict.fromkeys((t.congestion_control, *also_cc))
+               if c and c not in allowed_cc.split()]
+        if add:
+            want[ALLOWED_CC] = " ".join([allowed_cc, *add]).strip()
     return want
 
 
@@ -86,8 +90,9 @@ def check_cc_available(t: Tuning) -> None:
                        f"{t.congestion_control})")
 
 
-def global_argv(t: Tuning, allowed_cc: str | None = None) -> list[list[str]]:
-    return [_sysctl_w(None, k, v) for k, v in global_wanted(t, allowed_cc).items()]
+def global_argv(t: Tuning, allowed_cc: str | None = None,
+                also_cc: tuple[str, ...] = ()) -> list[list[str]]:
+    return [_sysctl_w(None, k, v) for k, v in global_wanted(t, allowed_cc, also_cc).items()]
 
 
 def read(keys, ns: str | None = None) -> dict[str, str | None]:
@@ -180,7 +185,8 @@ def _lacks(t: Tuning) -> dict[str, str]:
     return out
 
 
-def as_far_as_kernel_allows(t: Tuning, source: str) -> tuple[Tuning, dict[str, str]]:
+def as_far_as_kernel_allows(t: Tuning, source: str,
+                            at: str = "tuning") -> tuple[Tuning, dict[str, str]]:
     """The tuning this kernel can apply, and what was left out (key -> why). A key the
     scenario wrote itself and the kernel lacks stops the run (exit 2, nothing built);
     a profile's key is left out and said."""
@@ -188,7 +194,7 @@ def as_far_as_kernel_allows(t: Tuning, source: str) -> tuple[Tuning, dict[str, s
     for key, why in lacking.items():
         if t.required(key):
             raise InputError(f"{why}: the scenario requires it (a `profile:` value would be "
-                             "left out instead)", file=source, key=f"tuning.{key}",
+                             "left out instead)", file=source, key=f"{at}.{key}",
                              value=getattr(t, key), has_value=True)
     return without(t, lacking), lacking
 
