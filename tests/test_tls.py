@@ -125,6 +125,18 @@ def test_server_configs_with_and_without_tls(tmp_path):
     plain = servers.server_files(_plan("xrootd", None, tmp_path))
     assert "xrd.tls" not in plain["xrootd.cfg"] and "tls-key.pem" not in plain
     assert "ssl" not in servers.server_files(_plan("nginx", None, tmp_path))["nginx.conf"]
+    a = servers.server_files(_plan("apache", TLSF, tmp_path))
+    conf = a["apache2.conf"]
+    assert "Listen 198.18.0.6:8473\n<VirtualHost 198.18.0.6:8473>" in conf
+    assert f"SSLCertificateKeyFile {tmp_path}/w/tls-key.pem" in conf and "SSLEngine on" in conf
+    assert a["tls-key.pem"] == "KEY" and "Listen 198.18.0.6:8070" in conf
+    plain_a = servers.server_files(_plan("apache", None, tmp_path))
+    assert "SSL" not in plain_a["apache2.conf"] and "tls-key.pem" not in plain_a
+    c = scenario.ClientSpec(name="c", tool="wget", protocol="http")
+    j = tools.get("wget").job(c, 1, 0, server=_plan("apache", TLSF, tmp_path),
+                              file=scenario.FileSpec(name="f", size=1), iperf=("", 0),
+                              timeout_s=10, tls="all")
+    assert j.url == "https://198.18.0.6:8473/f"
 
 
 def test_parse_stat_handles_odd_command_names():

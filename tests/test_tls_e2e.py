@@ -1,5 +1,6 @@
 """End-to-end, reduced scenarios/tls-concurrency.yaml: xrdcp roots:// (all streams and
-control only), davix-get and curl over HTTPS from XrdHttp and nginx, trusting only the
+control only), davix-get and curl over HTTPS from XrdHttp and nginx, wget from Apache
+(mod_ssl), trusting only the
 run's CA; every transfer moves the whole file; server CPU recorded; the TLS cost table
 is written; the CA and keys are gone afterwards."""
 import json
@@ -31,10 +32,12 @@ def run_dir(tmp_path_factory):
 
 
 def test_every_tls_mode_moved_the_whole_file(run_dir, require_tools):
-    require_tools("xrootd", "xrdcp", "davix-get", "curl", "nginx", "openssl")
+    require_tools("xrootd", "xrdcp", "davix-get", "curl", "nginx", "apache2", "wget",
+                  "openssl")
     rows = Store.open(run_dir).transfers()
-    # 2 RTTs x concurrency (1 + 4) x (xrdcp 3 modes + davix, curl, curl-nginx 2 + 1)
-    assert len(rows) == 2 * 5 * (3 + 2 + 2 + 2 + 1)
+    # 2 RTTs x concurrency (1 + 4) x (xrdcp 3 modes + davix, curl, curl-nginx,
+    # wget-apache 2 + 1)
+    assert len(rows) == 2 * 5 * (3 + 2 + 2 + 2 + 1 + 2)
     bad = [(r["client"], r["tls"], r["error"]) for r in rows if not r["ok"]]
     assert not bad
     assert all(r["bytes"] == FILE_BYTES for r in rows)
@@ -53,7 +56,7 @@ def test_every_tls_mode_moved_the_whole_file(run_dir, require_tools):
             assert r["url"].startswith("https://")
     assert modes == {"xrdcp": {"off", "control", "all"}, "davix-get": {"off", "all"},
                      "curl": {"off", "all"}, "curl-nginx": {"off", "all"},
-                     "davix-nginx-tls": {"all"}}
+                     "davix-nginx-tls": {"all"}, "wget-apache": {"off", "all"}}
 
 
 def test_server_cpu_recorded_and_tls_costs_the_server_more(run_dir):

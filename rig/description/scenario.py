@@ -814,8 +814,9 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
             raise cc.child("file").error("a caching-mode replay reads a ROOT file: give the file "
                                          "kind: root (generated) or a path", c.file)
         if c.tls not in (None, "off") and not server_kinds.get(servers[c.server].kind).tls_ports:
+            have = [k for k in server_kinds.kinds() if server_kinds.get(k).tls_ports]
             raise cc.child("tls").error(f"a {servers[c.server].kind} server does not serve TLS "
-                                        "(xrootd and nginx do)", c.tls)
+                                        f"({', '.join(have)} do)", c.tls)
         _check_tpc(cc, c, caps, servers)
     sc = dataclasses.replace(sc, clients=clients)
     names = [p.name for p in sc.paths]

@@ -1,11 +1,13 @@
 """Apache httpd (Debian apache2): HTTP with byte ranges and multi-range, its own config,
 pid, mutex and log paths in the run directory; started in the foreground (-DFOREGROUND,
 the parent stays the process the rig supervises) and stopped like nginx (TERM to the
-group). Pure: config text and argv only."""
+group). HTTPS (mod_ssl) on a second port, a virtual host of its own, when the plan has
+TLS material (the run's certificate; the key read by the root parent before it drops to
+www-data). Pure: config text and argv only."""
 from __future__ import annotations
 
 from rig.netaddr import hostport
-from rig.services.servers import ServerKind, ServerPlan, register
+from rig.services.servers import TLS_CERT, TLS_KEY, ServerKind, ServerPlan, register
 
 MODULES = "/usr/lib/apache2/modules"
 
@@ -15,6 +17,7 @@ class Apache(ServerKind):
     """apache2 -DFOREGROUND with a config of its own; ranges unlimited (MaxRanges)."""
     kind = "apache"
     ports = {"http": 8070}
+    tls_ports = {"https": 8473}
     version_argv = ["apache2", "-v"]
     # EnableSendfile: httpd's default (Off) is Debian's, whose apache2.conf leaves it
     # unset. With either, Apache held a multi-range answer's last segment for one RTT in
@@ -26,7 +29,17 @@ class Apache(ServerKind):
         sendfile = "On" if self.setting(p, "sendfile") else "Off"
         # MaxRanges: Apache answers more than 200 ranges with the whole file by default;
         # LimitRequestFieldSize: a vector read's Range header passes 8 KB
-        return {"apache2.conf": f"""ServerRoot {w}
+        tls = (f"""LoadModule ssl_module {MODULES}/mod_ssl.so
+LoadModule socache_shmcb_module {MODULES}/mod_socache_shmcb.so
+SSLSessionCache shmcb:{w / 'ssl_scache'}(512000)
+Listen {hostport(p.addr, p.ports['https'])}
+<VirtualHost {hostport(p.addr, p.ports['https'])}>
+    SSLEngine on
+    SSLCertificateFile {w / TLS_CERT}
+    SSLCertificateKeyFile {w / TLS_KEY}
+</VirtualHost>
+""" if p.tls else "")
+        return {**self.tls_files(p), "apache2.conf": f"""ServerRoot {w}
 ServerName rig-apache
 LoadModule mpm_event_module {MODULES}/mod_mpm_event.so
 LoadModule authz_core_module {MODULES}/mod_authz_core.so
@@ -55,7 +68,7 @@ DocumentRoot {p.datadir}
 <Directory {p.datadir}>
     Require all granted
 </Directory>
-"""}
+{tls}"""}
 
     def argv(self, p: ServerPlan) -> list[str]:
         return [p.spec.binary or "apache2", "-DFOREGROUND", "-f", str(p.workdir / "apache2.conf")]
