@@ -149,10 +149,10 @@ def test_no_scenario_mutation_reaches_an_assert(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("doc, key", [
-    ({"servers": [{"name": "a", "kind": "apache"}],
-      "clients": [{"name": "c", "tool": "curl", "file": "f", "tls": "all"}]}, "clients[0].tls"),
-    ({"servers": [{"name": "a", "kind": "apache"}], "sweep": {"tls": ["off", "all"]},
-      "clients": [{"name": "c", "tool": "curl", "file": "f"}]}, "sweep.tls"),
+    ({"servers": [{"name": "a", "kind": "fdt"}],
+      "clients": [{"name": "c", "tool": "fdt", "file": "f", "tls": "all"}]}, "clients[0].tls"),
+    ({"servers": [{"name": "a", "kind": "sshd"}], "sweep": {"tls": ["off", "all"]},
+      "clients": [{"name": "c", "tool": "scp", "file": "f"}]}, "sweep.tls"),
     ({"servers": [{"name": "a", "kind": "apache"}],
       "clients": [{"name": "c", "tool": "replay", "mode": "storage", "library": "davix",
                    "file": "f"}]}, "clients[0].file"),

@@ -88,7 +88,9 @@ def test_client_router_server_builds_what_the_rig_always_built():
     assert last.site == netns.LinkSite(
         path="p", prefix="rig0001", router_ns="rig0001-31r", to_client_if="rig000131rc",
         to_server_if="rig000131rs", client_net="198.18.3.248/30",
-        server_net="198.18.3.252/30", queue_base=62, workdir=Path("/w"))
+        server_net="198.18.3.252/30", queue_base=62, workdir=Path("/w"),
+        client_ends=(("rig0001-31c", "rig000131cr"),),
+        server_ends=(("rig0001-31s", "rig000131sr"),))
     assert netns.default_topology() == _topo("client-router-server")
 
 

@@ -416,6 +416,7 @@ class ServerSpec:
         return self.cpus[0] if len(self.cpus) == 1 else self.cpus[k]
 
 
+DIRECTIONS = ("download", "upload")
 _OPTIONS = ("page_checksum", "block", "buffer", "mode", "library", "cache_size", "segment",
             "branches", "sources", "multiplex", "shadow_dir", "dest_dir", "congestion", "cipher",
             "trigger_factor")
@@ -495,11 +496,21 @@ class ClientSpec:
     cache: str | None = S.spec(S.optional(S.choice("cold", "warm")), None)
     # free-form words added to the tool's argv, for what the schema does not cover
     args: list = S.spec(S.list_of(_arg, min_len=0, scalar_ok=False, max_len=MAX_ARGS), [])
+    # download (from the server) | upload (to it: the file written to the server's
+    # upload/ folder, checked by its checksum there, then removed); None: sweep.direction
+    direction: str | None = S.spec(S.optional(S.choice(*DIRECTIONS)), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
         tool = d["tool"]
         caps = tools.get(tool).caps
+        if d["direction"] == "upload" and not caps.upload:
+            users = sorted(t.name for t in tools.all_tools() if t.caps.upload)
+            raise ctx.child("direction").error(f"{tool} cannot upload (only "
+                                               f"{', '.join(users)})", "upload")
+        if d["direction"] == "upload" and d["dest_dir"] is not None:
+            raise ctx.child("dest_dir").error("an upload reads the served file and writes "
+                                              "to the server: no dest_dir", d["dest_dir"])
         if d["tls"] not in (None, "off") and d["tls"] not in caps.tls:
             users = sorted(t.name for t in tools.all_tools() if d["tls"] in t.caps.tls)
             raise ctx.child("tls").error(f"{tool} cannot use TLS mode {d['tls']} "
@@ -547,6 +558,10 @@ class Sweep:
     # TLS modes swept for clients whose tool can use them (others run each mode they can)
     tls: list[str] | None = S.spec(S.optional(S.list_of(_tls_mode,
                                                         max_len=len(tools.TLS_MODES))), None)
+    # download and upload, for clients whose tool can upload (each its own configuration,
+    # NAME and NAME@upload); others download
+    direction: list[str] | None = S.spec(S.optional(S.list_of(S.choice(*DIRECTIONS),
+                                                              max_len=2)), None)
     # address families: each emulated path that does not state its own `ip:` is built
     # once per family, as paths NAME-v4 and NAME-v6 (one family: NAME, in that family)
     ip: list[int] | None = S.spec(S.optional(S.list_of(_ip_version, max_len=2)), None)
@@ -835,6 +850,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
                     f"client {c.name} ({c.tool}) supports at most {limit} streams", s)
     _check_tls_sweep(ctx, sc)
     _check_storage(ctx, sc)
+    _check_uploads(ctx, sc)
     for i, p in enumerate(sc.paths):
         t = path_tuning(sc, p)
         for end in ("rmem", "wmem"):
@@ -861,6 +877,50 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
     _check_placement(ctx, sc)
     caches.check(ctx, sc)
     return sc
+
+
+def client_directions(sc: Scenario, c: ClientSpec) -> list[str]:
+    """Directions client `c` runs: its own `direction:`, else `sweep.direction` as far as
+    its tool can (uploads), else download."""
+    if c.direction is not None:
+        return [c.direction]
+    if sc.sweep.direction and tools.get(c.tool).caps.upload:
+        return list(sc.sweep.direction)
+    return ["download"]
+
+
+def upload_servers(sc: Scenario) -> set[str]:
+    """Servers some client uploads to (they get a writable upload/ folder)."""
+    return {c.server for c in sc.clients if c.server and "upload" in client_directions(sc, c)}
+
+
+def _check_uploads(ctx: S.Ctx, sc: Scenario) -> None:
+    """An upload goes to a server kind that accepts writes, on this host, from tmpfs."""
+    cd = ctx.child("sweep").child("direction")
+    fams = sc.sweep.direction or []
+    if len(set(fams)) != len(fams):
+        raise cd.error("a direction named twice", fams)
+    if "upload" in fams and not any(tools.get(c.tool).caps.upload for c in sc.clients):
+        raise cd.error("no client can upload (" + ", ".join(sorted(
+            t.name for t in tools.all_tools() if t.caps.upload)) + " can)", fams)
+    servers = {s.name: s for s in sc.servers}
+    for i, c in enumerate(sc.clients):
+        if "upload" not in client_directions(sc, c) or c.server not in servers:
+            continue
+        at = ctx.child("clients").child(i)
+        at = at.child("direction") if c.direction else cd
+        kind = servers[c.server].kind
+        if kind not in tools.get(c.tool).caps.upload or not server_kinds.get(kind).writes:
+            raise at.error(f"client {c.name}: a {kind} server does not accept {c.tool}'s "
+                           "writes", "upload")
+        if sc.storage.on_disk:
+            raise at.error(f"client {c.name}: uploads go to the run's tmpfs (storage: disk "
+                           "serves downloads only)", "upload")
+        remote = [p.name for p in sc.paths if runs_on(c, p)
+                  and (p.client_host != LOCAL or p.server_host != LOCAL)]
+        if remote:
+            raise at.error(f"client {c.name}: uploads run with both ends on this host (path "
+                           f"{remote[0]} has a remote end)", "upload")
 
 
 def _check_storage(ctx: S.Ctx, sc: Scenario) -> None:
@@ -1008,6 +1068,7 @@ def measurements(sc: Scenario) -> int:
                                 and c.branches is None
                                 and "branches" in tools.get(c.tool).caps.options else 1)
                              * len(tls_modes(sc, c)) * client_repeats(sc, c)
+                             * len(client_directions(sc, c))
                              for c in sc.clients if runs_on(c, p))
     return total
 

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 
 from rig.description.profile import LinkProfile
 from rig.description.scenario import (ClientSpec, PathSpec, Scenario, client_concurrency,
-                                      client_repeats, client_streams, runs_on, tls_modes)
+                                      client_directions, client_repeats, client_streams,
+                                      runs_on, tls_modes)
 from rig.services import tools
 
 
@@ -80,6 +81,17 @@ def branch_configs(sc: Scenario, c: ClientSpec) -> list[ClientSpec]:
             for f in sc.sweep.branches]
 
 
+def direction_configs(sc: Scenario, c: ClientSpec) -> list[ClientSpec]:
+    """One configuration per direction it runs: a download keeps the client's name, an
+    upload beside it is `NAME@upload` (a point of its own); a client's own `direction:`
+    keeps its name."""
+    dirs = client_directions(sc, c)
+    if c.direction is not None or dirs == ["download"]:
+        return [dataclasses.replace(c, direction=dirs[0])]
+    return [dataclasses.replace(c, direction=d, name=c.name if d == "download"
+                                else f"{c.name}@upload") for d in dirs]
+
+
 def groups(sc: Scenario, path: PathSpec | None = None) -> list[Group]:
     """Transfer groups of one step (on `path`: the clients that run there; None: every
     client), in the order they run: repeats outermost, so a slow drift of the host spreads
@@ -89,7 +101,7 @@ def groups(sc: Scenario, path: PathSpec | None = None) -> list[Group]:
         for c0 in sc.clients:
             if rep >= client_repeats(sc, c0) or (path is not None and not runs_on(c0, path)):
                 continue
-            for c in branch_configs(sc, c0):
+            for c in (d for b in branch_configs(sc, c0) for d in direction_configs(sc, b)):
                 for s in stream_counts(sc, c):
                     for n in client_concurrency(sc, c):
                         # TLS innermost: with and without it run back to back, side by side

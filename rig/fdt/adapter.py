@@ -76,6 +76,14 @@ def client_argv(addr: str, port: int, name: str, dest: str, *, streams: int,
     return [*argv, addr, name, dest]
 
 
+def put_argv(addr: str, port: int, src: str, name: str, **kw) -> list[str]:
+    """`rig-fdt put` of the local file SRC to the server as NAME (below its root); the
+    options and their checks are `client_argv`'s."""
+    argv = client_argv(addr, port, name, src, **kw)
+    argv[argv.index("get")] = "put"
+    return [*argv[:-2], src, name]
+
+
 def parse(stdout: str, stderr: str) -> dict:
     """The result object from the last non-empty stdout line.
 

@@ -11,7 +11,7 @@ import dataclasses
 from pathlib import Path
 from typing import Callable
 
-from rig.description.scenario import Scenario, placements
+from rig.description.scenario import Scenario, placements, upload_servers
 from rig.realization.netns import RealizedPath
 from rig.services import servers
 
@@ -30,6 +30,7 @@ def server_plans(sc: Scenario, path: RealizedPath, workdir: Path, datadir: Path,
     """Scenario server name -> its instances' plans, in instance order."""
     out: dict[str, list[servers.ServerPlan]] = {}
     taken: dict[str, set[int]] = {}     # address -> ports its servers (and iperf3) listen on
+    writers = upload_servers(sc)
     for pl in placements(sc):
         node = path.node(pl.node) if pl.node and path.links else path.server
         assert node.addr is not None, "a server node has an address"
@@ -39,7 +40,7 @@ def server_plans(sc: Scenario, path: RealizedPath, workdir: Path, datadir: Path,
         used.update(got.values())
         plan = servers.ServerPlan(pl.spec, node.ns, node.addr, got,
                                   workdir / f"{path.name}-{pl.name}", datadir,
-                                  name=pl.name, cpus=pl.cpus,
+                                  name=pl.name, cpus=pl.cpus, uploads=pl.spec.name in writers,
                                   tls_dir=workdir / f"{path.name}-tls" if pl.spec.tpc else None)
         out.setdefault(pl.spec.name, []).append(plan)
     return with_upstreams(out)

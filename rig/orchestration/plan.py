@@ -17,7 +17,7 @@ from rig.process.proc import ns_argv, pinned_argv
 from rig.realization.emul.netem import NetemBackend
 from rig.realization.emul.userspace import UserspaceBackend
 from rig.description.scenario import (LOCAL, Scenario, path_mtu, path_tuning, server_count,
-                                      uses_tls)
+                                      upload_servers, uses_tls)
 from rig.realization import data
 from rig.services import servers
 from rig.services import tools
@@ -83,6 +83,9 @@ def build_plan(sc: Scenario) -> Plan:
                              f.path or f"generated ({f.size} bytes asked, "
                                        f"{f.branches or 300} branches, seed {f.seed or 0})"))
                     for f in sc.files]
+            if upload_servers(sc):
+                out.append(text(f"# mkdir {servers.UPLOAD_DIR}/ (mode 1777): uploads land there,"
+                                " each checked (size, adler32) and removed after its group"))
         add("data", "data", out)
     replay = _replay_plans(sc)
     if replay:

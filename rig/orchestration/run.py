@@ -37,8 +37,8 @@ from rig.errors import OutputFull, RigError, StepAborted
 from rig.description.linkstats import EmulStats, emulation_late, late_wakeups
 from rig.orchestration.reporter import Reporter, Say, stderr_say
 from rig.results.store import EngineStatsRow, Store, ValidationRow
-from rig.description.scenario import (LOCAL, PathSpec, Scenario, client_concurrency, path_mtu,
-                                      path_tuning,
+from rig.description.scenario import (LOCAL, PathSpec, Scenario, client_concurrency,
+                                      client_directions, path_mtu, path_tuning,
                                       runs_on, server_count, uses_tls)
 from rig.process.remote import Host
 from rig.realization import data
@@ -123,6 +123,7 @@ class Run:
         self.tcp_cost: dict[str, Any] = {"interval_s": sc.sampling.tcp_info_s, "groups": 0, "ticks": 0,
                          "cpu_s": 0.0, "wall_s": 0.0, "samples": 0, "errors": 0}
         self.thread_cost = threadsample.Cost()      # per-thread CPU sampling (issue 27)
+        self.sent_adler32: dict[str, str] = {}      # uploads: each sent file's checksum
         self.ca: tls.Ca | None = None
         self.hosts: dict[str, Host] = {}
         self.remote_data: dict[str, str] = {}      # host -> its data directory
@@ -431,6 +432,14 @@ class Run:
         owners = {servers.get(s.kind).run_as for s in self.sc.servers if s.tpc}
         return {"incoming_bytes": need, "incoming_owner": next(iter(owners - {None}), None)}
 
+    def _uploads(self) -> dict:
+        """Room for uploads: the largest group of them (each file removed after its
+        group, once its checksum was compared)."""
+        need = max((self.sc.file(c.file).size * max(client_concurrency(self.sc, c))
+                    for c in self.sc.clients
+                    if c.file and "upload" in client_directions(self.sc, c)), default=0)
+        return {"upload_bytes": need, "upload_dir": servers.UPLOAD_DIR}
+
     def _cgroup(self, stack: contextlib.ExitStack, what: str, cpus: str | None) -> Path | None:
         """A cgroup pinned to `cpus` (None: no CPU set, or no cpuset hierarchy here, then
         taskset pins). In the state file before it exists, so `rig clean` finds it; removed
@@ -575,7 +584,8 @@ class Run:
 
     def _data(self, stack: contextlib.ExitStack) -> None:
         self.datadir = stack.enter_context(data.data_dir(
-            self.prefix, self.datadir, self.sc.files, **self._incoming(), storage=self.sc.storage,
+            self.prefix, self.datadir, self.sc.files, **self._incoming(), **self._uploads(),
+            storage=self.sc.storage,
             record=self._record_disk, say=self.say, written=self.disk_written))
         self.say(f"data: {len(self.sc.files)} file(s) on {self.sc.storage.kind} {self.datadir}")
         # a generated ROOT file's size is only near the asked one: use the real one
@@ -833,7 +843,7 @@ class Run:
         sids = [live.server_ids[p.origin] for p in live.servers.get(g.client.server or "", [])
                 if p.origin in live.server_ids]
         cpu0 = _tree_cpu(spids) if not sids else self._remote_cpu(live.server_host, sids)
-        sender = tools.get(g.client.tool).caps.sender
+        sender = "client" if g.client.direction == "upload" else tools.get(g.client.tool).caps.sender
         cache = xcache.begin(g, jobs, live.servers, live.path, say=self.say,
                              timeout_s=self.sc.transfer_timeout_s)    # a cold or warm cache
         t0 = time.monotonic()
@@ -874,6 +884,7 @@ class Run:
             server=g.client.server), server_cpu=server_cpu)
         if cache is not None:
             cache.annotate(rows)       # bytes the cache fetched from its origin
+        transfer.verify_uploads(outcomes, rows, self.sent_adler32)   # then removed
         for r in rows:
             if alive_after is not None:   # never store an undelayed measurement as good
                 r.ok, r.error = False, f"emulation not in force: {faults.one_line(alive_after)}"

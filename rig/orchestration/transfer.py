@@ -62,8 +62,60 @@ def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, list[ServerPlan]]
                                                               tls=g.tls != "off"))
         if c.dest_dir:
             job = dataclasses.replace(job, dest=dest_path(c.dest_dir, prefix, c.name, i))
+        if c.direction == "upload" and server is not None and file is not None:
+            job = tool.as_upload(job, server, file, upload_name(prefix, c.name, i))
         jobs.append(job)
     return jobs
+
+
+def upload_name(prefix: str, client: str, instance: int) -> str:
+    """The name an upload takes in the server's upload folder (one per process)."""
+    return f"{prefix}-{client.replace('@', '-')}-{instance}"
+
+
+def adler32_of(path: str, chunk: int = 4 << 20) -> str:
+    """XRootD's checksum of a file (zlib's adler32), as 8 hex digits."""
+    import zlib
+    a = 1
+    with open(path, "rb") as f:
+        while b := f.read(chunk):
+            a = zlib.adler32(b, a)
+    return f"{a:08x}"
+
+
+def verify_uploads(outcomes: list["Outcome"], rows: list[TransferRow],
+                   known: dict[str, str]) -> None:
+    """Each upload's file where the server stored it: its size and adler32 against the
+    file sent (`known`: path -> adler32, filled once per file), written into its row
+    (a mismatch or a missing file fails it); then removed."""
+    for o, row in zip(outcomes, rows):
+        job = o.job
+        if job.direction != "upload" or not job.stored:
+            continue
+        try:
+            size = os.stat(job.stored).st_size
+            got = adler32_of(job.stored)
+        except OSError as e:
+            size, got = None, None
+            why = f"upload not on the server ({e.strerror}: {job.stored})"
+        if job.src not in known:
+            known[job.src] = adler32_of(job.src)
+        want = known[job.src]
+        extra = json.loads(row.extra or "{}")
+        extra.update(upload_adler32=got, source_adler32=want, upload_size=size)
+        row.extra = json.dumps(extra)
+        if got is None:
+            pass
+        elif size != job.file_bytes:
+            why = f"upload stored {size} of {job.file_bytes} bytes"
+        elif got != want:
+            why = f"upload checksum mismatch: adler32 {got} on the server, {want} sent"
+        else:
+            why = ""
+        if why and row.ok:
+            row.ok, row.error = False, why
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(job.stored)
 
 
 def dest_path(directory: str, prefix: str, client: str, instance: int) -> str:
@@ -158,7 +210,15 @@ def measure(o: Outcome) -> dict:
         extra["args"] = list(job.client.args)     # the row's argv has them too
     error = p.error
     nbytes: int | None
-    if tool.caps.timed_by_written_bytes:
+    if job.direction == "upload":
+        # the tool's own count and time where it gives them (curl, rig-fdt), else the file
+        # when it exited 0 (the stored copy's size and checksum are checked after the
+        # group: verify_uploads) and the process's wall time (xrdcp, davix-put, scp wait
+        # for the server's answer before they exit)
+        nbytes = p.bytes if p.bytes is not None else (job.file_bytes if res.returncode == 0
+                                                      else None)
+        duration = p.seconds if p.seconds else res.wall_s
+    elif tool.caps.timed_by_written_bytes:
         wrote = res.io_wchar or 0
         nbytes = p.bytes if p.bytes is not None else min(wrote, job.file_bytes)
         extra["io_wchar"] = wrote
@@ -215,7 +275,7 @@ def rows(outcomes: list[Outcome], common: dict,
             stderr_tail=(res.tail(1000) if res else None),
             page_checksum=None, started_at=o.started_at, extra=json.dumps(m["extra"]),
             tls=o.job.tls, origin=o.job.origin or None, origin_cpus=o.job.origin_cpus,
-            client_cpus=o.job.client.cpus)
+            client_cpus=o.job.client.cpus, direction=o.job.direction)
         if server_cpu is not None:
             row.server_cpu_user_s = server_cpu[0] / len(outcomes)
             row.server_cpu_sys_s = server_cpu[1] / len(outcomes)

@@ -80,7 +80,8 @@ def root_source(f: FileSpec, *, generate: bool = True) -> Path | None:
 
 @contextlib.contextmanager
 def data_dir(prefix: str, path: Path, files: list[FileSpec], *, incoming_bytes: int = 0,
-             incoming_owner: str | None = None, storage: Storage | None = None,
+             incoming_owner: str | None = None, upload_bytes: int = 0, upload_dir: str = "",
+             storage: Storage | None = None,
              record: Callable[[Path], None] | None = None,
              say: Callable[[str], None] | None = None,
              written: dict | None = None) -> Iterator[Path]:
@@ -88,7 +89,9 @@ def data_dir(prefix: str, path: Path, files: list[FileSpec], *, incoming_bytes: 
     ROOT files are copied from their source (a generated file's size is only near the
     asked one: the tmpfs is sized from the real files). With `incoming_bytes`, the tmpfs
     has that much more room and an `incoming/` folder owned by `incoming_owner`, where
-    third-party copies land. With `storage` on disk, the files go to a folder on that
+    third-party copies land. With `upload_bytes`, that much more room and an `upload_dir`
+    folder every server user may write (mode 1777: xrootd, www-data), where uploads land
+    (each checked and removed by the run). With `storage` on disk, the files go to a folder on that
     disk instead (rig.realization.diskdata; `record` names it to the run's state first),
     yielded in place of `path`; `written` gets each written file's {bytes, seconds}."""
     path.mkdir(parents=True, exist_ok=True)
@@ -99,7 +102,7 @@ def data_dir(prefix: str, path: Path, files: list[FileSpec], *, incoming_bytes: 
             assert src is not None, "root_source generates a missing file"
             sources[f.name] = src
     need = sum(sources[f.name].stat().st_size if f.name in sources else f.size
-               for f in files) + (16 << 20) + incoming_bytes
+               for f in files) + (16 << 20) + incoming_bytes + upload_bytes
     if storage is not None and storage.on_disk:
         room = room_error(storage, need)
         if room:
@@ -112,6 +115,9 @@ def data_dir(prefix: str, path: Path, files: list[FileSpec], *, incoming_bytes: 
     proc.run(mount_argv(prefix, path, need), timeout=30, check=True)
     try:
         _fill(path, files, sources, incoming_bytes, incoming_owner)
+        if upload_bytes:
+            (path / upload_dir).mkdir()
+            os.chmod(path / upload_dir, 0o1777)
         yield path
     finally:
         proc.run(umount_argv(path), timeout=30)

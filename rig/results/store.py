@@ -98,6 +98,7 @@ class TransferRow:
     origin: str | None = column("TEXT")  # server instance that served it (several origins)
     origin_cpus: str | None = column("TEXT")  # that instance's CPU set (taskset -c), NULL: any
     client_cpus: str | None = column("TEXT")  # the client's CPU set (taskset -c), NULL: any
+    direction: str | None = column("TEXT")  # download | upload (NULL: older runs, downloads)
 
 
 
@@ -271,6 +272,8 @@ ADDED_AFTER_V1 |= {"cache_mode", "read_library", "branch_fraction", "requests", 
 ADDED_AFTER_V1 |= {"tls", "server_cpu_user_s", "server_cpu_sys_s"}
 
 ADDED_AFTER_V1 |= {"origin", "origin_cpus", "client_cpus"}
+
+ADDED_AFTER_V1 |= {"direction"}
 
 ADDED_AFTER_V1 |= {"emulation_late", "emulation_late_reason", "capacity_bps", "capacity_note"}
 

@@ -37,6 +37,9 @@ class TlsFiles:
 
 
 TLS_CERT, TLS_KEY = "tls-cert.pem", "tls-key.pem"
+# the folder of a server's data directory that uploads go to (writable for them, each
+# file checked and removed after its group)
+UPLOAD_DIR = "upload"
 
 
 @dataclass(frozen=True)
@@ -55,6 +58,7 @@ class ServerPlan:
     cpus: str | None = None   # CPU set it is pinned to (taskset -c), None: any
     tls_dir: Path | None = None   # cert.pem, key.pem, ca/ (the run's throw-away identity)
     upstream: str | None = None   # a cache's origin, "addr:port" (root://)
+    uploads: bool = False         # some client uploads to it (tools.UPLOAD_DIR writable)
 
     @property
     def origin(self) -> str:
@@ -81,6 +85,9 @@ class ServerKind:
     logs: ClassVar[tuple[str, ...]] = ()         # quoted (last line) when start fails
     tpc: ClassVar[bool] = False                  # can serve HTTP third-party copy (pull)
     caches: ClassVar[bool] = False               # a cache in front of an `origin:` (xcache)
+    # accepts uploads into the data directory's upload/ folder (configured so when the
+    # plan's `uploads` is set)
+    writes: ClassVar[bool] = False
     # how it writes answers to the socket (scenario keys of the same names), each with the
     # default a Debian site runs; a kind without a setting refuses the key
     settings: ClassVar[dict[str, bool]] = {}

@@ -7,7 +7,8 @@ www-data). Pure: config text and argv only."""
 from __future__ import annotations
 
 from rig.netaddr import hostport
-from rig.services.servers import TLS_CERT, TLS_KEY, ServerKind, ServerPlan, register
+from rig.services.servers import (TLS_CERT, TLS_KEY, UPLOAD_DIR, ServerKind, ServerPlan,
+                                  register)
 
 MODULES = "/usr/lib/apache2/modules"
 
@@ -16,6 +17,7 @@ MODULES = "/usr/lib/apache2/modules"
 class Apache(ServerKind):
     """apache2 -DFOREGROUND with a config of its own; ranges unlimited (MaxRanges)."""
     kind = "apache"
+    writes = True                # uploads into UPLOAD_DIR
     ports = {"http": 8070}
     tls_ports = {"https": 8473}
     version_argv = ["apache2", "-v"]
@@ -39,6 +41,16 @@ Listen {hostport(p.addr, p.ports['https'])}
     SSLCertificateKeyFile {w / TLS_KEY}
 </VirtualHost>
 """ if p.tls else "")
+        # uploads: mod_dav's PUT into upload/; its lock database where www-data may write
+        up = p.datadir / UPLOAD_DIR
+        put = (f"""LoadModule dav_module {MODULES}/mod_dav.so
+LoadModule dav_fs_module {MODULES}/mod_dav_fs.so
+DavLockDB {up / ('.davlock-' + p.instance)}
+<Directory {up}>
+    Dav On
+    LimitRequestBody 0
+</Directory>
+""" if p.uploads else "")
         return {**self.tls_files(p), "apache2.conf": f"""ServerRoot {w}
 ServerName rig-apache
 LoadModule mpm_event_module {MODULES}/mod_mpm_event.so
@@ -68,7 +80,7 @@ DocumentRoot {p.datadir}
 <Directory {p.datadir}>
     Require all granted
 </Directory>
-{tls}"""}
+{tls}{put}"""}
 
     def argv(self, p: ServerPlan) -> list[str]:
         return [p.spec.binary or "apache2", "-DFOREGROUND", "-f", str(p.workdir / "apache2.conf")]

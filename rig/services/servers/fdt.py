@@ -9,6 +9,7 @@ from rig.services.servers import ServerKind, ServerPlan, register
 @register
 class FdtServer(ServerKind):
     kind = "fdt"
+    writes = True                # uploads into UPLOAD_DIR
     ports = {"fdt": 54321}
 
     def argv(self, p: ServerPlan) -> list[str]:

@@ -3,12 +3,14 @@ HTTPS on a second port when the plan has TLS material."""
 from __future__ import annotations
 
 from rig.netaddr import hostport
-from rig.services.servers import TLS_CERT, TLS_KEY, ServerKind, ServerPlan, register
+from rig.services.servers import (TLS_CERT, TLS_KEY, UPLOAD_DIR, ServerKind, ServerPlan,
+                                  register)
 
 
 @register
 class Nginx(ServerKind):
     kind = "nginx"
+    writes = True                # uploads into UPLOAD_DIR
     ports = {"http": 8080}
     tls_ports = {"https": 8443}
     version_argv = ["nginx", "-v"]
@@ -25,6 +27,14 @@ class Nginx(ServerKind):
         listen {hostport(p.addr, p.ports['https'])} ssl;
         ssl_certificate {w / TLS_CERT};
         ssl_certificate_key {w / TLS_KEY};""" if p.tls else "")
+        # uploads: PUT into upload/ (the dav module), the body staged on the same tmpfs
+        up = p.datadir / UPLOAD_DIR
+        put = (f"""
+        location /{UPLOAD_DIR}/ {{
+            dav_methods PUT;
+            client_max_body_size 0;
+            client_body_temp_path {up / ('.tmp-' + p.instance)};
+        }}""" if p.uploads else "")
         return {**self.tls_files(p), "nginx.conf": f"""daemon off;
 master_process on;
 worker_processes 2;
@@ -44,7 +54,7 @@ http {{
     default_type application/octet-stream;
     server {{
         listen {hostport(p.addr, p.ports['http'])};{tls}
-        root {p.datadir};
+        root {p.datadir};{put}
     }}
 }}
 """}

@@ -30,6 +30,7 @@ CIPHERS = ("aes128-ctr", "aes192-ctr", "aes256-ctr", "aes128-gcm@openssh.com",
 @register
 class Sshd(ServerKind):
     kind = "sshd"
+    writes = True                # uploads into UPLOAD_DIR
     ports = {"ssh": 2222}
     version_argv = ["/usr/sbin/sshd", "-V"]
     run_as = USER
@@ -66,7 +67,7 @@ MaxStartups 256
 MaxSessions 256
 Ciphers {','.join(CIPHERS)}
 Subsystem sftp internal-sftp
-ForceCommand internal-sftp -R -d {p.datadir}
+ForceCommand internal-sftp{'' if p.uploads else ' -R'} -d {p.datadir}
 LogLevel ERROR
 """, KNOWN_HOSTS: f"[{p.addr.strip('[]')}]:{p.ports['ssh']} {host_pub}\n"}
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 @register
 class Xrootd(ServerKind):
     kind = "xrootd"
+    writes = True                # uploads into UPLOAD_DIR
     ports = {"root": 1094, "http": 8000}
     tls_ports = {"https": 8443}
     version_argv = ["xrootd", "-v"]

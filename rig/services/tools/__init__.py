@@ -12,10 +12,12 @@ reports (the scenario loader imports it to validate client configurations).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from rig.netaddr import hostport
+from rig.services.servers import UPLOAD_DIR
 from rig.services.registry import Registry
 
 if TYPE_CHECKING:  # the scenario imports this registry; types only, no cycle
@@ -44,6 +46,9 @@ class Job:
     files: tuple[tuple[str, str], ...] = ()   # (path, text) written before it starts
     origin_cpus: str | None = None
     keys: str = ""               # scp: the sshd instance's run directory (keys, known_hosts)
+    direction: str = "download"  # download | upload
+    src: str = ""                # upload: the file the client sends (the served one)
+    stored: str = ""             # upload: where it lands, as this host sees it (verified)
 
     @property
     def target(self) -> str:
@@ -58,6 +63,9 @@ class Parsed:
     extra: dict = field(default_factory=dict)
     columns: dict = field(default_factory=dict)   # transfers columns the output fills
 
+
+# HTTP servers that take a PUT there (XrdHttp, nginx's dav module, Apache's mod_dav)
+HTTP_WRITERS = frozenset({"xrootd", "nginx", "apache"})
 
 # TLS modes a scenario can ask for: `control` encrypts xrootd's control stream only
 # (xrdcp --tlsnodata), `all` every stream (roots://, https://).
@@ -84,6 +92,8 @@ class Capabilities:
     # Third-party copy: the client asks its server (the destination) to pull the file
     # from the client's `source:` server; nothing passes through the client.
     third_party: bool = False
+    # server kinds it can upload to (`direction: upload`); empty: downloads only
+    upload: frozenset[str] = frozenset()
 
 
 class ClientTool:
@@ -111,6 +121,15 @@ class ClientTool:
         return Job(c, streams, url=server.url(c.protocol, file.name, tls=True),
                    relpath=file.name, file_bytes=file.size, timeout_s=timeout_s, tls=tls,
                    ca_file=server.tls.ca_file, ca_dir=server.tls.ca_dir)
+
+    def as_upload(self, job: Job, server: "ServerPlan", file: "FileSpec", name: str) -> Job:
+        """`job` turned around (pure): send the served file to the server's upload
+        folder as `name`. Default: the same URL scheme, to UPLOAD_DIR/name."""
+        rel = f"{UPLOAD_DIR}/{name}"
+        return dataclasses.replace(
+            job, direction="upload", relpath=rel, src=str(server.datadir / file.name),
+            stored=str(server.datadir / rel),
+            url=server.url(job.client.protocol, rel, tls=job.tls != "off") if job.url else "")
 
     def checked(self, ctx: Any, d: dict[str, Any]) -> dict[str, Any]:
         """What spans this tool's own client keys (scenario loading; ctx: schema.Ctx);

@@ -1,17 +1,25 @@
-"""davix-get (libdavix): HTTP(S) downloads, one stream. davix-get 0.8 has no --cacert:
-the run's CA is given as a hashed directory (--capath)."""
+"""davix-get (libdavix): HTTP(S) downloads, one stream; uploads with its sibling davix-put
+(the same library and options). davix-get 0.8 has no --cacert: the run's CA is given as
+a hashed directory (--capath)."""
 from __future__ import annotations
 
-from rig.services.tools import HTTP_FETCHER, ClientTool, Job, register
+import dataclasses
+import os
+
+from rig.services.tools import HTTP_FETCHER, HTTP_WRITERS, ClientTool, Job, register
 
 
 @register
 class DavixGet(ClientTool):
     """One whole-file GET; libdavix retries are off so a failure shows at once."""
     name = "davix-get"
-    caps = HTTP_FETCHER
+    caps = dataclasses.replace(HTTP_FETCHER, upload=HTTP_WRITERS)
 
     def argv(self, job: Job) -> list[str]:
         ca = ["--capath", job.ca_dir] if job.tls != "off" else []
-        return [job.client.binary or "davix-get", "--retry", "0", "--conn-timeout", "5",
-                "--timeout", str(int(job.timeout_s)), *ca, job.url, job.dest]
+        opts = ["--retry", "0", "--conn-timeout", "5", "--timeout", str(int(job.timeout_s)), *ca]
+        if job.direction == "upload":       # davix-put beside the davix-get `binary:` names
+            b = job.client.binary
+            put = os.path.join(os.path.dirname(b), "davix-put") if b else "davix-put"
+            return [put, *opts, job.src, job.url]
+        return [job.client.binary or "davix-get", *opts, job.url, job.dest]

@@ -17,7 +17,7 @@ class Fdt(ClientTool):
     name = "fdt"
     version_argv = None                 # part of the rig: its version is the rig's
     caps = Capabilities(servers=frozenset({"fdt"}), protocols=("fdt",), max_streams=MAX_STREAMS,
-                        options=frozenset({"block", "buffer"}))
+                        options=frozenset({"block", "buffer"}), upload=frozenset({"fdt"}))
 
     def job(self, c: "ClientSpec", streams: int, instance: int, *,
             server: "ServerPlan | None", file: "FileSpec | None",
@@ -27,6 +27,11 @@ class Fdt(ClientTool):
                    file_bytes=file.size, timeout_s=timeout_s)
 
     def argv(self, job: Job) -> list[str]:
+        if job.direction == "upload":        # rig-fdt put SRC as upload/NAME
+            return adapter.put_argv(job.addr, job.port, job.src, job.relpath,
+                                    streams=job.streams, block_bytes=job.client.block,
+                                    bufsize=job.client.buffer, timeout_s=job.timeout_s,
+                                    program=job.client.binary)
         return adapter.client_argv(job.addr, job.port, job.relpath, job.dest,
                                    streams=job.streams, block_bytes=job.client.block,
                                    bufsize=job.client.buffer, timeout_s=job.timeout_s,

@@ -33,7 +33,8 @@ _TRANSFERRED = re.compile(r"Transferred: sent (\d+), received (\d+) bytes, in ([
 class Scp(ClientTool):
     name = "scp"
     caps = Capabilities(servers=frozenset({"sshd"}), protocols=("ssh",),
-                        options=frozenset({"cipher", "dest_dir"}), timed_by_written_bytes=True)
+                        options=frozenset({"cipher", "dest_dir"}), timed_by_written_bytes=True,
+                        upload=frozenset({"sshd"}))
     version_argv = ["ssh", "-V"]
 
     def checked(self, ctx: Any, d: dict[str, Any]) -> dict[str, Any]:
@@ -58,7 +59,8 @@ class Scp(ClientTool):
                 "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
                 "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4",
                 "-c", job.client.cipher or DEFAULT_CIPHER,
-                f"{USER}@{host(job.addr)}:{job.relpath}", job.dest]
+                *((job.src, f"{USER}@{host(job.addr)}:{job.stored}") if job.direction == "upload"
+                  else (f"{USER}@{host(job.addr)}:{job.relpath}", job.dest))]
 
     def with_args(self, argv: list[str], args: list[str]) -> list[str]:
         # scp's getopt stops at the first operand: options go before source and target

@@ -26,7 +26,8 @@ class Xrdcp(ClientTool):
     caps = Capabilities(servers=frozenset({"xrootd", "xcache"}), protocols=("root",),
                         max_streams=15,
                         options=frozenset({"page_checksum", "sources", "multiplex", "dest_dir"}),
-                        timed_by_written_bytes=True, tls=frozenset({"control", "all"}))
+                        timed_by_written_bytes=True, tls=frozenset({"control", "all"}),
+                        upload=frozenset({"xrootd"}))
 
     def with_origins(self, job: Job, origins: "list[ServerPlan]", instance: int) -> Job:
         """Extreme copy: a metalink in the run's directory naming the file K times,
@@ -50,7 +51,8 @@ class Xrdcp(ClientTool):
             extra.append("--tlsnodata")
         if job.client.sources:
             extra += ["-y", str(job.client.sources)]
-        return [job.client.binary or "xrdcp", "--force", "--nopbar", *extra, job.url, job.dest]
+        ends = [job.src, job.url] if job.direction == "upload" else [job.url, job.dest]
+        return [job.client.binary or "xrdcp", "--force", "--nopbar", *extra, *ends]
 
     def env(self, job: Job) -> dict[str, str]:
         env = dict(XRD_FAIL_FAST)
