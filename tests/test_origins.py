@@ -140,6 +140,23 @@ def test_bad_cpu_set_from_the_cli_exits_2_and_creates_nothing(tmp_path):
     assert not state.exists() or not any(state.iterdir())
 
 
+def test_tpc_push_asks_the_source(tmp_path):
+    sc = scenario.load(DATA / "scenarios/tpc-push-small.yaml")
+    plans = server_plans(sc, _paths(sc), Path("/w"), Path("/d"))
+    src, dst = plans["source"][0], plans["dest"][0]
+    assert "exthandler" in src.kind.files(src)["xrootd.cfg"]
+    assert "exthandler" not in dst.kind.files(dst)["xrootd.cfg"]
+    job = transfer.build_jobs(sc, steps.Group(sc.clients[0], 1, 2, 0), plans, "x", 0)[1]
+    argv = tools.get("http-tpc").argv(job)
+    assert argv[-1] == f"http://{src.addr}:8000/f16M"
+    assert argv[argv.index("--request") + 1:argv.index("--request") + 4] == [
+        "COPY", "--header", f"Destination: http://{dst.addr}:8010/incoming/tpc-push-1"]
+    doc = _doc("tpc-push-small")
+    doc["servers"][0].pop("tpc")
+    with pytest.raises(InputError, match=r"clients\[0\]\.source: the source pushes"):
+        _load(tmp_path, doc)
+
+
 @pytest.mark.parametrize("change, match", [
     (lambda d: d["clients"][0].pop("source"), r"clients\[0\]\.source: http-tpc needs"),
     (lambda d: d["clients"][0].update(source="nope"), r"source: no server of that name"),

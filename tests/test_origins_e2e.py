@@ -115,6 +115,26 @@ def test_tpc_moves_the_file_between_the_servers(tpc_run):
         assert r["cpu_user_s"] + r["cpu_sys_s"] < 1.0
 
 
+def test_tpc_push_sends_the_file_from_the_source(tmp_path_factory):
+    """Push mode: the COPY to the source, which connects to the destination and PUTs
+    the whole file into its incoming/ (the destination has no TPC handler)."""
+    _need("xrootd", "curl", "iperf3", "openssl")
+    run = _run(tmp_path_factory, "tpc-push-small")
+    st = Store.open(run)
+    rows = st.transfers()
+    assert len(rows) == 1 + 2 and all(r["ok"] for r in rows), \
+        [r["error"] for r in rows if not r["ok"]]
+    dst = st.environment()["origins"]["wan"]["dest"]
+    for r in rows:
+        extra = json.loads(r["extra"])
+        assert r["bytes"] == FILE_BYTES and extra["tpc_mode"] == "push"
+        assert "Destination: http://" in r["argv"] and r["url"].endswith("/incoming/" + (
+            f"tpc-push-{r['instance']}"))
+        # the source itself connected to the destination
+        assert extra["remote"] == [f"tcp:{dst['addr']}:{dst['ports']['http']}"]
+        assert r["throughput_bps"] > 1e6
+
+
 def test_tpc_tcp_info_is_sampled_at_the_source(tpc_run):
     """The copy's data leaves the source origin, not the client: its tcp_info is sampled
     there, each connection counted from the group's start, none before its copy began

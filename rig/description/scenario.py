@@ -419,7 +419,7 @@ class ServerSpec:
 DIRECTIONS = ("download", "upload")
 _OPTIONS = ("page_checksum", "block", "buffer", "mode", "library", "cache_size", "segment",
             "branches", "sources", "multiplex", "shadow_dir", "dest_dir", "congestion", "cipher",
-            "trigger_factor")
+            "trigger_factor", "tpc_mode")
 
 
 def _branch_fraction(v: Any) -> float:
@@ -499,6 +499,8 @@ class ClientSpec:
     # download (from the server) | upload (to it: the file written to the server's
     # upload/ folder, checked by its checksum there, then removed); None: sweep.direction
     direction: str | None = S.spec(S.optional(S.choice(*DIRECTIONS)), None)
+    # HTTP third-party copy: the destination pulls (default) or the source pushes
+    tpc_mode: str | None = S.spec(S.optional(S.choice("pull", "push")), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
@@ -998,6 +1000,14 @@ def _check_tpc(cc: S.Ctx, c: ClientSpec, caps: Any, servers: dict[str, ServerSpe
     if servers[c.source].kind not in caps.servers:
         raise cc.child("source").error(f"{c.tool} cannot pull from a "
                                        f"{servers[c.source].kind} server", c.source)
+    if c.tpc_mode == "push":          # the source's XrdHttpTPC sends to the destination
+        if not servers[c.source].tpc:
+            raise cc.child("source").error("the source pushes: it needs third-party copy "
+                                           "(give it tpc: true)", c.source)
+        if c.server is None or not server_kinds.get(servers[c.server].kind).writes:
+            raise cc.child("server").error("the destination takes the pushed file: a kind "
+                                           "that accepts writes", c.server)
+        return
     if c.server is None or not servers[c.server].tpc:
         raise cc.child("server").error("the destination cannot do third-party copy "
                                        "(give it tpc: true)", c.server)

@@ -1,4 +1,5 @@
-"""http-tpc: HTTP third-party copy, pull mode, as WLCG sites run it (seed 002).
+"""http-tpc: HTTP third-party copy, pull mode (default) or push, as WLCG sites run it
+(seed 002).
 
 The client sends `COPY <destination URL>` with a `Source:` header naming the file on
 the source server; the destination (XrdHttpTPC) pulls it with its own libcurl and
@@ -10,6 +11,11 @@ With TLS (`tls: all`, or `sweep.tls`) both legs are HTTPS: the COPY goes to the
 destination's HTTPS port trusting only the run's CA (`--cacert`), and the `Source:` URL
 is the source's HTTPS endpoint, which the destination verifies against the same CA
 (its `xrd.tlsca`); nothing disables verification.
+
+Push (`tpc_mode: push`, FTS's other mode): the COPY goes to the source with a
+`Destination:` header naming the destination's incoming/ URL; the source's XrdHttpTPC
+sends the file there with an HTTP PUT (the destination needs to accept writes, not
+third-party copy), answering with the same markers.
 """
 from __future__ import annotations
 
@@ -25,7 +31,8 @@ INCOMING = "incoming"        # the destination writes below this folder of its d
 class HttpTpc(ClientTool):
     name = "http-tpc"
     caps = Capabilities(servers=frozenset({"xrootd"}), protocols=("http",),
-                        third_party=True, tls=frozenset({"all"}))
+                        third_party=True, tls=frozenset({"all"}),
+                        options=frozenset({"tpc_mode"}))
     version_argv = ["curl", "--version"]
 
     def job(self, c: Any, streams: int, instance: int, *, server: Any, file: Any,
@@ -44,13 +51,17 @@ class HttpTpc(ClientTool):
         ca = ["--cacert", job.ca_file] if job.tls != "off" else []
         return [job.client.binary or "curl", "--silent", "--show-error", "--fail", *ca,
                 "--connect-timeout", "5", "--max-time", str(int(job.timeout_s)),
-                "--request", "COPY", "--header", f"Source: {job.source_url}",
-                "--header", "Overwrite: T", job.url]
+                *(("--request", "COPY", "--header", f"Destination: {job.url}",
+                   "--header", "Overwrite: T", job.source_url)
+                  if job.client.tpc_mode == "push" else
+                  ("--request", "COPY", "--header", f"Source: {job.source_url}",
+                   "--header", "Overwrite: T", job.url))]
 
     def parse(self, stdout: str, stderr: str, returncode: int, job: Job) -> Parsed:
         marks = [int(m) for m in re.findall(r"Stripe Bytes Transferred:\s*(\d+)", stdout)]
         remote = re.findall(r"RemoteConnections:\s*(\S+)", stdout)
-        extra = {"perf_markers": len(marks), "remote": sorted(set(remote))}
+        extra = {"perf_markers": len(marks), "remote": sorted(set(remote)),
+                 "tpc_mode": job.client.tpc_mode or "pull"}
         end = last_line(stdout)
         if returncode == 0 and end.startswith("success"):
             return Parsed(bytes=job.file_bytes, extra=extra)
