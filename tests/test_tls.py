@@ -202,3 +202,25 @@ def test_run_ca_signs_a_cert_that_verifies_and_another_ca_does_not(tmp_path):
     assert verify(ca.cert) == 0
     assert verify(other.cert) != 0
     assert "BEGIN PRIVATE KEY" in key
+
+
+def test_replays_read_over_tls_trusting_only_the_run_ca(tmp_path):
+    """Caching-mode replays (issue 26): XrdCl over roots:// (X509_CERT_DIR), libdavix and
+    libcurl over https:// (the helper's --capath / --cafile)."""
+    f = scenario.FileSpec(name="aod", size=1)
+    t = tools.get("replay")
+    for kind, lib, proto, url in (("xrootd", "xrootd", "root", "roots://198.18.0.6:1094//aod"),
+                                  ("nginx", "davix", "http", "https://198.18.0.6:8443/aod"),
+                                  ("apache", "curl", "http", "https://198.18.0.6:8473/aod")):
+        c = scenario.ClientSpec(name="r", tool="replay", protocol=proto, mode="lazy-download",
+                                library=lib)
+        j = t.job(c, 1, 0, server=_plan(kind, TLSF, tmp_path), file=f, iperf=("", 0),
+                  timeout_s=10, tls="all")
+        argv, env = t.argv(j), t.env(j)
+        assert j.url == url and j.local == str(tmp_path / "d" / "aod")
+        assert argv[argv.index("--ca-dir") + 1] == "/ca/certs"
+        assert argv[argv.index("--ca-file") + 1] == "/ca/ca.pem"
+        assert env["X509_CERT_DIR"] == "/ca/certs"
+        off = t.job(c, 1, 0, server=_plan(kind, None, tmp_path), file=f, iperf=("", 0),
+                    timeout_s=10)
+        assert "--ca-dir" not in t.argv(off) and "X509_CERT_DIR" not in t.env(off)

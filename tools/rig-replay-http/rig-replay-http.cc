@@ -248,7 +248,8 @@ size_t curl_write(char *data, size_t sz, size_t n, void *user) {
 
 class CurlClient {
  public:
-  CurlClient(const std::string &url, double deadline) : url_(url), deadline_(deadline) {
+  CurlClient(const std::string &url, double deadline, const std::string &cafile)
+      : url_(url), cafile_(cafile), deadline_(deadline) {
     if (curl_global_init(CURL_GLOBAL_DEFAULT) != 0) die(1, "curl_global_init failed");
     multi_ = curl_multi_init();
   }
@@ -284,7 +285,8 @@ class CurlClient {
         curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, left_ms);
         curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, std::min(left_ms, 10000L));
         curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http");
+        curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+        if (!cafile_.empty()) curl_easy_setopt(e, CURLOPT_CAINFO, cafile_.c_str());  // only the run's CA
         curl_multi_add_handle(multi_, e);
         busy[e] = next++;
         ++http_requests;
@@ -316,6 +318,7 @@ class CurlClient {
 
  private:
   std::string url_;
+  std::string cafile_;            // https: the only CA trusted (empty: plain http)
   double deadline_;
   CURLM *multi_;
   std::vector<CURL *> pool_;
@@ -334,7 +337,7 @@ void davix_log(void *, int, const char *msg) {
 
 class DavixClient {
  public:
-  DavixClient(const std::string &url, double timeout) : posix_(&ctx_) {
+  DavixClient(const std::string &url, double timeout, const std::string &capath) : posix_(&ctx_) {
     davix_set_log_handler(davix_log, nullptr);
     davix_set_log_level(DAVIX_LOG_HEADER);
     struct timespec t{(time_t)std::ceil(timeout), 0}, c{(time_t)std::min(timeout, 10.0) + 1, 0};
@@ -342,6 +345,7 @@ class DavixClient {
     params_.setConnectionTimeout(&c);
     params_.setOperationRetry(0);
     params_.setKeepAlive(true);
+    if (!capath.empty()) params_.addCertificateAuthorityPath(capath);   // the run's CA, verified
     Davix::DavixError *err = nullptr;
     fd_ = posix_.open(&params_, url, O_RDONLY, &err);
     if (err || !fd_) die(1, "davix: cannot open " + url + ": " + (err ? err->getErrMsg() : "no fd"));
@@ -410,18 +414,22 @@ int main(int argc, char **argv) {
   std::map<std::string, std::string> a;
   for (int i = 1; i < argc; ++i) {
     std::string k = argv[i];
-    if (k.rfind("--", 0) != 0 || i + 1 >= argc) die(2, "usage: --library davix|curl --url URL --plan FILE --timeout S [--shadow DIR]");
+    if (k.rfind("--", 0) != 0 || i + 1 >= argc) die(2, "usage: --library davix|curl --url URL --plan FILE --timeout S [--shadow DIR] [--capath DIR] [--cafile PEM]");
     a[k.substr(2)] = argv[++i];
   }
   for (const auto &kv : a)
     if (kv.first != "library" && kv.first != "url" && kv.first != "plan" &&
-        kv.first != "timeout" && kv.first != "shadow")
+        kv.first != "timeout" && kv.first != "shadow" && kv.first != "capath" &&
+        kv.first != "cafile")
       die(2, "unknown option --" + kv.first);
   for (const char *k : {"library", "url", "plan", "timeout"})
     if (!a.count(k)) die(2, std::string("missing --") + k);
   const std::string lib = a["library"], url = a["url"];
   if (lib != "davix" && lib != "curl") die(2, "--library must be davix or curl (got " + lib + ")");
-  if (url.rfind("http://", 0) != 0) die(2, "only http:// URLs (got " + url + ")");
+  const bool tls = url.rfind("https://", 0) == 0;
+  if (url.rfind("http://", 0) != 0 && !tls) die(2, "only http:// and https:// URLs (got " + url + ")");
+  if (tls && !a.count(lib == "curl" ? "cafile" : "capath"))
+    die(2, std::string("https:// needs the CA to trust (--") + (lib == "curl" ? "cafile" : "capath") + ")");
   double timeout = std::atof(a["timeout"].c_str());
   if (!(timeout > 0)) die(2, "--timeout must be > 0 (got " + a["timeout"] + ")");
   std::vector<Round> plan = load_plan(a["plan"]);
@@ -442,8 +450,8 @@ int main(int argc, char **argv) {
 
   std::unique_ptr<CurlClient> cc;
   std::unique_ptr<DavixClient> dc;
-  if (lib == "curl") cc = std::make_unique<CurlClient>(url, deadline);
-  else dc = std::make_unique<DavixClient>(url, timeout);
+  if (lib == "curl") cc = std::make_unique<CurlClient>(url, deadline, a.count("cafile") ? a["cafile"] : "");
+  else dc = std::make_unique<DavixClient>(url, timeout, a.count("capath") ? a["capath"] : "");
 
   struct rusage r0, r1;
   getrusage(RUSAGE_SELF, &r0);

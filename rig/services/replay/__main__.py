@@ -34,6 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--shadow-dir", help="lazy-download: write the segments into an unlinked "
                     "shadow file in this directory, as CMSSW's LocalCacheFile (default: "
                     "keep them in memory)")
+    ap.add_argument("--ca-dir", help="https:// and roots://: the only CA trusted (hashed "
+                    "directory; libdavix, XrdCl through X509_CERT_DIR)")
+    ap.add_argument("--ca-file", help="https:// with libcurl: the only CA trusted (PEM)")
     ap.add_argument("--http-engine", default="helper", choices=["helper", "python"],
                     help="davix/curl: the native helper (libdavix/libcurl, default) or the "
                          "Python http.client baseline (overhead measurements, tests)")
@@ -54,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
                            "the remote file too)")
         ru = resource.getrusage(resource.RUSAGE_SELF)
         if a.library in http_helper.LIBRARIES and a.http_engine == "helper":
-            h = http_helper.run(p, a.url, a.library, timeout=a.timeout, shadow_dir=shadow)
+            h = http_helper.run(p, a.url, a.library, timeout=a.timeout, shadow_dir=shadow,
+                                ca_dir=a.ca_dir, ca_file=a.ca_file)
             r = dict(wall_s=h["wall_s"], open_s=h["open_s"], bytes_received=h["bytes_received"],
                      cpu_user_s=h["cpu_user_s"], cpu_sys_s=h["cpu_sys_s"],
                      checksum=h["checksum"], round_s=h["round_s"])

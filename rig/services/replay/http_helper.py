@@ -43,10 +43,12 @@ def plan_json(plan: Plan) -> str:
 
 
 def run(plan: Plan, url: str, library: str, *, timeout: float,
-        shadow_dir: str | None = None) -> dict:
+        shadow_dir: str | None = None, ca_dir: str | None = None,
+        ca_file: str | None = None) -> dict:
     """Replay `plan` against `url` with the helper; its JSON answer (wall_s, open_s,
     http_requests, bytes_received, cpu_user_s, cpu_sys_s, checksum, round_s, ...).
-    `shadow_dir`: the bytes go into an unlinked shadow file there (lazy-download)."""
+    `shadow_dir`: the bytes go into an unlinked shadow file there (lazy-download).
+    https://: libdavix trusts `ca_dir` (hashed), libcurl `ca_file`, nothing else."""
     from rig.process import proc
     exe = path()
     if exe is None:
@@ -57,8 +59,10 @@ def run(plan: Plan, url: str, library: str, *, timeout: float,
         fh.write(plan_json(plan))
         fh.flush()
         shadow = ["--shadow", shadow_dir] if shadow_dir else []
+        ca = [*(["--capath", ca_dir] if ca_dir else []), *(["--cafile", ca_file] if ca_file
+                                                           else [])]
         r = proc.run([exe, "--library", library, "--url", url, "--plan", fh.name,
-                      "--timeout", f"{timeout:g}", *shadow], timeout=timeout + 10)
+                      "--timeout", f"{timeout:g}", *shadow, *ca], timeout=timeout + 10)
     if not r.ok:
         why = "deadline passed" if r.timed_out else (r.stderr.strip().splitlines() or
                                                       [f"exit {r.returncode}"])[-1]

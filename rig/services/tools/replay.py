@@ -11,6 +11,7 @@ make; the row's `extra.transport` says so. Pure: argv builder and parser only.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -39,7 +40,8 @@ class Replay(ClientTool):
     caps = Capabilities(servers=frozenset({"xrootd", "nginx", "apache"}),
                         protocols=("root", "http"),
                         options=frozenset({"mode", "library", "cache_size", "segment",
-                                           "branches", "shadow_dir", "trigger_factor"}))
+                                           "branches", "shadow_dir", "trigger_factor"}),
+                        tls=frozenset({"all"}))
 
     def checked(self, ctx: Any, d: dict[str, Any]) -> dict[str, Any]:
         if d["mode"] is None:
@@ -68,9 +70,10 @@ class Replay(ClientTool):
             server: "ServerPlan | None", file: "FileSpec | None",
             iperf: tuple[str, int], timeout_s: float, tls: str = "off") -> Job:
         assert server is not None and file is not None
-        return Job(c, streams, url=server.url(c.protocol, file.name), relpath=file.name,
-                   file_bytes=file.size, timeout_s=timeout_s,
-                   local=str(server.datadir / file.name))
+        # over TLS: roots:// (XrdCl) or https:// (libdavix, libcurl), the run's CA only
+        base = super().job(c, streams, instance, server=server, file=file, iperf=iperf,
+                           timeout_s=timeout_s, tls=tls)
+        return dataclasses.replace(base, local=str(server.datadir / file.name))
 
     def argv(self, job: Job) -> list[str]:
         c = job.client
@@ -86,11 +89,14 @@ class Replay(ClientTool):
             out += ["--trigger-factor", str(c.trigger_factor)]
         if shadow_dir(c):
             out += ["--shadow-dir", shadow_dir(c) or ""]
+        if job.tls != "off":
+            out += ["--ca-dir", job.ca_dir, "--ca-file", job.ca_file]
         return out
 
     def env(self, job: Job) -> dict[str, str]:
         from rig.services.tools.xrdcp import XRD_FAIL_FAST
-        return {**XRD_FAIL_FAST, **job.client.env}
+        tls = {"X509_CERT_DIR": job.ca_dir} if job.tls != "off" else {}
+        return {**XRD_FAIL_FAST, **tls, **job.client.env}
 
     def parse(self, stdout: str, stderr: str, returncode: int, job: Job) -> Parsed:
         try:
