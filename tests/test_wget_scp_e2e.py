@@ -103,6 +103,8 @@ def test_killed_mid_scp_leaves_nothing(tmp_path, require_tools, sig):
         assert len(_sshds(prefix)) >= 3               # the listener and two sessions
         keys = [f for f in (netns.STATE_DIR / prefix).rglob("ssh-*-key")]
         assert len(keys) == 2 and all(f.stat().st_mode & 0o077 == 0 for f in keys)
+        up = netns.STATE_DIR / prefix / "data" / "upload"
+        assert len([f for f in up.iterdir() if f.name.startswith(prefix)]) == 2   # being written
     finally:
         starts = {q: owner.start_time(q) for q in procs}
         end_run(p, sig)
