@@ -312,3 +312,48 @@ def test_a_server_that_failed_to_listen_is_reported_with_its_own_log_line(tmp_pa
     (wd / "stdout.log").write_text("xrootd: cannot open config\n")
     (wd / "wan-xrootd" / "xrootd.log").unlink()
     assert start._log_tail(p) == "xrootd: cannot open config"
+
+
+@TWO_CPUS
+def test_per_instance_pinning_puts_each_instance_on_a_cpu_of_its_own(tmp_path):
+    """Seed 000's fig 4 (issue 27 item 4): `cpus: per-instance` on a client runs
+    instance i on the host's i-th CPU (taskset each), on a server one origin per CPU."""
+    doc = _doc("origins-small")
+    doc["clients"] = [{"name": "ip", "tool": "iperf3", "streams": 1, "duration": "2s",
+                       "cpus": "per-instance", "sweep": {"concurrency": [1, 2]}},
+                      {"name": "two", "tool": "xrdcp", "server": "two", "file": doc["files"][0]["name"],
+                       "cpus": ["1", "0"], "sweep": {"concurrency": [2]}}]
+    doc["servers"] = [{"name": "two", "kind": "xrootd", "count": 2, "cpus": "per-instance"}]
+    sc = _load(tmp_path, doc)
+    cpus = sorted(str(c) for c in os.sched_getaffinity(0))[:2]
+    assert sc.clients[0].cpus == tuple(sorted(str(c) for c in os.sched_getaffinity(0)))
+    assert sc.servers[0].cpus == cpus
+    plans = server_plans(sc, _paths(sc), Path("/w"), Path("/d"))
+    assert [p.cpus for p in plans["two"]] == cpus
+    g = steps.Group(sc.clients[0], 1, 2, 0)
+    jobs = transfer.build_jobs(sc, g, plans, "198.18.0.6", 5201)
+    assert [transfer.pinned_cpus(j) for j in jobs] == cpus
+    jobs = transfer.build_jobs(sc, steps.Group(sc.clients[1], 1, 2, 0), plans, "x", 0)
+    assert [transfer.pinned_cpus(j) for j in jobs] == ["1", "0"]
+    assert [pinned_argv(transfer.pinned_cpus(j), ["xrdcp"])[:3] for j in jobs] == [
+        ["taskset", "-c", "1"], ["taskset", "-c", "0"]]
+
+
+@pytest.mark.parametrize("change, match", [
+    (lambda d: d["clients"][0].update(cpus="per-instance", sweep={"concurrency": [64]}),
+     r"clients\[0\]\.cpus: 64 concurrent instances, \d+ CPU set\(s\): one per instance"),
+    (lambda d: d["clients"][0].update(cpus=["0"], sweep={"concurrency": [1, 2]}),
+     r"clients\[0\]\.cpus: 2 concurrent instances, 1 CPU set\(s\)"),
+    (lambda d: d["servers"][1].update(count=16, cpus="per-instance"),
+     r"servers\[1\]\.cpus: 16 instances, \d+ CPUs on this host: per-instance needs a CPU each"),
+    (lambda d: d["clients"][0].update(cpus=["0", "4096"]),
+     r"clients\[0\]\.cpus\[1\]: this host has no CPU 4096"),
+])
+def test_bad_per_instance_pinning_is_one_line(tmp_path, change, match):
+    if " 16 instances" in match and len(os.sched_getaffinity(0)) >= 16:
+        pytest.skip("this host has a CPU for each of 16 origins")
+    doc = _doc("origins-small")
+    change(doc)
+    with pytest.raises(InputError, match=match) as e:
+        _load(tmp_path, doc)
+    assert "\n" not in str(e.value)

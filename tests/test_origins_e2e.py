@@ -247,3 +247,24 @@ def test_sigkill_mid_tpc_then_rig_clean_removes_certificates_and_all(tmp_path):
     assert not (netns.STATE_DIR / prefix).exists()
     assert not [n for n in netns.list_namespaces() if n.startswith(prefix)]
     assert not [m for s, m in data.rig_mounts() if s.startswith(prefix)]
+
+
+def test_per_instance_pinning_takes_effect(tmp_path):
+    """`cpus: per-instance` (issue 27): two iperf3 processes, each on a CPU of its own;
+    what the kernel reported for each process's threads while it ran is in its row."""
+    _need("iperf3", "taskset")
+    if not {0, 1} <= os.sched_getaffinity(0):
+        pytest.skip("needs CPUs 0 and 1")
+    scen = tmp_path / "pin.yaml"
+    scen.write_text("name: pin\npaths: [{name: wan, rtt: [0ms]}]\n"
+                    "clients: [{name: ip, tool: iperf3, streams: 1, duration: 2s, "
+                    "cpus: per-instance}]\nsweep: {concurrency: [2]}\n"
+                    "validation: {ping_count: 5, iperf_duration: 1s, iperf_streams: 1}\n")
+    out = tmp_path / "run"
+    r = subprocess.run([sys.executable, "-m", "rig", "run", str(scen), "--out", str(out)],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    rows = sorted(Store.open(out).transfers(), key=lambda x: x["instance"])
+    cpus = [str(c) for c in sorted(os.sched_getaffinity(0))][:2]
+    assert [(x["ok"], x["client_cpus"], x["client_cpus_seen"]) for x in rows] == [
+        (1, c, c) for c in cpus]

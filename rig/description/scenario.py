@@ -360,10 +360,33 @@ def _root_file_size(ctx: S.Ctx, path: str) -> int:
         raise ctx.error(e.message, path) from None
 
 
+PER_INSTANCE = "per-instance"
+
+
+def _per_instance() -> list[str]:
+    """`cpus: per-instance`: one CPU of this host each, in order (seed 000's fig 4: one
+    iperf3 process per core)."""
+    return [str(c) for c in sorted(S.host_cpus())]
+
+
 @S.with_ctx
 def _cpu_sets(ctx: S.Ctx, v: Any) -> list[str]:
-    """One CPU set for every instance ("0-1"), or a list of one per instance."""
+    """One CPU set for every instance ("0-1"), a list of one per instance, or
+    `per-instance` (a CPU of its own each)."""
+    if v == PER_INSTANCE:
+        return [PER_INSTANCE]            # expanded once the instance count is known
     return S.call(ctx, S.list_of(S.cpu_set, max_len=L.MAX_ORIGINS), v)
+
+
+def _client_cpus(ctx: S.Ctx, v: Any) -> str | tuple[str, ...]:
+    """A client's CPU set (every instance in it: "0-1"), or one per concurrent instance:
+    a list, or `per-instance` (instance i on the host's i-th CPU)."""
+    if v == PER_INSTANCE:
+        return tuple(_per_instance())
+    if isinstance(v, list):
+        return tuple(S.call(ctx, S.list_of(S.cpu_set, scalar_ok=False,
+                                           max_len=L.MAX_CONCURRENCY), v))
+    return S.call(ctx, S.cpu_set, v)
 
 
 
@@ -399,6 +422,13 @@ class ServerSpec:
             can = ", ".join(k.kind for k in server_kinds.all_kinds() if k.tpc)
             raise ctx.child("tpc").error(f"a {d['kind']} server cannot do third-party copy "
                                          f"(can: {can})", True)
+        if d["cpus"] == [PER_INSTANCE]:
+            have = _per_instance()
+            if d["count"] > len(have):
+                raise ctx.child("cpus").error(f"{d['count']} instances, {len(have)} CPUs on "
+                                              "this host: per-instance needs a CPU each",
+                                              PER_INSTANCE)
+            d = dict(d, cpus=have[:d["count"]])
         if d["cpus"] is not None and len(d["cpus"]) not in (1, d["count"]):
             raise ctx.child("cpus").error(f"give one CPU set for all {d['count']} instances "
                                           "or one per instance", d["cpus"])
@@ -476,7 +506,8 @@ class ClientSpec:
     dest_dir: str | None = S.spec(S.optional(S.path_text), None)
     # off | control | all; None: sweep.tls decides (off without one)
     tls: str | None = S.spec(S.optional(_tls_mode), None)
-    cpus: str | None = S.spec(S.optional(S.cpu_set), None)   # taskset -c, as seed 000 pinned
+    # taskset -c, as seed 000 pinned: one set for every instance, or one per instance
+    cpus: str | tuple[str, ...] | None = S.spec(S.optional(S.with_ctx(_client_cpus)), None)
     # xrdcp extreme copy (seed 001): a metalink listing the file K times, `-y K`; each
     # source a different user (root://uN@...) so each gets its own connection, unless
     # `multiplex: true` (one user: the client multiplexes every source over one channel)
@@ -853,6 +884,12 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
     _check_tls_sweep(ctx, sc)
     _check_storage(ctx, sc)
     _check_uploads(ctx, sc)
+    for i, c in enumerate(sc.clients):
+        need = max(client_concurrency(sc, c))
+        if isinstance(c.cpus, tuple) and len(c.cpus) < need:
+            raise ctx.child("clients").child(i).child("cpus").error(
+                f"{need} concurrent instances, {len(c.cpus)} CPU set(s): one per instance "
+                "(per-instance: the host's CPUs, one each)", list(c.cpus))
     for i, p in enumerate(sc.paths):
         t = path_tuning(sc, p)
         for end in ("rmem", "wmem"):
@@ -889,6 +926,13 @@ def client_directions(sc: Scenario, c: ClientSpec) -> list[str]:
     if sc.sweep.direction and tools.get(c.tool).caps.upload:
         return list(sc.sweep.direction)
     return ["download"]
+
+
+def instance_cpus(c: ClientSpec, instance: int) -> str | None:
+    """The CPU set instance `instance` of client `c` runs on (None: any)."""
+    if isinstance(c.cpus, tuple):
+        return c.cpus[instance]
+    return c.cpus
 
 
 def upload_servers(sc: Scenario) -> set[str]:

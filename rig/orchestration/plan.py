@@ -237,8 +237,12 @@ def _group(sc: Scenario, g: S.Group, plans: dict, n: netns.RealizedPath, step: S
         for path, body in job.files:       # an extreme copy's metalink
             out.append(text(f"# write {path}:"))
             out += [text(f"#   {ln}") for ln in body.strip().splitlines()]
-        pre, argv = _pinned(wd.name, f"client-{g.client.name}", g.client.cpus,
-                            a.command(job), local=not at)
+        one = g.client.cpus if isinstance(g.client.cpus, str) else None
+        pre, argv = _pinned(wd.name, f"client-{g.client.name}", one or job.cpus,
+                            a.command(job), local=not at and one is not None)
+        if isinstance(g.client.cpus, tuple):
+            out.append(text(f"# instance i on CPU set i of {', '.join(g.client.cpus[:g.concurrency])}"
+                            " (taskset -c each)"))
         out += [text(x) for x in pre]
         note = f"   # x{g.concurrency} at once" if g.concurrency > 1 else ""
         if len(shown) > 1:

@@ -468,7 +468,9 @@ class Run:
                  + (f" ({self.pinning.root})" if self.pinning else ""))
         local = {p.client_host for p in self.sc.paths} == {LOCAL}
         for c in self.sc.clients:
-            cg = self._cgroup(stack, f"client-{c.name}", c.cpus) if local else None
+            # one set for every instance: a cgroup; one per instance: taskset each
+            cg = (self._cgroup(stack, f"client-{c.name}", c.cpus)
+                  if local and isinstance(c.cpus, str) else None)
             if cg is not None:
                 self.client_cgroups[c.name] = cg
 
@@ -885,6 +887,11 @@ class Run:
         if cache is not None:
             cache.annotate(rows)       # bytes the cache fetched from its origin
         transfer.verify_uploads(outcomes, rows, self.sent_adler32)   # then removed
+        if thr is not None:       # where each instance really ran (per-instance pinning)
+            for r in rows:
+                seen = sorted({s.cpus_allowed for s in thr.of(str(r.instance))
+                               if s.cpus_allowed})
+                r.client_cpus_seen = ";".join(seen) or None
         for r in rows:
             if alive_after is not None:   # never store an undelayed measurement as good
                 r.ok, r.error = False, f"emulation not in force: {faults.one_line(alive_after)}"

@@ -18,7 +18,7 @@ from typing import Callable
 
 from rig.process import proc
 from rig.results.store import TransferRow
-from rig.description.scenario import Scenario
+from rig.description.scenario import Scenario, instance_cpus
 from rig.services import tools
 from rig.services.servers import ServerPlan
 from rig.services.tools import Job
@@ -60,12 +60,20 @@ def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, list[ServerPlan]]
             src = sources[i % len(sources)]
             job = dataclasses.replace(job, source_url=src.url(c.protocol, file.name,
                                                               tls=g.tls != "off"))
+        if isinstance(c.cpus, tuple):        # per-instance pinning: a set of its own
+            job = dataclasses.replace(job, cpus=instance_cpus(c, i))
         if c.dest_dir:
             job = dataclasses.replace(job, dest=dest_path(c.dest_dir, prefix, c.name, i))
         if c.direction == "upload" and server is not None and file is not None:
             job = tool.as_upload(job, server, file, upload_name(prefix, c.name, i))
         jobs.append(job)
     return jobs
+
+
+def pinned_cpus(job: Job) -> str | None:
+    """The CPU set the job's process runs on: its instance's own, else the client's."""
+    c = job.client.cpus
+    return job.cpus if job.cpus is not None else (c if isinstance(c, str) else None)
 
 
 def upload_name(prefix: str, client: str, instance: int) -> str:
@@ -129,7 +137,7 @@ def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list,
              where: dict | None = None, cgroup: Path | None = None) -> None:
     a = tools.get(job.client.tool)
     # pinned by its cgroup when it has one, else by taskset
-    argv = proc.pinned_argv(None if cgroup else job.client.cpus, a.command(job))
+    argv = proc.pinned_argv(None if cgroup else pinned_cpus(job), a.command(job))
     env = a.env(job)
     io_target = job.file_bytes if a.caps.timed_by_written_bytes else None
     for path, text in job.files:           # e.g. an extreme copy's metalink, in the run dir
@@ -275,7 +283,7 @@ def rows(outcomes: list[Outcome], common: dict,
             stderr_tail=(res.tail(1000) if res else None),
             page_checksum=None, started_at=o.started_at, extra=json.dumps(m["extra"]),
             tls=o.job.tls, origin=o.job.origin or None, origin_cpus=o.job.origin_cpus,
-            client_cpus=o.job.client.cpus, direction=o.job.direction)
+            client_cpus=pinned_cpus(o.job), direction=o.job.direction)
         if server_cpu is not None:
             row.server_cpu_user_s = server_cpu[0] / len(outcomes)
             row.server_cpu_sys_s = server_cpu[1] / len(outcomes)

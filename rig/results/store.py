@@ -99,6 +99,9 @@ class TransferRow:
     origin_cpus: str | None = column("TEXT")  # that instance's CPU set (taskset -c), NULL: any
     client_cpus: str | None = column("TEXT")  # the client's CPU set (taskset -c), NULL: any
     direction: str | None = column("TEXT")  # download | upload (NULL: older runs, downloads)
+    # the Cpus_allowed_list of its process's threads as the kernel reported them while it
+    # ran (thread sampling; distinct lists joined by ';'), NULL: not sampled
+    client_cpus_seen: str | None = column("TEXT")
 
 
 
@@ -273,7 +276,7 @@ ADDED_AFTER_V1 |= {"tls", "server_cpu_user_s", "server_cpu_sys_s"}
 
 ADDED_AFTER_V1 |= {"origin", "origin_cpus", "client_cpus"}
 
-ADDED_AFTER_V1 |= {"direction"}
+ADDED_AFTER_V1 |= {"direction", "client_cpus_seen"}
 
 ADDED_AFTER_V1 |= {"emulation_late", "emulation_late_reason", "capacity_bps", "capacity_note"}
 

@@ -45,6 +45,7 @@ class Job:
     source_url: str = ""         # third-party copy: where the destination pulls from
     files: tuple[tuple[str, str], ...] = ()   # (path, text) written before it starts
     origin_cpus: str | None = None
+    cpus: str | None = None      # this instance's own CPU set (taskset -c), None: the client's
     keys: str = ""               # scp: the sshd instance's run directory (keys, known_hosts)
     direction: str = "download"  # download | upload
     src: str = ""                # upload: the file the client sends (the served one)
