@@ -2,6 +2,7 @@
 (rig.report.against), on fake points: pure, no namespaces."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -279,3 +280,29 @@ def test_series_statistic_max_takes_the_best_repeat() -> None:
     with pytest.raises(InputError) as e:
         _ref(text.replace("statistic: max", "statistic: median"))
     assert "statistic" in str(e.value) and "median" in str(e.value)
+
+
+def test_storage_checks_are_points_a_reference_selects():
+    """E25: a disk-backed run's storage checks (cold dd, cached, the file's write) as
+    points (`select: {measure: ...}`), beside the path check's capacity of the step."""
+    from types import SimpleNamespace
+
+    from rig.report import against
+    v = {"path": "wan", "rtt_ms_configured": 0.0}
+    run = SimpleNamespace(
+        validations=[{**v, "phase": "before", "capacity_bps": 10e9},
+                     {**v, "phase": "storage", "storage_bps": 6e9,
+                      "raw": json.dumps({"cached_bps": 90e9})},
+                     {**v, "phase": "after", "capacity_bps": 12e9},
+                     {**v, "phase": "storage", "storage_bps": 5e9, "raw": "{}"},
+                     {**v, "phase": "storage", "storage_bps": None, "storage_note": "x"}],
+        env={"storage": {"written": {"f2G": {"bytes": 2 << 30, "seconds": 8.0}}}})
+    pts = {p.measure: p for p in against.storage_points(run)}
+    assert sorted(pts) == ["storage-cached", "storage-read", "storage-write"]
+    assert pts["storage-read"].samples_bps == [6e9, 5e9]
+    assert pts["storage-cached"].samples_bps == [90e9]
+    assert pts["storage-write"].samples_bps == [(2 << 30) * 8 / 8.0]
+    assert pts["storage-read"].path_bound_bps() == 11e9
+    assert against.matches(pts["storage-read"], {"measure": "storage-read"})
+    assert not against.matches(pts["storage-read"], {"client": "nettest"})
+    assert against.storage_points(SimpleNamespace(validations=[], env={})) == []

@@ -42,6 +42,9 @@ SELECT_KEYS: dict[str, S.Parser] = {
     "mode": S.choice("application", "storage", "lazy-download", "direct"),
     "library": S.choice("xrootd", "davix", "curl"), "server": S.name,
     "branches_percent": lambda v: _number(v, 0.0, 100.0), "rtt_ms": lambda v: _number(v, 0.0),
+    # a storage check of `storage: disk` (not a transfer): its cold sequential read (dd, as
+    # hdparm -t), the same bytes from the page cache (hdparm -T), the served file's write
+    "measure": S.choice("storage-read", "storage-cached", "storage-write"),
 }
 
 

@@ -107,7 +107,8 @@ def against_study(run: Run, vmap: dict, out: Path, given: Reference | None = Non
     ref = given or stored_reference(run)
     if ref is None:
         return [], []
-    a = against.compare(ref, run.points, vmap, srtt_by_key(run))
+    a = against.compare(ref, run.points + against.storage_points(run), vmap,
+                        srtt_by_key(run))
     notes: list[str] = []
     if given is not None:
         stored = run.env.get("reference")

@@ -16,6 +16,7 @@ Must not import matplotlib, rig.realization, rig.process, rig.services.
 """
 from __future__ import annotations
 
+import json
 import math
 import re
 import statistics
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from rig.description.reference import UNITS, Claim, Reference, Series, Table
-from rig.report.model import Point
+from rig.report.model import Key, Point
 
 AGREES, DISAGREES, NOT_COMPARABLE = "agrees", "disagrees", "not comparable here"
 VERDICTS = (AGREES, DISAGREES, NOT_COMPARABLE)
@@ -61,7 +62,7 @@ def _column(p: Point, key: str) -> Any:
             "mode": p.cache_mode, "library": p.read_library, "server": p.server,
             "branches_percent": None if p.branch_fraction is None
             else round(p.branch_fraction * 100, 6),
-            "rtt_ms": p.key.rtt_ms}[key]
+            "rtt_ms": p.key.rtt_ms, "measure": p.measure}[key]
 
 
 def matches(p: Point, select: Mapping[str, Any]) -> bool:
@@ -73,6 +74,45 @@ def matches(p: Point, select: Mapping[str, Any]) -> bool:
         elif have != want:
             return False
     return True
+
+
+def storage_points(run: Any) -> list[Point]:
+    """The storage checks of a `storage: disk` run as points a reference can select
+    (`measure:`): per path and RTT, the cold dd read and the cached one of every served
+    file (each check a sample), and the write of each file as the run wrote it (random
+    bytes generated as they go, fdatasync every 256 MiB: a lower bound of the disk's
+    write rate, where the study's dd wrote zeros)."""
+    out: dict[tuple, Point] = {}
+    cap: dict[tuple, list[float]] = {}       # the path check's capacity beside it
+    for v in run.validations:
+        if v.get("phase") in ("before", "after") and v.get("capacity_bps"):
+            cap.setdefault((v["path"], v.get("rtt_ms_configured")), []).append(
+                float(v["capacity_bps"]))
+
+    def add(path: str, rtt: float | None, measure: str, bps: float) -> None:
+        k = Key(path, rtt, measure, 1, 1)
+        c = cap.get((path, rtt))
+        p = out.setdefault((k, measure), Point(key=k, tool="dd", measure=measure,
+                                               capacity_bps=statistics.fmean(c) if c else None))
+        p.samples_bps.append(bps)
+
+    for v in run.validations:
+        if v.get("phase") != "storage" or not v.get("storage_bps"):
+            continue
+        rtt = v.get("rtt_ms_configured")
+        add(v["path"], rtt, "storage-read", float(v["storage_bps"]))
+        cached = json.loads(v.get("raw") or "{}").get("cached_bps")
+        if cached:
+            add(v["path"], rtt, "storage-cached", float(cached))
+    storage = run.env.get("storage") if isinstance(run.env, dict) else None
+    written = (storage or {}).get("written") or {}
+    paths = sorted({(v["path"], v.get("rtt_ms_configured")) for v in run.validations
+                    if v.get("phase") == "storage"}, key=str)
+    for w in written.values():
+        if isinstance(w, dict) and w.get("bytes") and w.get("seconds"):
+            for path, rtt in paths:
+                add(path, rtt, "storage-write", w["bytes"] * 8 / w["seconds"])
+    return list(out.values())
 
 
 def value(p: Point, unit: str, statistic: str = "mean") -> float | None:

@@ -80,6 +80,9 @@ class Point:
     server: str | None = None
     rounds_s: list[list[float]] = field(default_factory=list)   # extra.round_s, per process
     storage_bps: float | None = None        # storage: disk: the step's cold dd read (slowest file)
+    # a storage check's figure, not a transfer (rig.report.against.storage_points):
+    # storage-read (cold dd), storage-cached (the same again), storage-write (the file's write)
+    measure: str | None = None
 
     @property
     def n(self) -> int:
