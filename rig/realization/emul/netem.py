@@ -20,6 +20,7 @@ Must not import services, orchestration or reports.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from rig.process import proc
@@ -149,6 +150,7 @@ class NetemBackend:
         self._rated: dict[str, set[str]] = {}
         self._ifbs: set[str] = set()
         self._segmented: set[tuple[str, str]] = set()    # senders at gso_max_segs 1
+        self._per_skb: dict[str, str] = {}     # sender -> why its loss stays per skb
 
     def plan(self, site: LinkSite, profile: LinkProfile) -> list[list[str]]:
         return plan_argv(site, profile)
@@ -179,8 +181,11 @@ class NetemBackend:
                 rated.add(dev)
         for ns, dev, one in segmenting(site, profile):
             if one != ((ns, dev) in self._segmented):
-                proc.run(gso_segs_argv(ns, dev, 1 if one else GSO_MAX_SEGS),
-                         timeout=CMD_TIMEOUT, check=True)
+                r = proc.run(gso_segs_argv(ns, dev, 1 if one else GSO_MAX_SEGS),
+                             timeout=CMD_TIMEOUT)
+                if not r.ok:        # a kernel that sets it at creation only (before 5.19)
+                    self._per_skb[dev] = f"gso_max_segs not set on {dev}: {r.tail(120)}"
+                    continue
                 (self._segmented.add if one else self._segmented.discard)((ns, dev))
 
     def update(self, site: LinkSite, profile: LinkProfile) -> None:
@@ -205,7 +210,11 @@ class NetemBackend:
                 per_dir[direction] = self._qdiscs(site, dev)
             except StepAborted as e:
                 per_dir[direction] = str(e)
-        return netem_stats(per_dir)
+        st = netem_stats(per_dir)
+        if self._per_skb:       # said with every snapshot: its loss counts whole skbs
+            st = dataclasses.replace(st, extra={**st.extra, "loss_per_skb": sorted(
+                self._per_skb.values())})
+        return st
 
     def remove(self, site: LinkSite) -> None:
         for _, dev, _ in egresses(site, LinkProfile()):
