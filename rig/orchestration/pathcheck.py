@@ -10,9 +10,12 @@ ceilings (tcp_rmem/tcp_wmem, per namespace) are raised to CAPACITY_BUFFER for th
 only and the scenario's put back before any transfer, so autotuning does not limit it;
 elsewhere the socket buffers are as large as the host allows (`-w` net.core.{r,w}mem_max
 when that exceeds what autotuning would reach). A result that still sits at the streams x
-window / RTT bound is a window, and one whose first measured second is far below the rest
-(where the omitted start was short of the ramp) is slow start, not a capacity: either is
-stored as "not measured" (capacity_bps NULL, capacity_note why).
+window / RTT bound is a window, not a capacity, stored as "not measured" (capacity_bps NULL,
+capacity_note why). Where the omitted start was short of the ramp (a fast path at a long
+RTT: 8 streams reached 19.7 Gbit/s through the engine at 120 ms only in their third
+second), the measured seconds still in slow start (each far below the rest) are left out
+and the capacity is the mean of those after them (raw.ramp_seconds_dropped says how many);
+with fewer than two seconds left it is "not measured" too.
 """
 from __future__ import annotations
 
@@ -161,21 +164,33 @@ def ramp_s(rtt_ms: float) -> float:
     return rtt * math.log2(max(2.0, CAPACITY_GOAL_BPS / 8 * rtt / IW_BYTES))
 
 
+def ramp_seconds(intervals_bps: list[float], rtt_ms: float | None, omit_s: float) -> int:
+    """How many of the measured (not omitted) per-second rates are still slow start:
+    leading seconds each below RAMPING x the median of those after it. Only where the
+    omitted start was shorter than twice the ramp could take: past that, a rise is this
+    shared machine's noise (seen: 9.2 -> 13.1 Gbit/s between the halves of a 3 s run at
+    10 ms), not slow start, whose rate doubles every round trip, so a second still in it
+    sits far below the rest."""
+    if not rtt_ms or rtt_ms < 1.0 or omit_s >= 2 * ramp_s(rtt_ms):
+        return 0
+    n = 0
+    while len(intervals_bps) - n >= 2 and \
+            intervals_bps[n] < RAMPING * statistics.median(intervals_bps[n + 1:]):
+        n += 1
+    return n
+
+
 def still_ramping(intervals_bps: list[float], rtt_ms: float | None,
                   omit_s: float) -> str | None:
-    """Why a capacity run is no capacity because slow start was not over when the
-    measurement began, or None. `intervals_bps`: the measured (not omitted) per-second
-    rates. Only where the omitted start was shorter than twice the ramp could take: past
-    that, a rise is this shared machine's noise (seen: 9.2 -> 13.1 Gbit/s between the
-    halves of a 3 s run at 10 ms), not slow start, whose rate doubles every round trip,
-    so the first measured second would sit far below the rest."""
-    if not rtt_ms or rtt_ms < 1.0 or omit_s >= 2 * ramp_s(rtt_ms) or len(intervals_bps) < 2:
+    """Why a capacity run is no capacity because slow start lasted (nearly) all of it:
+    fewer than two measured seconds after it, or None (rig.orchestration.pathcheck.
+    ramp_seconds)."""
+    n = ramp_seconds(intervals_bps, rtt_ms, omit_s)
+    if not n or len(intervals_bps) - n >= 2:
         return None
-    first, med = intervals_bps[0], statistics.median(intervals_bps[1:])
-    if first < RAMPING * med:
-        return (f"not measured: iperf3 still in slow start ({first / 1e9:.3g} Gbit/s in "
-                f"the first measured second, then {med / 1e9:.3g})")
-    return None
+    first, rest = intervals_bps[0], statistics.median(intervals_bps[1:])
+    return (f"not measured: iperf3 still in slow start ({first / 1e9:.3g} Gbit/s in "
+            f"the first measured second, then {rest / 1e9:.3g})")
 
 
 def _intervals(stdout: str) -> list[float]:
@@ -263,19 +278,22 @@ def validate_path(*, client_ns: str | None, server_addr: str, iperf_port: int,
         reasons.append(f"iperf3 {bps / 1e9:.3f} Gbit/s exceeds the configured rate")
     ivs = _intervals(ir.stdout)
     rtt_for_window = ping.mean_ms if ping.mean_ms is not None else configured_rtt_ms
+    ramp = ramp_seconds(ivs, rtt_for_window, omit)
+    cap = statistics.fmean(ivs[ramp:]) if ramp and len(ivs) - ramp >= 2 else bps
     note = ("not measured: iperf3 failed" if not bps else
-            window_limited(bps, streams, window, rtt_for_window)
-            or still_ramping(ivs, rtt_for_window, omit))
+            still_ramping(ivs, rtt_for_window, omit)
+            or window_limited(cap or bps, streams, window, rtt_for_window))
     return {
         "rtt_ms_measured": ping.mean_ms, "rtt_ms_min": ping.min_ms, "rtt_ms_max": ping.max_ms,
         "rtt_ms_stddev": ping.stddev_ms, "ping_count": ping.count, "ping_loss": ping.loss,
         "iperf_bps": bps, "iperf_streams": streams,
-        "capacity_bps": None if note else bps, "capacity_note": note,
+        "capacity_bps": None if note else cap, "capacity_note": note,
         "iperf_retransmits": ip.extra.get("retransmits"), "iperf_srtt_ms": ip.extra.get("srtt_ms"),
         "flagged": bool(reasons), "flag_reason": "; ".join(reasons) or None, "started_at": started,
         "raw": json.dumps({"ping": pr.stdout[-2000:], "iperf3_argv": ir.argv,
                            "iperf3_error": ip.error, "iperf3_window_bytes": window,
                            "iperf3_intervals_gbps": [round(x / 1e9, 3) for x in ivs],
+                           "ramp_seconds_dropped": ramp,
                            "capacity_s": round(iperf_s, 3),
                            "ping_s": round(t0 - started_mono, 3)}),
     }
