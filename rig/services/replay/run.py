@@ -250,11 +250,11 @@ class _Shadow:
 
 def replay(plan: Plan, url: str, *, timeout: float = 300.0,
            shadow_dir: str | None = None) -> ReplayResult:
-    """Execute `plan` against `url` (root://host:port//path or http://host:port/path).
+    """Execute `plan` against `url` (root[s]://host:port//path or http://host:port/path).
     `shadow_dir`: the answers go into a shadow file there (lazy-download), checksummed
     after the wall; otherwise they stay in memory and are checksummed as they come."""
     proto = urllib.parse.urlsplit(url).scheme
-    root = proto in ("root", "xroot")
+    root = proto in ("root", "xroot", "roots", "xroots")      # roots: TLS, X509_CERT_DIR
     if root:
         _xrootd_bindings()          # loaded outside open_s (see there)
     t_open = time.monotonic()
