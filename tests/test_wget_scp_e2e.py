@@ -104,7 +104,11 @@ def test_killed_mid_scp_leaves_nothing(tmp_path, require_tools, sig):
         keys = [f for f in (netns.STATE_DIR / prefix).rglob("ssh-*-key")]
         assert len(keys) == 2 and all(f.stat().st_mode & 0o077 == 0 for f in keys)
         up = netns.STATE_DIR / prefix / "data" / "upload"
-        assert len([f for f in up.iterdir() if f.name.startswith(prefix)]) == 2   # being written
+        writing: list = []      # SSH's set-up takes ~10 round trips (100 ms each) first
+        while len(writing) < 2 and time.monotonic() < deadline and p.poll() is None:
+            writing = [f for f in up.iterdir() if f.name.startswith(prefix)]
+            time.sleep(0.1)
+        assert len(writing) == 2, writing            # both uploads being written
     finally:
         starts = {q: owner.start_time(q) for q in procs}
         end_run(p, sig)
