@@ -50,6 +50,8 @@ def test_history_of_five_real_runs_names_the_one_on_a_slower_path(tmp_path: Path
     h = history(dirs, tmp_path / "again")
     assert [s.at for s in h.splits] == [4]
     (change,) = h.series[0].changes
+    print(f"history: {r.stdout.strip()}; change {change.change:+.3f} "
+          f"[{change.low:+.3f}, {change.high:+.3f}]")
     # 160/200: -20 %, give or take what slow start and the host add to a 0.7 s transfer
     assert -0.3 < change.change < -0.1, change
     assert change.low is not None and change.high is not None and change.high < 0
