@@ -306,3 +306,19 @@ def test_storage_checks_are_points_a_reference_selects():
     assert against.matches(pts["storage-read"], {"measure": "storage-read"})
     assert not against.matches(pts["storage-read"], {"client": "nettest"})
     assert against.storage_points(SimpleNamespace(validations=[], env={})) == []
+
+
+def test_a_storage_point_s_evidence_is_its_own_and_the_path_s():
+    from types import SimpleNamespace
+
+    from rig.report import against
+    v = {"path": "wan", "rtt_ms_configured": 0.0}
+    run = SimpleNamespace(validations=[{**v, "phase": "before", "capacity_bps": 38e9},
+                                       {**v, "phase": "storage", "storage_bps": 12e9,
+                                        "raw": "{}"}], env={})
+    (p,) = against.storage_points(run)
+    line, explained = against.point_evidence(p, {})
+    assert explained and line.startswith("storage-read at 0 ms: 1.50 GB/s (12.0 Gbit/s")
+    assert "32% of the validated path 38.00 Gbit/s" in line
+    run.validations = run.validations[1:]
+    assert against.point_evidence(against.storage_points(run)[0], {})[1] is False

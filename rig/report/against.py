@@ -240,6 +240,14 @@ def _fmt(v: float | None, digits: int = 3) -> str:
 
 def point_evidence(p: Point, verdicts: Mapping[Any, Any]) -> tuple[str, bool]:
     """One line of the rig's evidence for a point, and whether it names a bound."""
+    if p.measure is not None:       # a storage check: both sides of it are measured here
+        cap = p.path_bound_bps()
+        line = (f"{p.measure} at {_fmt(p.x_rtt_ms)} ms: {p.mean_bps / 8e9:.2f} GB/s "
+                f"({p.mean_bps / 1e9:.1f} Gbit/s, dd on this host's disk)")
+        if cap:
+            line += (f", {p.mean_bps / cap:.0%} of the validated path {cap / 1e9:.2f} Gbit/s: "
+                     "namespaces on one host over veth, memory speed, not a wire")
+        return line, cap is not None
     v = verdicts.get(p.key)
     kind = getattr(v, "kind", None)
     parts = [f"{p.key.client} at {_fmt(p.x_rtt_ms)} ms"
