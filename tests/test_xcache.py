@@ -174,3 +174,24 @@ def test_the_table_puts_direct_cold_and_warm_side_by_side(tmp_path):
     assert "Direct vs cold vs warm cache" in page and "<td>cache warm</td>" in page
     plain = Run(tmp_path, {}, {}, [_row(0, 0.0, "d", "o", 0, 1e9)], [], [], [])
     assert not xreport.has_cache(plain) and xreport.write(plain, tmp_path, None, None) == []
+
+
+def test_warm_cache_reads_are_not_judged_against_the_wan_s_bounds():
+    """A warm cache on the client's LAN serves every byte itself: the WAN path's window
+    and capacity are no bound of those reads (they were: "177 % of window bound")."""
+    from rig.report.model import build_points
+    rows = []
+    for rep in (0, 1):
+        for name, extra in (("direct", {}), ("cold", {"cache": "cold"}),
+                            ("warm", {"cache": "warm"})):
+            r = _row(1, 60.0, name, "cache", rep, 2e9, extra)
+            rows.append({**r, "tool": "xrdcp", "streams": 1, "window_bytes": 8 * MiB,
+                         "capacity_bps": None})
+    val = {"path": "wan", "step": 1, "phase": "before", "capacity_bps": 5e9,
+           "rtt_ms_configured": 60.0, "rtt_ms_measured": 60.0}
+    pts = {p.key.client: p for p in build_points(rows, [val])}
+    assert pts["warm"].warm_cache and pts["warm"].window_bound_bps() is None
+    assert pts["warm"].path_bound_bps() is None
+    for name in ("direct", "cold"):
+        assert not pts[name].warm_cache
+        assert pts[name].window_bound_bps() == pytest.approx(8 * MiB * 8 / 0.06)

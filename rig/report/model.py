@@ -83,6 +83,9 @@ class Point:
     # a storage check's figure, not a transfer (rig.report.against.storage_points):
     # storage-read (cold dd), storage-cached (the same again), storage-write (the file's write)
     measure: str | None = None
+    # read through a cache holding all of the file (extra.cache "warm" on every row): its
+    # bytes never crossed the emulated path, so the path's bounds do not apply
+    warm_cache: bool = False
 
     @property
     def n(self) -> int:
@@ -112,7 +115,10 @@ class Point:
         return self.rtt_ms_measured or 0.0
 
     def window_bound_bps(self) -> float | None:
-        """concurrency x streams x window / RTT (measured RTT when known), bits/s."""
+        """concurrency x streams x window / RTT (measured RTT when known), bits/s; None for
+        reads from a warm cache on the client's LAN (they do not cross the path)."""
+        if self.warm_cache:
+            return None
         rtt = self.rtt_ms_measured or self.key.rtt_ms
         if not self.window_bytes or not rtt or rtt <= 0:
             return None
@@ -120,7 +126,10 @@ class Point:
                 / (rtt / 1e3))
 
     def path_bound_bps(self) -> float | None:
-        """What the path carries: the smaller of the validated capacity and the rate."""
+        """What the path carries: the smaller of the validated capacity and the rate (None
+        for reads from a warm cache: the path's check is of the WAN they do not cross)."""
+        if self.warm_cache:
+            return None
         vals = [v for v in (self.capacity_bps, self.rate_bps) if v]
         return min(vals) if vals else None
 
@@ -276,6 +285,8 @@ def build_points(transfers: list[dict], validations: list[dict]) -> list[Point]:
             else:
                 p.samples_bps.append(value)
         _attach_validations(p, validations)
+        p.warm_cache = all(_json_field(r.get("extra"), "cache") == "warm"
+                           for rows in reps.values() for r in rows)
         if p.rtt_ms_measured is None:
             meas = [r["rtt_ms_measured"] for rows in reps.values() for r in rows
                     if r.get("rtt_ms_measured") is not None]
