@@ -47,6 +47,22 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture
+def run_rig():
+    """`rig run SCENARIO --out OUT` as a user runs it, in a subprocess with a deadline;
+    asserts it exited 0 (its stderr's tail otherwise) and returns the run's Store."""
+    import subprocess
+    import sys
+
+    def run(scenario, out, *, timeout: float = 900):
+        r = subprocess.run([sys.executable, "-m", "rig", "run", str(scenario), "--out",
+                            str(out)], capture_output=True, text=True, timeout=timeout)
+        assert r.returncode == 0, r.stderr[-3000:]
+        from rig.results.store import Store
+        return Store.open(out)
+    return run
+
+
+@pytest.fixture
 def require_tools():
     def need(*names: str) -> None:
         missing = [n for n in names if shutil.which(n) is None]

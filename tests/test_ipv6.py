@@ -220,7 +220,8 @@ def test_bad_ip_sweeps_are_one_line(paths, sweep, key, msg, tmp_path):
 
 
 @pytest.mark.e2e
-def test_sweep_ip_runs_every_client_over_both_families_of_one_path(tmp_path, require_tools):
+def test_sweep_ip_runs_every_client_over_both_families_of_one_path(tmp_path, require_tools,
+                                                                  run_rig):
     """`sweep.ip: [4, 6]`: the path built twice, each copy checked at its RTT over its own
     family, every client moving the whole file over each, by literal address or URL."""
     require_tools("xrootd", "xrdcp", "curl", "iperf3", "nginx", "ip6tables")
@@ -230,11 +231,7 @@ def test_sweep_ip_runs_every_client_over_both_families_of_one_path(tmp_path, req
                     .replace("f64M", "f16M").replace("ping_count: 20", "ping_count: 10")
                     .replace("  - {name: davix-get, tool: davix-get, file: f16M, server: "
                              "xrootd}\n", ""))
-    out = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "rig", "run", str(scen), "--out", str(out)],
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr[-3000:]
-    st = Store.open(out)
+    st = run_rig(scen, tmp_path / "run")
     rows = st.transfers()
     assert sorted((x["path"], x["client"], x["ok"]) for x in rows) == sorted(
         (p, c, 1) for p in ("wan-v4", "wan-v6") for c in ("xrdcp-S4", "curl", "iperf3")), \

@@ -3,29 +3,22 @@ XrdCl over roots://, libdavix and libcurl over https:// to XrdHttp, nginx and Ap
 with and without TLS. Every replay reads the bytes of its plan (checksum against the file)
 through the real library, trusting only the run's CA."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from rig.realization import netns
-from rig.results.store import Store
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parent.parent
 SCEN = REPO / "tests/data/scenarios/replay-tls-small.yaml"
 
 
-def test_every_replay_library_reads_over_tls(tmp_path, require_tools):
+def test_every_replay_library_reads_over_tls(tmp_path, require_tools, run_rig):
     require_tools("xrootd", "nginx", "apache2", "openssl")
     from rig.services.replay import http_helper
     assert http_helper.path() is not None, "rig-replay-http not built (make install)"
-    out = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "rig", "run", str(SCEN), "--out", str(out)],
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr[-3000:]
-    st = Store.open(out)
+    st = run_rig(SCEN, tmp_path / "run")
     rows = st.transfers()
     bad = [(x["client"], x["tls"], x["error"]) for x in rows if not x["ok"]]
     assert not bad, bad

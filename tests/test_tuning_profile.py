@@ -221,7 +221,7 @@ def test_a_real_path_has_no_tuning_of_its_own(tmp_path):
 
 
 @pytest.mark.e2e
-def test_two_paths_of_one_run_tuned_differently(tmp_path):
+def test_two_paths_of_one_run_tuned_differently(tmp_path, run_rig):
     """Each path's rows carry what its own namespaces held: the tuned path the study's
     2 GiB and bbr, the other the kernel's defaults; the host's sysctls put back."""
     scen = tmp_path / "two.yaml"
@@ -234,12 +234,7 @@ def test_two_paths_of_one_run_tuned_differently(tmp_path):
     keys = ("net.core.rmem_max", "net.core.wmem_max", "net.core.default_qdisc",
             "net.ipv4.tcp_allowed_congestion_control")
     before = tuning.read(keys)
-    out = tmp_path / "out"
-    r = subprocess.run([*RIG, "run", str(scen), "--out", str(out)], capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-2000:]
-    from rig.results.store import Store
-    st = Store.open(out)
+    st = run_rig(scen, tmp_path / "out", timeout=300)
     rows = {x["path"]: x for x in st.transfers()}
     assert rows["tuned"]["ok"] and rows["default"]["ok"]
     assert (rows["tuned"]["congestion_control"], rows["tuned"]["tcp_rmem_max"]) == ("bbr", INT_MAX)

@@ -3,27 +3,20 @@ that can write (xrdcp, curl and davix-put to XrdHttp, nginx and Apache, scp, rig
 beside its download, one and two at once, through a 20 ms path. Every upload's stored
 copy has the sent file's size and adler32; the run leaves nothing behind."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from rig.realization import netns
-from rig.results.store import Store
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parent.parent
 SCEN = REPO / "tests/data/scenarios/upload-small.yaml"
 
 
-def test_every_client_that_can_write_uploads_the_whole_file(tmp_path, require_tools):
+def test_every_client_that_can_write_uploads_the_whole_file(tmp_path, require_tools, run_rig):
     require_tools("xrootd", "xrdcp", "curl", "davix-put", "nginx", "apache2", "sshd", "scp")
-    out = tmp_path / "run"
-    r = subprocess.run([sys.executable, "-m", "rig", "run", str(SCEN), "--out", str(out)],
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr[-3000:]
-    st = Store.open(out)
+    st = run_rig(SCEN, tmp_path / "run")
     rows = st.transfers()
     bad = [(x["client"], x["concurrency"], x["error"]) for x in rows if not x["ok"]]
     assert not bad, bad
