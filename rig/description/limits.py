@@ -20,6 +20,7 @@ MAX_SERVERS = 16
 MAX_ORIGINS = 16                  # instances of one server (topology.MAX_COUNT nodes)
 MAX_SOURCES = 64                  # metalink sources of one xrdcp extreme copy
 MAX_CLIENTS = 64
+MAX_BACKGROUND = 16              # competing flows of a scenario (`background:`)
 MAX_ENV = 64                      # environment variables per client
 MAX_SWEEP_VALUES = 32             # entries of sweep.concurrency / sweep.streams
 MAX_REPEATS = 1000

@@ -578,6 +578,19 @@ class ClientSpec:
 
 
 @dataclass(frozen=True)
+class BackgroundSpec:
+    """A competing flow on a path while its transfers run: iperf3 -R (the path's server
+    side sends, as the transfers' downloads do), through the same emulated bottleneck,
+    started after each step's path check and stopped before the next (issue 30)."""
+    name: str = S.spec(S.name)
+    path: str | None = S.spec(S.optional(S.name), None)    # None: every path
+    tool: str = S.spec(S.choice("iperf3"), "iperf3")
+    streams: int = S.spec(S.integer(1, L.MAX_STREAMS), 1)
+    congestion: str | None = S.spec(S.optional(S.choice(*CC_NAMES)), None)
+    rate_bps: float | None = S.spec(S.optional(S.rate), None, key="rate")    # all streams
+
+
+@dataclass(frozen=True)
 class Sweep:
     repeats: int = S.spec(S.integer(1, L.MAX_REPEATS), 1)
     concurrency: list[int] = S.spec(S.list_of(S.integer(1, L.MAX_CONCURRENCY),
@@ -704,6 +717,7 @@ class Scenario:
     files: list[FileSpec] = S.spec(_items(FileSpec, L.MAX_FILES, 0), [])
     servers: list[ServerSpec] = S.spec(_items(ServerSpec, L.MAX_SERVERS, 0), [])
     clients: list[ClientSpec] = S.spec(_items(ClientSpec, L.MAX_CLIENTS))
+    background: list[BackgroundSpec] = S.spec(_items(BackgroundSpec, L.MAX_BACKGROUND, 0), [])
     sweep: Sweep = S.spec(S.section(Sweep), S.EMPTY)
     tuning: Tuning = S.spec(S.section(Tuning), S.EMPTY)
     validation: Validation = S.spec(S.section(Validation), S.EMPTY)
@@ -830,8 +844,18 @@ def parse(data: Any, *, source: str, text: str = "") -> Scenario:
 def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
     """What spans sections; returns the scenario with each client's server filled in."""
     for key, items in (("paths", sc.paths), ("files", sc.files), ("servers", sc.servers),
-                       ("clients", sc.clients)):
-        S.unique_names(ctx.child(key), items, key[:-1])
+                       ("clients", sc.clients), ("background", sc.background)):
+        S.unique_names(ctx.child(key), items, key[:-1] if key != "background" else "flow")
+    names = [p.name for p in sc.paths]
+    for i, b in enumerate(sc.background):
+        at = ctx.child("background").child(i)
+        if b.path is not None and b.path not in names:
+            raise at.child("path").error(f"no such path (have: {', '.join(names)})", b.path)
+        for p in sc.paths:
+            if (b.path in (None, p.name)) and (p.client_host != LOCAL or p.server_host != LOCAL
+                                               or p.kind == "real"):
+                raise at.child("path").error(f"path {p.name}: background flows run on an "
+                                             "emulated path this host builds", b.path or p.name)
     servers = {s.name: s for s in sc.servers}
     files = {f.name for f in sc.files}
     file_kinds = {f.name: f.kind for f in sc.files}
@@ -933,6 +957,11 @@ def instance_cpus(c: ClientSpec, instance: int) -> str | None:
     if isinstance(c.cpus, tuple):
         return c.cpus[instance]
     return c.cpus
+
+
+def background_on(sc: Scenario, p: PathSpec) -> list[BackgroundSpec]:
+    """The competing flows of path `p` (their own `path:`, else every path)."""
+    return [b for b in sc.background if b.path in (None, p.name)]
 
 
 def upload_servers(sc: Scenario) -> set[str]:

@@ -17,6 +17,7 @@ from rig.errors import printable
 PHASES = {"prepare": "setup", "tune": "setup", "hosts": "setup", "data": "setup",
           "pinning": "setup", "path": "setup", "tls": "setup", "servers": "setup",
           "emulate": "emulation", "check": "checks", "group": "transfers",
+          "background": "transfers",
           "teardown": "teardown", "note": "none"}
 
 

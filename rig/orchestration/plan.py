@@ -16,8 +16,9 @@ from rig.description import steps as S
 from rig.process.proc import ns_argv, pinned_argv
 from rig.realization.emul.netem import NetemBackend
 from rig.realization.emul.userspace import UserspaceBackend
-from rig.description.scenario import (LOCAL, Scenario, path_mtu, path_tuning, server_count,
-                                      upload_servers, uses_tls)
+from rig.description.scenario import (LOCAL, Scenario, background_on, path_mtu, path_tuning,
+                                      server_count, upload_servers, uses_tls)
+from rig.services.tools.iperf3 import background_argv
 from rig.realization import data
 from rig.services import servers
 from rig.services import tools
@@ -184,10 +185,22 @@ def build_plan(sc: Scenario) -> Plan:
             check += [text(ln) for ln in storagecheck.plan_step(sc, step, PREFIX)]
         add(f"step:{k}:check-before", "check", check, host=host, path=step.path.name, step=k)
         plans = _server_plans(sc, n, _host_wd(sc, step.path.server_host, wd))
+        flows = background_on(sc, step.path)
+        if flows:                   # competing flows over the step's transfers (issue 30)
+            add(f"step:{k}:background:start", "background", [
+                *(cmd(ns_argv(client_ns, background_argv(
+                    addr, servers.BACKGROUND_PORT + i, b.streams, b.congestion, b.rate_bps)),
+                    host, note=f"   # {b.name}, until stopped") for i, b in enumerate(flows)),
+                text(comment("then max(1 s, 20 RTT) for them to settle"))],
+                host=host, path=step.path.name, step=k)
         for gi, g in enumerate(S.groups(sc, step.path)):
             add(f"step:{k}:group:{gi}", "group",
                 _group(sc, g, plans, n, step, wd, at, host), host=host,
                 path=step.path.name, step=k, group=gi)
+        if flows:
+            add(f"step:{k}:background:stop", "background", [text(comment(
+                "stop them (TERM: iperf3 prints its summary), a background row each"))],
+                host=host, path=step.path.name, step=k)
         last[step.path.name] = add(
             f"step:{k}:check-after", "check",
             [text(comment(f"again after step {step.number}'s transfers: the same ping and "
@@ -325,6 +338,9 @@ def _servers(sc: Scenario, n: netns.RealizedPath, wd: Path, at: str = "") -> lis
             out.append(cmd(ns_argv(plan.ns, argv), host))
     out.append(cmd(ns_argv(n.server_ns, servers.iperf3_server_argv(
         n.server_addr, servers.IPERF3_PORT)), host))
+    for i, b in enumerate(background_on(sc, sc.paths[n.index])):   # one per competing flow
+        out.append(cmd(ns_argv(n.server_ns, servers.iperf3_server_argv(
+            n.server_addr, servers.BACKGROUND_PORT + i)), host, note=f"   # for {b.name}"))
     return out
 
 

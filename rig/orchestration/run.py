@@ -36,14 +36,16 @@ from rig.realization.emul.none import NoneBackend
 from rig.errors import OutputFull, RigError, StepAborted
 from rig.description.linkstats import EmulStats, emulation_late, late_wakeups
 from rig.orchestration.reporter import Reporter, Say, stderr_say
-from rig.results.store import EngineStatsRow, Store, ValidationRow
-from rig.description.scenario import (LOCAL, PathSpec, Scenario, client_concurrency,
-                                      client_directions, path_mtu, path_tuning,
+from rig.results.store import BackgroundRow, EngineStatsRow, Store, ValidationRow
+from rig.description.scenario import (LOCAL, PathSpec, Scenario, background_on,
+                                      client_concurrency, client_directions, path_mtu,
+                                      path_tuning,
                                       runs_on, server_count, uses_tls)
 from rig.process.remote import Host
 from rig.realization import data
 from rig.services import servers, tools
 from rig.services.servers.start import start_iperf3_server, start_server
+from rig.services.tools import iperf3 as iperf3_tool
 from rig.orchestration.pathcheck import validate_path
 
 
@@ -65,6 +67,7 @@ class Live:
     last_stats: EmulStats | None = None     # the engine's previous snapshot (per-step deltas)
     server_svcs: dict[str, proc.Service] = field(default_factory=dict)  # origin -> (this host)
     stalls: list[float] = field(default_factory=list)   # watchdog pings >= faults.STALL_S
+    bg_ports: dict[str, int] = field(default_factory=dict)   # competing flow -> its server
 
     index = property(lambda self: self.path.index)
     client_ns = property(lambda self: self.path.client_ns)
@@ -124,6 +127,7 @@ class Run:
                          "cpu_s": 0.0, "wall_s": 0.0, "samples": 0, "errors": 0}
         self.thread_cost = threadsample.Cost()      # per-thread CPU sampling (issue 27)
         self.sent_adler32: dict[str, str] = {}      # uploads: each sent file's checksum
+        self.bg_running: list = []          # competing flows of the current step
         self.ca: tls.Ca | None = None
         self.hosts: dict[str, Host] = {}
         self.remote_data: dict[str, str] = {}      # host -> its data directory
@@ -343,6 +347,13 @@ class Run:
                                   self.workdir / live.spec.name, host=h, rundir=rd)
         stack.callback(svc.stop)
         self.state.record_pid(svc)
+        for k, b in enumerate(background_on(self.sc, live.spec)):   # local paths only
+            port = iperf_port - servers.IPERF3_PORT + servers.BACKGROUND_PORT + k
+            s3 = start_iperf3_server(live.server_ns, live.server_addr, port,
+                                     self.workdir / live.spec.name)
+            stack.callback(s3.stop)
+            self.state.record_pid(s3)
+            live.bg_ports[b.name] = port
         iperfs = [c for c in self.sc.clients if c.tool == "iperf3" and runs_on(c, live.spec)]
         most = max((n for c in iperfs for n in client_concurrency(self.sc, c)), default=1)
         for extra in range(1, most):
@@ -574,7 +585,13 @@ class Run:
             live = next(lv for lv in self.lives if lv.spec.name == a.path)
             self._start_servers(stack, live, self.datadir)
         elif k == "emulate":
+            self._background_halt()           # a step aborted before its flows stopped
             self._emulate(self._step_of(a))
+        elif k == "background" and a.id.endswith(":start"):
+            stack.callback(self._background_halt)
+            self._background_start(self._step_of(a))
+        elif k == "background":
+            self._background_stop(self._step_of(a))
         elif k == "check" and a.id.endswith("check-before"):
             self._check_before(self._step_of(a))
         elif k == "check":
@@ -656,6 +673,50 @@ class Run:
             msg = f"origin {origin} (pid {pid}) on path {live.spec.name} died ({how})"
             self._fault("origin-died", msg)
             raise RigError(msg + "; the run cannot go on without it")
+
+    # --- competing flows (`background:`, issue 30) ------------------------------------
+    SETTLE_RTTS = 20       # a competing flow is past its start-up before the transfers begin
+
+    def _background_start(self, step: S.Step) -> None:
+        """Each competing flow of the step's path: iperf3 -R until stopped, in the client
+        namespace, through the same emulation; then a settle time, max(1 s, 20 RTT)."""
+        live = self.lives[step.path_index]
+        self._background_halt()
+        for b in background_on(self.sc, live.spec):
+            argv = iperf3_tool.background_argv(live.server_addr, live.bg_ports[b.name],
+                                               b.streams, b.congestion, b.rate_bps)
+            log = self.workdir / live.spec.name / f"background-{b.name}-{step.index}.json"
+            svc = proc.Service(argv, netns=live.client_ns, log_path=log,
+                               name=f"background:{b.name}").start()
+            self.bg_running.append((step, b, svc, time.time()))
+        names = ", ".join(b.name for _, b, _, _ in self.bg_running)
+        self.say(f"  background: {names} started")
+        time.sleep(max(1.0, self.SETTLE_RTTS * (step.rtt_s or 0.0)))
+
+    def _background_stop(self, step: S.Step) -> None:
+        """Stop the flows (TERM: iperf3 prints its summary) and store a row each."""
+        running, self.bg_running = self.bg_running, []
+        for st, b, svc, t0 in running:
+            alive = svc.alive()
+            svc.stop()
+            got = iperf3_tool.parse_background(svc.log_tail(1 << 20))
+            err = got.get("error") or (None if alive else "exited before it was stopped")
+            bps = (got["bytes"] * 8 / got["seconds"]) if got.get("seconds") else None
+            self.store.add_background(BackgroundRow(
+                run_id=self.run_id, step=st.index, path=st.path.name, flow=b.name,
+                tool=b.tool, congestion=b.congestion, congestion_used=got.get("congestion_used"),
+                streams=b.streams, rate_bps_configured=b.rate_bps, started_at=t0,
+                bytes=got.get("bytes"), seconds=got.get("seconds"), throughput_bps=bps,
+                error=err, argv=json.dumps(svc.argv)))
+            self.say(f"  background {b.name}: " + (f"{bps / 1e9:.3f} Gbit/s over "
+                                                    f"{got['seconds']:.1f} s" if bps else
+                                                    f"no figure ({err})"))
+
+    def _background_halt(self) -> None:
+        """Competing flows still running (a step aborted, or the run ends): stopped."""
+        running, self.bg_running = self.bg_running, []
+        for _, _, svc, _ in running:
+            svc.stop()
 
     def _emulate(self, step: S.Step) -> None:
         live = self.lives[step.path_index]

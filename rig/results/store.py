@@ -10,6 +10,7 @@ Format (FORMAT_VERSION 2; 1 still read), documented in docs/results-format.md:
   thread_cpu(...)                        per-thread CPU of client and server over time
   capture_flows(...)                     flows of header captures (`capture: headers`)
   actions(...)                           every action of the run plan: start, end, outcome
+  background(...)                        competing flows (`background:`) per step
 Each insert is committed at once (WAL journal) so a crash loses nothing already measured.
 
 Must not import realization, services or reports.
@@ -155,6 +156,27 @@ class EngineStatsRow:
 
 
 @dataclass
+class BackgroundRow:
+    """One competing flow (`background:`) over one step's transfers: iperf3 -R from the
+    path's server side, started after the step's check and stopped before the next."""
+    run_id: str = column("TEXT NOT NULL")
+    step: int = column("INTEGER NOT NULL")
+    path: str = column("TEXT NOT NULL")
+    flow: str = column("TEXT NOT NULL")          # its name in the scenario
+    tool: str = column("TEXT NOT NULL")          # iperf3
+    congestion: str | None = column("TEXT")      # asked (-C), NULL: the namespace's
+    congestion_used: str | None = column("TEXT")  # what iperf3 says the sender used
+    streams: int = column("INTEGER NOT NULL")
+    rate_bps_configured: float | None = column("REAL")   # its -b in all, NULL: unlimited
+    started_at: float | None = column("REAL")
+    bytes: int | None = column("INTEGER")        # received by the client
+    seconds: float | None = column("REAL")
+    throughput_bps: float | None = column("REAL")
+    error: str | None = column("TEXT")
+    argv: str = column("TEXT NOT NULL")          # JSON list
+
+
+@dataclass
 class TcpSampleRow:
     """One TCP connection of one transfer at one instant, from the sending side's
     tcp_info (rig.process.sockdiag). Counters are cumulative since the connection began."""
@@ -277,6 +299,7 @@ ADDED_AFTER_V1 |= {"tls", "server_cpu_user_s", "server_cpu_sys_s"}
 ADDED_AFTER_V1 |= {"origin", "origin_cpus", "client_cpus"}
 
 ADDED_AFTER_V1 |= {"direction", "client_cpus_seen"}
+ADDED_AFTER_V1 |= {"background"}       # competing flows (issue 30)
 
 ADDED_AFTER_V1 |= {"emulation_late", "emulation_late_reason", "capacity_bps", "capacity_note"}
 
@@ -287,6 +310,7 @@ ROW_TYPES: dict[str, type] = {"transfers": TransferRow, "validations": Validatio
 ADDED_AFTER_V1 |= {"client_host", "server_host"}
 ADDED_AFTER_V1 |= {"thread_cpu"}        # table version THREAD_CPU_VERSION (issue 27)
 ROW_TYPES["thread_cpu"] = ThreadCpuRow
+ROW_TYPES["background"] = BackgroundRow
 
 ADDED_AFTER_V1 |= {"capture_flows"}
 ADDED_AFTER_V1 |= {"phase"}
@@ -503,6 +527,13 @@ class Store:
 
     def add_engine_stats(self, row: "EngineStatsRow | dict[str, Any]") -> None:
         self._insert("engine_stats", row)
+
+    def add_background(self, row: "BackgroundRow") -> None:
+        self._insert("background", row)
+
+    def background(self) -> list[dict]:
+        """Competing flows' rows ([] in a folder written before the table existed)."""
+        return self.rows("background") if self.has_table("background") else []
 
     def set_env(self, key: str, value: Any) -> None:
         self._write("INSERT OR REPLACE INTO environment VALUES (?, ?)", (key, json.dumps(value)))

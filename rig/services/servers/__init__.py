@@ -22,6 +22,9 @@ if TYPE_CHECKING:
     from rig.process.remote import Host
 
 IPERF3_PORT = 5201        # the path's validation server (not a scenario server kind)
+# a path's competing flow k (`background:`) has its own iperf3 server here, above the
+# ports of the iperf3 clients' servers (one per concurrent instance, up to 256)
+BACKGROUND_PORT = IPERF3_PORT + 300
 PORT_STEP = 10            # the k-th server of a path adds k * PORT_STEP to its ports
 
 

@@ -39,6 +39,34 @@ class Iperf3(ClientTool):
         return parse_iperf3(stdout, returncode)
 
 
+BACKGROUND_S = 86400     # a competing flow runs until stopped (TERM: iperf3 prints its JSON)
+
+
+def background_argv(addr: str, port: int, streams: int, congestion: str | None,
+                    rate_bps: float | None) -> list[str]:
+    """A competing flow (`background:`): iperf3 -R until stopped; -b is per stream."""
+    return ["iperf3", "-c", addr, "-p", str(port), "-J", "-R", "-P", str(streams),
+            "-t", str(BACKGROUND_S), "--connect-timeout", "5000",
+            *(["-C", congestion] if congestion else []),
+            *(["-b", str(int(rate_bps / streams))] if rate_bps else [])]
+
+
+def parse_background(text: str) -> dict:
+    """What a stopped background iperf3 said (its -J document): bytes and seconds the
+    client received, the sender's congestion control; {"error": ...} when unreadable."""
+    import json
+    try:
+        d = json.loads(text[text.index("{"):text.rindex("}") + 1])
+        end = d.get("end") or {}
+        got = end.get("sum_received") or {}
+        if d.get("error") and not got:
+            return {"error": str(d["error"])[:300]}
+        return {"bytes": int(got["bytes"]), "seconds": float(got["seconds"]),
+                "congestion_used": end.get("sender_tcp_congestion")}
+    except (ValueError, KeyError, TypeError):
+        return {"error": (text.strip().splitlines() or ["no output"])[-1][:300]}
+
+
 def parse_iperf3(stdout: str, returncode: int = 0) -> Parsed:
     """iperf3 -J: received bytes/seconds, retransmits, mean sender srtt over streams."""
     try:
