@@ -4,10 +4,11 @@ transfers that ran with it, and the queueing delay the emulator saw meanwhile.
   background.csv / background.md   one row per (step, flow): path, RTT, flow, congestion
                                    control asked and used, streams, its Gbit/s, the mean
                                    Gbit/s of the step's transfers, the flow's share of the
-                                   two, and the queueing delay: the engine's mean applied
-                                   delay in the data direction during the step's transfers
-                                   minus the configured one-way delay (userspace engine;
-                                   netem's counters have no delay)
+                                   two, and the RTT the transfers' senders saw (mean tcp_info
+                                   srtt over their samples) less the path's configured RTT:
+                                   the queueing delay the flows together cause (the queue is
+                                   the rate limiter's, which the engine's own delay
+                                   counters do not see)
 """
 from __future__ import annotations
 
@@ -15,11 +16,11 @@ import statistics
 from pathlib import Path
 from typing import Any, Callable
 
-from rig.description.linkstats import EmulStats
 from rig.report.model import Run
 
 COLUMNS = ["step", "path", "rtt_ms", "flow", "congestion", "congestion_used", "streams",
-           "flow_gbit_s", "transfers_gbit_s", "flow_share", "queueing_ms"]
+           "flow_gbit_s", "transfers_gbit_s", "flow_share", "transfers_srtt_ms",
+           "rtt_inflation_ms"]
 
 
 def _background(run: Run) -> list[dict]:
@@ -28,15 +29,9 @@ def _background(run: Run) -> list[dict]:
     return Store.open(run.dir).background() if db.exists() else []
 
 
-def queueing_ms(run: Run, step: int, one_way_ms: float | None) -> float | None:
-    """The engine's mean applied delay on the data direction (reverse) in the step's
-    transfers, less the configured one-way delay: time in its queue."""
-    from rig.report.verdict import engine_phase_rows
-    got = []
-    for _, st in engine_phase_rows(run, step):
-        d = st.direction("reverse") if isinstance(st, EmulStats) else None
-        if d is not None and d.applied_delay_mean_s is not None and one_way_ms is not None:
-            got.append(d.applied_delay_mean_s * 1e3 - one_way_ms)
+def srtt_ms(run: Run, step: int) -> float | None:
+    """Mean tcp_info srtt of the step's transfers' senders over all their samples."""
+    got = [s["srtt_us"] / 1e3 for s in run.tcp if s.get("step") == step and s.get("srtt_us")]
     return statistics.fmean(got) if got else None
 
 
@@ -51,11 +46,12 @@ def table(run: Run) -> tuple[list[str], list[list[Any]]]:
         mean_t = statistics.fmean(ts) if ts else None
         bps = b.get("throughput_bps")
         share = bps / (bps + mean_t) if bps and mean_t else None
-        q = queueing_ms(run, b["step"], None if rtt is None else rtt / 2)
+        srtt = srtt_ms(run, b["step"])
         body.append([b["step"] + 1, b["path"], _f(rtt), b["flow"], b.get("congestion") or "",
                      b.get("congestion_used") or "", b["streams"],
                      _f(bps and bps / 1e9, 3), _f(mean_t and mean_t / 1e9, 3),
-                     _f(share, 2), _f(q, 2)])
+                     _f(share, 2), _f(srtt, 2),
+                     _f(srtt - rtt if srtt is not None and rtt is not None else None, 2)])
     return COLUMNS, body
 
 
@@ -70,6 +66,6 @@ def write(run: Run, out_dir: Path, markdown: Callable, write_csv: Callable) -> l
     md = out_dir / "background.md"
     md.write_text("### Competing flows (`background:`) per step\n\n" + markdown(header, body)
                   + "\nflow_share: the flow's Gbit/s over its own plus the mean of the step's "
-                  "transfers; queueing_ms: the engine's mean applied delay on the data "
-                  "direction during the transfers, less the configured one-way delay.\n")
+                  "transfers; rtt_inflation_ms: the transfers' senders' mean tcp_info srtt "
+                  "less the path's configured RTT (the queue the flows together kept).\n")
     return [write_csv(out_dir / "background.csv", header, body), md]
