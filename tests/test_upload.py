@@ -104,6 +104,9 @@ def _doc(tmp_path, **over) -> Path:
     ({"clients": [{"name": "c", "tool": "curl", "server": "n", "file": "f",
                    "direction": "upload", "dest_dir": "/tmp"}]}, "clients[0].dest_dir",
      "no dest_dir"),
+    ({"clients": [{"name": "c", "tool": "xrdcp", "server": "x", "file": "f",
+                   "direction": "upload", "sources": 2}]}, "clients[0].sources",
+     "it does not upload"),
 ])
 def test_bad_uploads_are_one_line(tmp_path, over, key, msg):
     f = _doc(tmp_path, **over)

@@ -541,6 +541,9 @@ class ClientSpec:
             users = sorted(t.name for t in tools.all_tools() if t.caps.upload)
             raise ctx.child("direction").error(f"{tool} cannot upload (only "
                                                f"{', '.join(users)})", "upload")
+        if d["direction"] == "upload" and d["sources"] is not None:
+            raise ctx.child("sources").error("an extreme copy reads from several sources: "
+                                             "it does not upload", d["sources"])
         if d["direction"] == "upload" and d["dest_dir"] is not None:
             raise ctx.child("dest_dir").error("an upload reads the served file and writes "
                                               "to the server: no dest_dir", d["dest_dir"])
@@ -944,10 +947,10 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
 
 def client_directions(sc: Scenario, c: ClientSpec) -> list[str]:
     """Directions client `c` runs: its own `direction:`, else `sweep.direction` as far as
-    its tool can (uploads), else download."""
+    its tool can (uploads; an extreme copy does not), else download."""
     if c.direction is not None:
         return [c.direction]
-    if sc.sweep.direction and tools.get(c.tool).caps.upload:
+    if sc.sweep.direction and tools.get(c.tool).caps.upload and not c.sources:
         return list(sc.sweep.direction)
     return ["download"]
 
