@@ -199,7 +199,8 @@ def build_plan(sc: Scenario) -> Plan:
                 path=step.path.name, step=k, group=gi)
         if flows:
             add(f"step:{k}:background:stop", "background", [text(comment(
-                "stop them (TERM: iperf3 prints its summary), a background row each"))],
+                "stop them (TERM: iperf3 prints its summary), a background row each; then "
+                "max(1 s, 10 RTT) for the queue to drain"))],
                 host=host, path=step.path.name, step=k)
         last[step.path.name] = add(
             f"step:{k}:check-after", "check",
