@@ -5,7 +5,7 @@ committed in tests/golden/plans/<scenario>.txt (issue 25). Pure: no root, nothin
 A change of what a run does shows here as a diff of the golden file; regenerate them on
 purpose with `.venv/bin/python tests/test_plan_golden.py` and read the diff.
 Host-dependent parts are made fixed: this Python's path reads `<python>`, the checkout's
-`<repo>`, no cpuset hierarchy (taskset pins), no cached generated ROOT file.
+`<repo>`, two CPUs, no cpuset hierarchy (taskset pins), no cached generated ROOT file.
 """
 from __future__ import annotations
 
@@ -25,7 +25,9 @@ SCENARIOS = sorted((REPO / "scenarios").glob("*.yaml"))
 
 
 def fixed_host(mp) -> None:
+    from rig.description import schema
     from rig.realization import cgroups, data
+    mp.setattr(schema, "host_cpus", lambda: {0, 1})     # this VM's 2 (sweep.server_cpus)
     mp.setattr(cgroups, "detect", lambda: None)
     mp.setattr(data, "root_source", lambda f, generate=False: None)
 

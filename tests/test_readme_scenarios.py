@@ -102,6 +102,8 @@ CLAIMS: list[tuple[str, Check]] = [
     (r"(\d+) MiB", lambda sc, m: _set([f.size / 2**20 for f in sc.files], m.group(1))),
     (r"(\d+) GiB", lambda sc, m: _set([f.size / 2**30 for f in sc.files], m.group(1))),
     (r"one origin on (\d+) cores vs two on (\d+) core each", _origins),
+    (r"origins (\d+(?:/\d+)*) × cores (\d+(?:/\d+)*)",
+     lambda sc, m: (_set(sc.sweep.origins, m.group(1)), _set(sc.sweep.server_cpus, m.group(2)))),
     (r"(\d+(?:(?:, | and |–)\d+)*) ms\b", _rtt),
     (r"TLS ([a-z]+(?:/[a-z]+)+)",
      lambda sc, m: _sameset(sc.sweep.tls, m.group(1).split("/"))),

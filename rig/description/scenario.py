@@ -221,6 +221,10 @@ class PathSpec:
     tuning: Tuning | None = S.spec(S.optional(S.section(Tuning)), None)
     # the family was the path's own (`ip:` or server_addr), which `sweep.ip` leaves alone
     ip_stated: bool = False
+    # set by sweep.origins / sweep.server_cpus on a path's copies (path_servers)
+    origins: int | None = None
+    server_cpus: int | None = None
+    copy_of: str | None = None   # a sweep's copy (sweep.ip, origins, server_cpus) of this path
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
@@ -614,6 +618,13 @@ class Sweep:
     # address families: each emulated path that does not state its own `ip:` is built
     # once per family, as paths NAME-v4 and NAME-v6 (one family: NAME, in that family)
     ip: list[int] | None = S.spec(S.optional(S.list_of(_ip_version, max_len=2)), None)
+    # origins and cores (issue 27, seed 002's "1 x 128 vs 2 x 64"): each path once per
+    # server configuration, NAME-oO, NAME-cC or NAME-oOcC: every origin server (not a cache)
+    # runs O instances, each on C CPUs of its own where the host has them
+    origins: list[int] | None = S.spec(S.optional(S.list_of(
+        S.integer(1, L.MAX_ORIGINS), max_len=L.MAX_SWEEP_VALUES)), None)
+    server_cpus: list[int] | None = S.spec(S.optional(S.list_of(
+        S.integer(1, L.MAX_CPUS), max_len=L.MAX_SWEEP_VALUES)), None)
 
 
 def _ms(parse: S.Parser) -> S.Parser:
@@ -633,6 +644,14 @@ class Validation:
     rtt_tolerance_ms: float = S.spec(_ms(S.duration_in(0.0, L.MAX_RTT_TOLERANCE_S)), 0.3,
                                      key="rtt_tolerance")
     rtt_tolerance_rel: float = S.spec(S.fraction, 0.01, key="rtt_tolerance_relative")
+    # each-step: iperf3 before every step (as before). once: on a path whose capacity
+    # does not depend on the RTT (no loss, duplication, jitter or configured queue: a
+    # delay line sized to the BDP, and a rate), the first step's capacity serves its
+    # later steps, which ping only (rig.orchestration.pathcheck.capacity_source)
+    capacity: str = S.spec(S.choice("each-step", "once"), "each-step")
+    # full: the check after a step is the check before it again. ping: RTT only, and the
+    # capacity run too when the ping or the engine's counters flag the step
+    after: str = S.spec(S.choice("full", "ping"), "full")
 
 
 _tcp_info_interval = S.duration_in(0.01, 10.0)
@@ -754,6 +773,9 @@ class Scenario:
                     f"network is not the rig's): tune it yourself and remove this key", v)
         if d["sweep"].ip:
             d = dict(d, **_sweep_ip(ctx, d["paths"], d["clients"], d["sweep"].ip))
+        if d["sweep"].origins or d["sweep"].server_cpus:
+            d = dict(d, **_sweep_servers(ctx, d["paths"], d["clients"], d["servers"],
+                                         d["sweep"]))
         return dict(d, topology=parse_topology(tp))
 
     def server(self, name: str) -> ServerSpec:
@@ -784,24 +806,93 @@ def _sweep_ip(ctx: S.Ctx, paths: list[PathSpec], clients: list[ClientSpec],
     free = [p for p in paths if p.kind == "emulated" and not p.ip_stated]
     if not free:
         raise cc.error("no path to sweep: every path is real or states its own ip:", fams)
+    return _path_copies(cc, fams, paths, clients, free,
+                        [(f"-v{f}" if len(fams) > 1 else "", {"ip": f}) for f in fams])
+
+
+def _path_copies(cc: S.Ctx, value: Any, paths: list[PathSpec], clients: list[ClientSpec],
+                 free: list[PathSpec], variants: list[tuple[str, dict[str, Any]]]
+                 ) -> dict[str, Any]:
+    """Each path of `free` once per variant (its name + the variant's suffix, its fields
+    replaced), and each client's `paths:` naming it, all of its copies (a sweep that
+    builds paths: sweep.ip, sweep.origins / server_cpus)."""
     out: list[PathSpec] = []
     copies: dict[str, list[str]] = {}
     for p in paths:
         if all(p is not q for q in free):
             out.append(p)
             continue
-        for f in fams:
-            name = f"{p.name}-v{f}" if len(fams) > 1 else p.name
+        for suffix, changes in variants:
+            name = p.name + suffix
             if name != p.name and any(q.name == name for q in paths):
                 raise cc.error(f"would name a copy of path {p.name} {name!r}, a path of "
-                               "its own: rename one", fams)
-            out.append(dataclasses.replace(p, name=name, ip=f))
+                               "its own: rename one", value)
+            if len(name) > L.MAX_NAME_CHARS:
+                raise cc.error(f"would name a copy of path {p.name} {name!r}, longer than "
+                               f"{L.MAX_NAME_CHARS} characters: shorten the path's name", value)
+            out.append(dataclasses.replace(p, name=name, **changes,
+                                           copy_of=p.name if suffix else None))
             copies.setdefault(p.name, []).append(name)
     if len(out) > L.MAX_PATHS:
-        raise cc.error(f"{len(out)} paths once swept: at most {L.MAX_PATHS}", fams)
+        raise cc.error(f"{len(out)} paths once swept: at most {L.MAX_PATHS}", value)
     named = [dataclasses.replace(c, paths=[n for pn in c.paths for n in copies.get(pn, [pn])])
              if c.paths is not None else c for c in clients]
     return {"paths": out, "clients": named}
+
+
+def _sweep_servers(ctx: S.Ctx, paths: list[PathSpec], clients: list[ClientSpec],
+                   srv: list[ServerSpec], sw: Sweep) -> dict[str, Any]:
+    """`sweep.origins` x `sweep.server_cpus`: each path whose servers run here, once per
+    configuration (NAME-oO, NAME-cC, NAME-oOcC); path_servers gives each copy's servers."""
+    key = "origins" if sw.origins else "server_cpus"
+    cc = ctx.child("sweep").child(key)
+    value = sw.origins or sw.server_cpus
+    for k, vals in (("origins", sw.origins), ("server_cpus", sw.server_cpus)):
+        if vals and len(set(vals)) != len(vals):
+            raise ctx.child("sweep").child(k).error("a value named twice", vals)
+    have = len(S.host_cpus())
+    if sw.server_cpus and max(sw.server_cpus) > have:
+        raise ctx.child("sweep").child("server_cpus").error(
+            f"{max(sw.server_cpus)} CPUs per origin: this host has {have}", sw.server_cpus)
+    origin_servers = [(i, s) for i, s in enumerate(srv) if not server_kinds.get(s.kind).caches]
+    if not origin_servers:
+        raise cc.error("no origin server to sweep (caches follow their origin)", value)
+    for i, s in origin_servers:
+        if s.count != 1 or s.cpus is not None:
+            raise ctx.child("servers").child(i).child("count" if s.count != 1 else "cpus") \
+                .error(f"server {s.name}'s own instances or CPUs, and sweep.{key}: the sweep "
+                       "sets them; remove one", s.count if s.count != 1 else s.cpus)
+    free = [p for p in paths if p.server_host == LOCAL]
+    if not free:
+        raise cc.error("no path to sweep: every path's servers run on another host", value)
+    variants = [("-" + (f"o{o}" if o else "") + (f"c{c}" if c else ""),
+                 {"origins": o, "server_cpus": c})
+                for o in _or_none(sw.origins) for c in _or_none(sw.server_cpus)]
+    return _path_copies(cc, value, paths, clients, free, variants)
+
+
+def _or_none(vals: list[int] | None) -> list[int | None]:
+    return list(vals) if vals else [None]
+
+
+def path_servers(sc: Scenario, p: PathSpec | None = None) -> list[ServerSpec]:
+    """The servers that run on path `p`: the scenario's, or on a copy made by
+    sweep.origins / server_cpus, every origin server (not a cache) with that copy's
+    instance count and CPUs (origin k on CPUs k*C .. k*C+C-1 of this host's, round)."""
+    if p is None or (p.origins is None and p.server_cpus is None):
+        return sc.servers
+    cpus = sorted(S.host_cpus())
+    out = []
+    for s in sc.servers:
+        if server_kinds.get(s.kind).caches:
+            out.append(s)
+            continue
+        n = p.origins or s.count
+        sets = None if p.server_cpus is None else [
+            ",".join(str(cpus[(k * p.server_cpus + j) % len(cpus)])
+                     for j in range(p.server_cpus)) for k in range(n)]
+        out.append(dataclasses.replace(s, count=n, cpus=sets))
+    return out
 
 
 def parse_path(ctx: S.Ctx, v: Any) -> PathSpec:
@@ -1089,18 +1180,20 @@ def _check_tpc(cc: S.Ctx, c: ClientSpec, caps: Any, servers: dict[str, ServerSpe
                                        "(give it tpc: true)", c.server)
 
 
-def server_count(sc: Scenario) -> int:
-    """Server instances of the scenario (what a `count: servers` node expands to)."""
-    return sum(s.count for s in sc.servers)
+def server_count(sc: Scenario, p: PathSpec | None = None) -> int:
+    """Server instances of the scenario on path `p` (what a `count: servers` node expands
+    to; None: the scenario's own)."""
+    return sum(s.count for s in path_servers(sc, p))
 
 
 def _check_placement(ctx: S.Ctx, sc: Scenario) -> None:
     t = sc.topology
     if t.layout != "netns":
         return
-    if t.counted and not 1 <= server_count(sc) <= T.MAX_COUNT:
+    n = max(server_count(sc, p) for p in sc.paths)
+    if t.counted and not 1 <= n <= T.MAX_COUNT:
         raise ctx.child("servers").error(f"topology {t.name} holds 1..{T.MAX_COUNT} server "
-                                         "instances", server_count(sc))
+                                         "instances", n)
     names = {n.name for n in t.by_role("server")}
     for i, s in enumerate(sc.servers):
         if s.node is None:
@@ -1126,16 +1219,16 @@ class Placement:
     index: int
 
 
-def placements(sc: Scenario) -> list[Placement]:
-    """Where every server instance runs (pure): with a counted topology (multi-origin)
-    instance j of the scenario takes server node j+1; otherwise an instance runs in its
-    spec's `node:` or the primary server node, instances sharing a node on their own
-    ports."""
+def placements(sc: Scenario, p: PathSpec | None = None) -> list[Placement]:
+    """Where every server instance of path `p` runs (pure): with a counted topology
+    (multi-origin) instance j of the scenario takes server node j+1; otherwise an instance
+    runs in its spec's `node:` or the primary server node, instances sharing a node on
+    their own ports."""
     t = sc.topology
     counted = [n for n in t.by_role("server") if n.count == "servers"] \
         if t.layout == "netns" else []
     out: list[Placement] = []
-    for s in sc.servers:
+    for s in path_servers(sc, p):
         for k, inst in enumerate(s.instances):
             j = len(out)
             node = f"{counted[0].name}{j + 1}" if counted else s.node

@@ -210,9 +210,13 @@ def boolean(v: Any) -> bool:
     return v
 
 
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0," + str(L.MAX_NAME_CHARS - 1) + "}")
+
+
 def name(v: Any) -> str:
-    if not isinstance(v, str) or not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,39}", v):
-        raise ValueError("expected a name of letters, digits, '_', '.', '+', '-' (max 40)")
+    if not isinstance(v, str) or not _NAME.fullmatch(v):
+        raise ValueError("expected a name of letters, digits, '_', '.', '+', '-' "
+                         f"(max {L.MAX_NAME_CHARS})")
     return v
 
 

@@ -31,7 +31,8 @@ def server_plans(sc: Scenario, path: RealizedPath, workdir: Path, datadir: Path,
     out: dict[str, list[servers.ServerPlan]] = {}
     taken: dict[str, set[int]] = {}     # address -> ports its servers (and iperf3) listen on
     writers = upload_servers(sc)
-    for pl in placements(sc):
+    spec = next((p for p in sc.paths if p.name == path.name), None)
+    for pl in placements(sc, spec):
         node = path.node(pl.node) if pl.node and path.links else path.server
         assert node.addr is not None, "a server node has an address"
         used = taken.setdefault(node.addr, {servers.IPERF3_PORT})

@@ -235,13 +235,39 @@ def rtt_flag(configured_ms: float | None, measured_ms: float | None, *,
     return None
 
 
+def rtt_independent(profile) -> bool:
+    """Whether a path's capacity is the same at every RTT of its sweep: nothing on it
+    but a delay line and a rate. The delay line is sized to the bandwidth-delay product
+    at each RTT (netem `limit`, the engine's queue: Direction.bdp_packets), so neither
+    caps a longer round trip; loss (Mathis: rate ~ 1/(RTT sqrt(p))), duplication,
+    jitter and a configured queue all make it depend on the RTT."""
+    if profile is None:
+        return False
+    return all(not (d.mean_loss or d.duplicate or d.jitter_s or d.queue_pkts is not None)
+               for d in (profile.forward, profile.reverse))
+
+
+def capacity_source(steps, step, policy: str) -> int | None:
+    """The index of the step whose capacity run serves `step` (validation.capacity:
+    once), or None: `step` runs its own. Under `once` a path whose capacity does not
+    depend on the RTT (rtt_independent) measures at its first step only."""
+    if policy != "once" or not rtt_independent(step.profile):
+        return None
+    first = min(s.index for s in steps if s.path_index == step.path_index)
+    return None if first == step.index else first
+
+
 def validate_path(*, client_ns: str | None, server_addr: str, iperf_port: int,
                   configured_rtt_ms: float | None, v, rate_bps: float | None = None,
-                  jitter_ms: float = 0.0,
-                  host=None, rundir: str | None = None, own_ns: tuple[str, ...] = ()) -> dict:
+                  jitter_ms: float = 0.0, host=None, rundir: str | None = None,
+                  own_ns: tuple[str, ...] = (), ping_only: str | None = None,
+                  reused: tuple[int, float] | None = None, escalate: str | None = None) -> dict:
     """Run ping and iperf3 from the client side (on `host` when the client is remote);
     return a validations row (partial). `own_ns`: the rig's own client and server
-    namespaces, whose buffer ceilings the capacity run may raise (never the host's)."""
+    namespaces, whose buffer ceilings the capacity run may raise (never the host's).
+    `ping_only`: why this check runs no iperf3 (its capacity_note), unless the ping flags
+    the step or `escalate` says why it must run anyway (the engine late meanwhile);
+    `reused`: (step number, bps) of the capacity run that serves this step instead."""
     started = time.time()
     started_mono = time.monotonic()
     pr = proc.run(ping_argv(server_addr, v.ping_count, v.ping_interval_s), netns=client_ns,
@@ -251,6 +277,25 @@ def validate_path(*, client_ns: str | None, server_addr: str, iperf_port: int,
         ping = parse_ping(pr.stdout)
     except ValueError:
         ping = PingStats(v.ping_count, 0, None, None, None, None)
+    reasons = []
+    flag = rtt_flag(configured_rtt_ms, ping.mean_ms, abs_ms=v.rtt_tolerance_ms,
+                    rel=v.rtt_tolerance_rel, stddev_ms=ping.stddev_ms or 0.0,
+                    count=ping.received, jittered=jitter_ms > 0)
+    if flag:
+        reasons.append(flag)
+    escalated = (flag and "the ping flagged the step") or escalate
+    if ping_only and not escalated:
+        return {
+            "rtt_ms_measured": ping.mean_ms, "rtt_ms_min": ping.min_ms,
+            "rtt_ms_max": ping.max_ms, "rtt_ms_stddev": ping.stddev_ms,
+            "ping_count": ping.count, "ping_loss": ping.loss, "iperf_bps": None,
+            "iperf_streams": None, "capacity_bps": reused[1] if reused else None,
+            "capacity_note": None if reused else f"not measured: {ping_only}",
+            "iperf_retransmits": None, "iperf_srtt_ms": None, "flagged": bool(reasons),
+            "flag_reason": "; ".join(reasons) or None, "started_at": started,
+            "raw": json.dumps({"ping": pr.stdout[-2000:], "capacity_run": False,
+                               "capacity_from_step": reused[0] if reused else None,
+                               "ping_s": round(time.monotonic() - started_mono, 3)})}
     secs, omit = capacity_timing(configured_rtt_ms, v.iperf_seconds)
     t0 = time.monotonic()
     # at ~0 ms no window limits the run: leave the scenario's buffers (larger ones only
@@ -265,12 +310,6 @@ def validate_path(*, client_ns: str | None, server_addr: str, iperf_port: int,
                       host=host, rundir=rundir)
     iperf_s = time.monotonic() - t0
     ip = parse_iperf3(ir.stdout, ir.returncode)
-    reasons = []
-    flag = rtt_flag(configured_rtt_ms, ping.mean_ms, abs_ms=v.rtt_tolerance_ms,
-                    rel=v.rtt_tolerance_rel, stddev_ms=ping.stddev_ms or 0.0,
-                    count=ping.received, jittered=jitter_ms > 0)
-    if flag:
-        reasons.append(flag)
     if ip.error:
         reasons.append(f"iperf3: {ip.error}")
     bps = ip.extra.get("receiver_bps")
@@ -293,7 +332,8 @@ def validate_path(*, client_ns: str | None, server_addr: str, iperf_port: int,
         "raw": json.dumps({"ping": pr.stdout[-2000:], "iperf3_argv": ir.argv,
                            "iperf3_error": ip.error, "iperf3_window_bytes": window,
                            "iperf3_intervals_gbps": [round(x / 1e9, 3) for x in ivs],
-                           "ramp_seconds_dropped": ramp,
+                           "ramp_seconds_dropped": ramp, "capacity_run": True,
+                           "capacity_run_because": escalated if ping_only else None,
                            "capacity_s": round(iperf_s, 3),
                            "ping_s": round(t0 - started_mono, 3)}),
     }

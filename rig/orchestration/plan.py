@@ -26,7 +26,8 @@ from rig.orchestration import capture, storagecheck
 from rig.orchestration.actions import Action, Item, Plan, cmd, comment, fmt, text
 from rig.orchestration.transfer import build_jobs
 from rig.orchestration.origins import server_plans
-from rig.orchestration.pathcheck import CAPACITY_BUFFER, capacity_timing, iperf3_argv, ping_argv
+from rig.orchestration.pathcheck import (CAPACITY_BUFFER, capacity_source, capacity_timing,
+                                         iperf3_argv, ping_argv)
 
 PREFIX = "rig0000"
 
@@ -142,7 +143,7 @@ def build_plan(sc: Scenario) -> Plan:
                 host=p.server_host, path=p.name)
             continue
         n = netns.lay_out(sc.topology, PREFIX, i, p.name, "198.18.0.0/24", workdir=wd / p.name,
-                          servers=server_count(sc), ip=p.ip or 4)
+                          servers=server_count(sc, p), ip=p.ip or 4)
         out += [cmd(a) for a in netns.build_argv(n, mtu=path_mtu(sc, p))]
         out += [text(f"# write {netns.ETC_NETNS / ns / 'resolv.conf'} (no resolver in the "
                      "namespace)") for ns in n.namespaces]
@@ -155,7 +156,8 @@ def build_plan(sc: Scenario) -> Plan:
             add(f"tls:{p.name}", "tls", _tls(sc, wd, p.name, n.server_addr), path=p.name)
         add(f"servers:{p.name}", "servers", _servers(sc, n, wd), path=p.name)
     last: dict[str, str] = {}        # path -> its latest action
-    for step in S.expand(sc):
+    steps = S.expand(sc)
+    for step in steps:
         n = names[step.path.name]
         host = step.path.client_host
         at = _at(host)
@@ -172,8 +174,11 @@ def build_plan(sc: Scenario) -> Plan:
             path=step.path.name, step=k, deps=list(dict.fromkeys(prev)))
         v = sc.validation
         secs, omit = capacity_timing(step.rtt_ms, v.iperf_seconds)
-        check = [cmd(ns_argv(client_ns, ping_argv(addr, v.ping_count, v.ping_interval_s)),
-                     host),
+        ping = cmd(ns_argv(client_ns, ping_argv(addr, v.ping_count, v.ping_interval_s)), host)
+        src = capacity_source(steps, step, v.capacity)
+        check = [ping, text(comment(
+            f"capacity: step {S.shown_step(src)}'s (validation.capacity: once; measured here "
+            "if it had none or the ping flags this step)")) if src is not None else
                  cmd(ns_argv(client_ns, iperf3_argv(addr, servers.IPERF3_PORT, v.iperf_streams,
                                                     secs, omit=omit)), host, note=(
                      "   # + -w net.core.{r,w}mem_max when it beats the namespace's tcp_rmem"
@@ -205,7 +210,11 @@ def build_plan(sc: Scenario) -> Plan:
         last[step.path.name] = add(
             f"step:{k}:check-after", "check",
             [text(comment(f"again after step {step.number}'s transfers: the same ping and "
-                          "iperf3 (its check)"))], host=host, path=step.path.name, step=k)
+                          "iperf3 (its check)" if v.after == "full" else
+                          f"again after step {step.number}'s transfers: the same ping only "
+                          "(validation.after: ping; the iperf3 too if the ping or the "
+                          "engine's counters flag the step)"))],
+            host=host, path=step.path.name, step=k)
     out = [text("# teardown: stop servers and engines, ip netns del every namespace above, "
                 "umount the tmpfs, restore host sysctls")]
     for p in sc.paths:

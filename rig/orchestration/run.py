@@ -46,7 +46,7 @@ from rig.realization import data
 from rig.services import servers, tools
 from rig.services.servers.start import start_iperf3_server, start_server
 from rig.services.tools import iperf3 as iperf3_tool
-from rig.orchestration.pathcheck import validate_path
+from rig.orchestration.pathcheck import capacity_source, validate_path
 
 
 
@@ -146,6 +146,7 @@ class Run:
         self._swept = False             # the sweep's first action has run
         self._aborted: int | None = None   # the step whose emulation died mid-way
         self._common: dict = {}         # the current step's shared row fields
+        self.capacities: dict[int, float | None] = {}   # step -> its capacity run's figure
 
     @property
     def store(self) -> Store:
@@ -169,6 +170,10 @@ class Run:
             st.set_env("path_tuning", {p.name: dataclasses.asdict(path_tuning(self.sc, p))
                                        for p in self.sc.paths if p.tuning is not None})
         st.set_env("prefix", self.prefix)
+        swept = {p.name: {"path": p.copy_of, "origins": p.origins, "server_cpus": p.server_cpus}
+                 for p in self.sc.paths if p.origins or p.server_cpus}
+        if swept:       # sweep.origins / server_cpus: each copy's configuration (the report)
+            st.set_env("server_sweep", swept)
         stack.callback(lambda: st.set_env("sysctls_after", hostinfo.sysctls()))
 
     def _global_tuning(self, stack: contextlib.ExitStack) -> None:
@@ -265,7 +270,7 @@ class Run:
             path = stack.enter_context(netns.path_net(
                 self.prefix, p.name, i, workdir=self.workdir / p.name,
                 mtu=path_mtu(self.sc, p), subnet=self.subnet, topology=self.sc.topology,
-                servers=server_count(self.sc), ip=p.ip or 4))
+                servers=server_count(self.sc, p), ip=p.ip or 4))
             for node in path.nodes:
                 if node.role != "router" and node.ns is not None:
                     tuning.apply_ns(path_tuning(self.sc, p), node.ns)
@@ -737,7 +742,13 @@ class Run:
     def _check_before(self, step: S.Step) -> None:
         live = self.lives[step.path_index]
         self._common = common = self._common_of(step, live)
-        v = self._validate(step, live, "before", common)
+        src = capacity_source(self.all_steps, step, self.sc.validation.capacity)
+        bps = self.capacities.get(src) if src is not None else None
+        v = self._validate(step, live, "before", common, **(
+            {"ping_only": "validation.capacity: once", "reused": (S.shown_step(src), bps)}
+            if src is not None and bps else {}))
+        if src is None:
+            self.capacities[step.index] = v["capacity_bps"]
         self._engine_stats(step, live, "check-before")
         self.disk.check(step, self._step_fields(step, live), self.store)    # storage: disk
         common["rtt_ms_measured"] = v["rtt_ms_measured"]
@@ -758,8 +769,13 @@ class Run:
 
     def _check_after(self, step: S.Step) -> None:
         live = self.lives[step.path_index]
-        self._engine_stats(step, live, "transfers")
-        self._validate(step, live, "after", self._common)
+        late = self._engine_stats(step, live, "transfers")
+        if self.sc.validation.after == "ping":
+            self._validate(step, live, "after", self._common,
+                           ping_only="validation.after: ping",
+                           escalate="the engine was late during the transfers" if late else None)
+        else:
+            self._validate(step, live, "after", self._common)
         self._engine_stats(step, live, "check-after")
 
     def _recover(self, live: Live, step: S.Step) -> None:
@@ -786,9 +802,11 @@ class Run:
                 "loss_configured": live.spec.loss if step.profile else None,
                 "rate_bps_configured": live.spec.rate_bps}
 
-    def _validate(self, step: S.Step, live: Live, phase: str, common: dict) -> dict:
+    def _validate(self, step: S.Step, live: Live, phase: str, common: dict,
+                  **only: Any) -> dict:
+        """The path check (`only`: validate_path's ping_only, reused, escalate)."""
         self._check(live)
-        v = validate_path(client_ns=live.client_ns, server_addr=live.server_addr,
+        v = validate_path(client_ns=live.client_ns, server_addr=live.server_addr, **only,
                           iperf_port=live.iperf_port, configured_rtt_ms=step.rtt_ms,
                           v=self.sc.validation, rate_bps=live.spec.rate_bps,
                           jitter_ms=live.spec.jitter_s * 1e3 if step.profile else 0.0,
@@ -798,11 +816,18 @@ class Run:
         self._check(live)
         self.store.add_validation(ValidationRow(**self._step_fields(step, live), phase=phase, **v))
         rtt = f"{v['rtt_ms_measured']:.3f} ms" if v["rtt_ms_measured"] is not None else "n/a"
+        flag = f"  FLAGGED: {v['flag_reason']}" if v["flagged"] else "  ok"
+        if v["iperf_streams"] is None:        # a ping-only check
+            reused = only.get("reused")
+            cap = (f"capacity {v['capacity_bps'] / 1e9:.2f} Gbit/s of step {reused[0]}"
+                   if reused else f"capacity {v['capacity_note']}")
+            self.say(f"  validate ({phase}): ping {rtt} (±{v['rtt_ms_stddev'] or 0:.3f}), "
+                     f"{cap}{flag}")
+            return v
         cap = f"{v['iperf_bps'] / 1e9:.2f} Gbit/s" if v["iperf_bps"] else "n/a"
         if v.get("capacity_note"):
             cap += f" (capacity {v['capacity_note']})"
         srtt = f"{v['iperf_srtt_ms']:.2f} ms" if v["iperf_srtt_ms"] else "n/a"
-        flag = f"  FLAGGED: {v['flag_reason']}" if v["flagged"] else "  ok"
         self.say(f"  validate ({phase}): ping {rtt} (±{v['rtt_ms_stddev'] or 0:.3f}), "
                  f"iperf3 -P {v['iperf_streams']} {cap} srtt {srtt}{flag}")
         return v
@@ -838,12 +863,12 @@ class Run:
         if stalls is not None:
             live.stalls += stalls(live.site)
 
-    def _engine_stats(self, step: S.Step, live: Live, phase: str) -> None:
+    def _engine_stats(self, step: S.Step, live: Live, phase: str) -> bool:
         """One row per phase of a step (check-before, transfers, check-after): the path
         check's iperf3 moves 5-10x the transfers' packets, so a step judged as a whole
-        hid what happened during its transfers."""
+        hid what happened during its transfers. True: the engine was late in it."""
         if live.site is None or not live.applied:
-            return
+            return False
         try:
             stats = live.backend.stats(live.site)
         except RigError as e:
@@ -870,6 +895,7 @@ class Run:
         elif late:   # the check's iperf3 loads the path to its capacity on purpose
             self.say(f"  emulation late during the path check ({phase.removeprefix('check-')}"
                      f"; its capacity is the engine's under that load): {'; '.join(late)}")
+        return bool(late)
 
     def _common_of(self, step: S.Step, live: Live) -> dict:
         return {**self._tuned(step, live), "client_host": live.spec.client_host,

@@ -9,6 +9,7 @@ which one core could not keep up with the path rate.
   throughput_vs_concurrency aggregate throughput vs concurrent transfers (seed 000 fig 8)
   throughput_vs_streams    throughput vs streams, one panel per RTT (seed 000 figs 9, 12)
   cpu_per_gb               client CPU seconds per GB moved, user and system
+  throughput_vs_cores_PATH throughput vs the origins' cores, a line per origin count
 
 Must not import rig.realization.netns, rig.process.proc, rig.services or rig.realization.emul; only reports import it.
 """
@@ -25,7 +26,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from rig.report import style
+from rig.report import origins_cores, style
 from rig.report.model import Point, Run, series_id, series_labels
 
 MAX_PANELS = 4
@@ -395,7 +396,48 @@ def draw_all(run: Run, out_dir: Path, verdicts: dict) -> tuple[list[Path], list[
     if run.captures:
         from rig.report import tcptrace
         files += tcptrace.draw(run, out_dir)
+    if origins_cores.rows(run):
+        files += throughput_vs_cores(run, out_dir, verdicts)
     return files, notes
+
+
+def throughput_vs_cores(run: Run, out_dir: Path, verdicts: dict) -> list[Path]:
+    """sweep.origins x sweep.server_cpus: throughput against the cores the origins could
+    use, one line per (client, concurrency, origin count), a panel per RTT, a figure per
+    swept path (seed 002: "1 x 128 vs 2 x 64 vs 4 x 16")."""
+    ser = origins_cores.series(run)
+    files: list[Path] = []
+    for path in sorted({k[0] for k in ser}):
+        rtts = sorted({k[1] for k in ser if k[0] == path}, key=lambda r: r or 0.0)[:MAX_PANELS]
+        fig, axes = new_figure(len(rtts))
+        top = 0.0
+        for ax, rtt in zip(axes, rtts):
+            for (pth, r, client, conc), by_o in sorted(ser.items(), key=lambda kv: str(kv[0])):
+                if pth != path or r != rtt:
+                    continue
+                for o, rs in sorted(by_o.items()):
+                    rs = sorted(rs, key=lambda x: x.total_cores)
+                    ys = [gbit(x.point.mean_bps) for x in rs]
+                    top = max(top, *ys)
+                    ax.plot([x.total_cores for x in rs], ys, marker="o",
+                            label=f"{client} x{conc}, {o} origin{'s' if o > 1 else ''}")
+                    bad = [x for x in rs if verdicts.get(x.point.key) is not None
+                           and verdicts[x.point.key].kind.startswith("server-")]
+                    if bad:       # the origins' CPU was the ceiling there
+                        ax.scatter([x.total_cores for x in bad],
+                                   [gbit(x.point.mean_bps) for x in bad], s=120,
+                                   facecolors="none", edgecolors="red")
+            ax.set_title("real path" if rtt is None else f"RTT {rtt:g} ms")
+            ax.set_xlabel("cores the origins could use")
+            ax.xaxis.set_major_locator(LogLocator(base=2))
+            ax.grid(True, alpha=0.3)
+        axes[0].set_ylabel("throughput (Gbit/s)")
+        axes[0].set_ylim(0, top * 1.15 or 1.0)
+        axes[-1].legend(fontsize=8)
+        fig.suptitle(f"{path}: throughput vs origins and cores (red ring: a server-CPU "
+                     "verdict)")
+        files += save(fig, out_dir, f"throughput_vs_cores_{path}")
+    return files
 
 
 def _streams_per_line(points: list[Point]) -> dict[str, set[int]]:

@@ -268,6 +268,8 @@ def write_tables(run: Run, verdicts: dict, out_dir: Path) -> list[Path]:
     written += xcache.write(run, out_dir, markdown, write_csv)
     from rig.report import background
     written += background.write(run, out_dir, markdown, write_csv)
+    from rig.report import origins_cores
+    written += origins_cores.write(run, verdicts, out_dir, markdown, write_csv)
     written.append(write_csv(out_dir / "validations.csv", VALIDATION_COLUMNS,
                              [[r[c] for c in VALIDATION_COLUMNS] for r in validation_rows(run)]))
     from rig.report import concurrency   # imports this module's helpers
