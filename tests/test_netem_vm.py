@@ -300,7 +300,7 @@ def test_run_stored_netem_stats(netem_run):
     direction; over the run, the data direction's own drops (netem's minus its child's)
     lie within the 99.9 % binomial interval of the segments it was offered at 0.5 %, and
     the other direction dropped nothing. netem drops whole skbs: before the server's veth
-    sent one segment per skb (rig.realization.emul.netem.per_segment), a run dropped 126
+    sent one segment per skb (rig.description.profile.Direction.per_segment), a run dropped 126
     skbs against 543460 segments (0.023 %), far below this interval."""
     rows = netem_run.rows("engine_stats")
     assert sorted((r["step"], r["phase"]) for r in rows) == sorted(

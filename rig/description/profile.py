@@ -76,6 +76,13 @@ class Direction:
     def mean_loss(self) -> float:
         return self.gemodel.mean_loss() if self.gemodel else self.loss
 
+    @property
+    def per_segment(self) -> bool:
+        """Must loss or duplication act per wire segment, so a whole GSO packet (up to
+        64 KiB) is not one loss event? The userspace engine then asks the kernel for
+        segments, netem's senders send one segment per skb."""
+        return self.mean_loss > 0 or self.duplicate > 0
+
     def bdp_packets(self, rtt_s: float, *, fallback_rate_bps: float = 100e9,
                     headroom: float = 2.0, minimum: int = 1000) -> int:
         """Queue limit in packets that never caps throughput: headroom × BDP."""

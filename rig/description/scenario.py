@@ -1009,13 +1009,13 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
                 f"{need} concurrent instances, {len(c.cpus)} CPU set(s): one per instance "
                 "(per-instance: the host's CPUs, one each)", list(c.cpus))
     for i, p in enumerate(sc.paths):
-        t = path_tuning(sc, p)
-        for end in ("rmem", "wmem"):
-            dflt, mx = getattr(t, f"tcp_{end}_default"), getattr(t, f"tcp_{end}_max")
-            if p.tuning is not None and dflt is not None and (mx is None or dflt > mx):
-                raise ctx.child("paths").child(i).child("tuning").error(
-                    f"tcp_{end}_default {S.fmt_size(dflt)} above tcp_{end}_max "
-                    f"{S.fmt_size(mx) if mx else '(unset)'} once over the scenario's tuning")
+        bad = (tuningspec.default_above_max(dataclasses.asdict(path_tuning(sc, p)))
+               if p.tuning is not None else None)
+        if bad is not None:
+            end, dflt, mx = bad
+            raise ctx.child("paths").child(i).child("tuning").error(
+                f"tcp_{end}_default {S.fmt_size(dflt)} above tcp_{end}_max "
+                f"{S.fmt_size(mx) if mx else '(unset)'} once over the scenario's tuning")
     n = measurements(sc)
     if n > L.MAX_MEASUREMENTS:
         raise ctx.child("sweep").error(f"{n} transfer groups (RTTs x clients x streams x "

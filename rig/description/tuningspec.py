@@ -68,17 +68,28 @@ class Tuning:
             if d[k] is None:
                 d[k], soft = v, soft + [k]
         d["from_profile"] = tuple(soft)
-        for end in ("rmem", "wmem"):
-            dflt, mx = d[f"tcp_{end}_default"], d[f"tcp_{end}_max"]
-            if dflt is not None and (mx is None or dflt > mx):
-                raise ctx.child(f"tcp_{end}_default").error(
-                    f"needs tcp_{end}_max, at least as large (the rig writes all three values "
-                    f"of tcp_{end})", dflt)
+        bad = default_above_max(d)
+        if bad is not None:
+            end, dflt, _ = bad
+            raise ctx.child(f"tcp_{end}_default").error(
+                f"needs tcp_{end}_max, at least as large (the rig writes all three values "
+                f"of tcp_{end})", dflt)
         return d
 
     def required(self, key: str) -> bool:
         """Must `key` be applied (the user wrote it), or only where the kernel allows?"""
         return key not in self.from_profile
+
+
+def default_above_max(values: dict[str, Any]) -> tuple[str, int, int | None] | None:
+    """The first buffer end ("rmem", "wmem") whose tcp_*_default is set above its
+    tcp_*_max, or unset max (the rig writes all three values of tcp_*): (end, default,
+    max), or None."""
+    for end in ("rmem", "wmem"):
+        dflt, mx = values[f"tcp_{end}_default"], values[f"tcp_{end}_max"]
+        if dflt is not None and (mx is None or dflt > mx):
+            return end, dflt, mx
+    return None
 
 
 # keys a path's own `tuning:` may set: those living in its namespaces (the rest are the

@@ -100,26 +100,20 @@ def verify_uploads(outcomes: list["Outcome"], rows: list[TransferRow],
         job = o.job
         if job.direction != "upload" or not job.stored:
             continue
-        try:
-            size = os.stat(job.stored).st_size
-            got = adler32_of(job.stored)
-        except OSError as e:
-            size, got = None, None
-            why = f"upload not on the server ({e.strerror}: {job.stored})"
         if job.src not in known:
             known[job.src] = adler32_of(job.src)
         want = known[job.src]
+        try:
+            size, got = os.stat(job.stored).st_size, adler32_of(job.stored)
+            why = (f"upload stored {size} of {job.file_bytes} bytes" if size != job.file_bytes
+                   else f"upload checksum mismatch: adler32 {got} on the server, {want} sent"
+                   if got != want else "")
+        except OSError as e:
+            size, got = None, None
+            why = f"upload not on the server ({e.strerror}: {job.stored})"
         extra = json.loads(row.extra or "{}")
         extra.update(upload_adler32=got, source_adler32=want, upload_size=size)
         row.extra = json.dumps(extra)
-        if got is None:
-            pass
-        elif size != job.file_bytes:
-            why = f"upload stored {size} of {job.file_bytes} bytes"
-        elif got != want:
-            why = f"upload checksum mismatch: adler32 {got} on the server, {want} sent"
-        else:
-            why = ""
         if why and row.ok:
             row.ok, row.error = False, why
         with contextlib.suppress(FileNotFoundError):

@@ -89,12 +89,6 @@ def egresses(site: LinkSite, profile: LinkProfile) -> list[tuple[str, str, Direc
             ("reverse", site.to_client_if, profile.reverse)]
 
 
-def per_segment(d: Direction) -> bool:
-    """Must this direction's loss or duplication act per wire segment (as the userspace
-    engine's does: rig.realization.emul.engine.server.wants_gso)?"""
-    return d.mean_loss > 0 or d.duplicate > 0
-
-
 def gso_segs_argv(ns: str, dev: str, segs: int) -> list[str]:
     """At most `segs` segments per skb from this sender (TCP sizes its skbs by it)."""
     return ["ip", "-n", ns, "link", "set", "dev", dev, "gso_max_segs", str(segs)]
@@ -102,7 +96,7 @@ def gso_segs_argv(ns: str, dev: str, segs: int) -> list[str]:
 
 def segmenting(site: LinkSite, profile: LinkProfile) -> list[tuple[str, str, bool]]:
     """(namespace, device, one segment per skb?) of every sender the rig built."""
-    return [(ns, dev, per_segment(d)) for name, _, d in egresses(site, profile)
+    return [(ns, dev, d.per_segment) for name, _, d in egresses(site, profile)
             for ns, dev in site.senders(name)]
 
 

@@ -155,9 +155,6 @@ def queue_limit(d: Direction, profile: LinkProfile) -> int:
     return d.bdp_packets(profile.rtt_s)
 
 
-def wants_gso(d: Direction) -> bool:
-    """Whole GSO packets unless loss or duplication must act per wire segment."""
-    return d.mean_loss == 0.0 and d.duplicate == 0.0
 
 
 class Lane:
@@ -168,7 +165,7 @@ class Lane:
         self.name = name
         self.core = DirectionQueue(d, limit=queue_limit(d, profile), rng=rng)
         self.core.stats.tol_s = rtt_tolerance_s(profile.rtt_s)
-        self.nfq = NfQueue(queue, gso=wants_gso(d), copy_packet=d.duplicate > 0)
+        self.nfq = NfQueue(queue, gso=not d.per_segment, copy_packet=d.duplicate > 0)
         self.stash: dict[int, bytes] = {}       # payloads of packets to duplicate
         self.payloads: dict[int, bytes] = {}    # this batch's payloads (copy mode)
         self.tstamp_used = 0
@@ -179,7 +176,7 @@ class Lane:
         tol = rtt_tolerance_s(profile.rtt_s)
         if tol != self.core.stats.tol_s:     # a new RTT: count against its tolerance
             self.core.stats.tol_s, self.core.stats.late_over = tol, 0
-        gso, copy = wants_gso(d), d.duplicate > 0
+        gso, copy = not d.per_segment, d.duplicate > 0
         if (gso, copy) != (self.nfq.gso, self.nfq.copy_packet):
             self.nfq.set_mode(gso=gso, copy_packet=copy)
 
