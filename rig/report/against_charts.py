@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rig.report import style
 from rig.report.against import Against, TableResult
-from rig.report.charts import new_figure, save
+from rig.report.figure import new_figure, save
 
 
 def _norm(xs: list[float], ys: list[float | None]) -> tuple[list[float], list[float]]:

@@ -20,42 +20,17 @@ from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from matplotlib.axes import Axes
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from rig.report import origins_cores, style
+from rig.report import caching, origins_cores, style, tcptrace, timeline, tls_cost
+from rig.report.figure import DPI, gbit, mib, new_figure, save  # noqa: F401  (re-exported)
 from rig.report.model import Point, Run, series_id, series_labels
 
 MAX_PANELS = 4
 LOG_RATIO = 10.0      # throughput_vs_rtt switches to a log axis above this max/min span
-DPI = 110
-
-
-def new_figure(ncols: int = 1, width: float = 9.0, height: float = 5.6) -> tuple[Figure,
-                                                                               list[Axes]]:
-    fig = Figure(figsize=(width if ncols == 1 else 4.4 * ncols, height), dpi=DPI,
-                 layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(1, ncols, sharey=True, squeeze=False)[0]
-    return fig, list(axes)
-
-
-def save(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
-    png, svg = out_dir / f"{stem}.png", out_dir / f"{stem}.svg"
-    fig.savefig(png, format="png")
-    fig.savefig(svg, format="svg", metadata={"Date": None})
-    return [png, svg]
-
-
-def gbit(bps: float | None) -> float:
-    return (bps or 0.0) / 1e9
-
-
-def mib(n: int) -> str:
-    return f"{n / 2**20:g} MiB" if n >= 2**20 else f"{n / 1024:g} KiB"
 
 
 def errorbar(ax: Axes, pts: list[Point], x: list[float], label: str, st: style.Style,
@@ -378,23 +353,19 @@ def draw_all(run: Run, out_dir: Path, verdicts: dict) -> tuple[list[Path], list[
         files += throughput_vs_streams(run, out_dir, verdicts)
     else:
         notes.append("throughput_vs_streams not drawn: no client varies its streams")
-    from rig.report import caching
     files += caching.draw(run, out_dir)
     if any(p.cpu_s for p in run.points):
         files += cpu_per_gb(run, out_dir)
-    from rig.report import tls_cost
     if tls_cost.has_tls(run):
-        files += tls_cost.chart(run, out_dir)
+        files += tls_cost_chart(run, out_dir)
     else:
         notes.append("cpu_per_gb not drawn: no CPU times recorded")
     if run.tcp:
-        from rig.report import timeline
         files += timeline.draw(run, out_dir)
     else:
         notes.append("no TCP timelines: the run has no tcp_samples (sampling off, or "
                      "written before issue #15)")
     if run.captures:
-        from rig.report import tcptrace
         files += tcptrace.draw(run, out_dir)
     if origins_cores.rows(run):
         files += throughput_vs_cores(run, out_dir, verdicts)
@@ -445,3 +416,36 @@ def _streams_per_line(points: list[Point]) -> dict[str, set[int]]:
     for (_client, streams), name in streams_series(lowest_concurrency(points)).items():
         out[name].add(streams)
     return out
+
+
+_TLS_DASH = {"off": "-", "all": "--", "control": ":"}
+
+
+def tls_cost_chart(run: Run, out_dir: Path) -> list[Path]:
+    """tls_cost.png: aggregate throughput vs concurrency per TLS mode, a panel per RTT."""
+    cs = tls_cost.cells(run)
+    rtts: list[float | None] = [*sorted({c[1] for c in cs if c[1] is not None})] or [None]
+    fig, axes = new_figure(ncols=len(rtts), height=5.0)
+    lines: dict[tuple[float | None, str, str], list[Point]] = defaultdict(list)
+    for (_path, rtt, client, _streams, _conc), by in cs.items():
+        for mode, p in by.items():
+            if p.n:
+                lines[(rtt, client, mode)].append(p)
+    for ax, rtt in zip(axes, rtts):
+        for (r, client, mode), pts in sorted(lines.items(), key=lambda kv: kv[0][1:]):
+            if r != rtt:
+                continue
+            pts.sort(key=lambda p: p.key.concurrency)
+            st = style.style_for(client, pts[0].tool)
+            ax.plot([p.key.concurrency for p in pts], [p.mean_bps / 1e9 for p in pts],
+                    linestyle=_TLS_DASH.get(mode, "-"), marker=st.marker, color=st.color,
+                    label=f"{client} tls={mode}")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("concurrent transfers")
+        ax.set_title(f"RTT {rtt:g} ms" if rtt is not None else "real path", fontsize=9)
+        ax.grid(True, alpha=0.3)
+    axes[0].set_ylabel("aggregate throughput (Gbit/s)")
+    axes[-1].legend(fontsize=7, loc="best")
+    fig.suptitle(f"Throughput with and without TLS - run {run.run_id} "
+                 "(CPU per GB: tls_cost.md)", fontsize=10)
+    return save(fig, out_dir, "tls_cost")

@@ -22,104 +22,19 @@ from __future__ import annotations
 import difflib
 import json
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Sequence
 
 from rig.description import userpath
-from rig.errors import ExitStatus, InputError, InputErrors
+from rig.errors import InputError, InputErrors
 from rig.report.model import SETTINGS, Key, Point, Run, key_order, load_run
 from rig.report.verdict import verdict
-from rig.report import compare_meta
+from rig.report import compare_meta, compare_report
+from rig.report.compare_model import CompareResult, Pair, summary_line  # noqa: F401  (re-exported)
 from rig.report.compare_decide import (  # noqa: F401  (re-exported: tests, charts, report)
     ALPHA, CONFIDENCE, FAILED, FLOOR, IMPROVEMENT, MARGIN, MIN_REPEATS, NO_BASELINE,
     REGRESSION, SAME, UNDECIDED, Decision, Draft, check_bounds, decide, needed_text)
-
-
-@dataclass(frozen=True)
-class Pair:
-    """One matched measurement: baseline vs candidate."""
-    key: Key
-    base: tuple[float, ...]             # aggregate bits/s per successful repeat
-    cand: tuple[float, ...]
-    change: float                       # geometric mean change; nan without data
-    low: float | None                   # 95 % Welch interval of `change`, None: untested
-    high: float | None
-    status: str
-    base_failed: int = 0
-    cand_failed: int = 0
-    base_verdict: str = ""
-    cand_verdict: str = ""
-    settings: dict[str, tuple[Any, Any]] = field(default_factory=dict)
-    p: float | None = None              # two-sided Welch p-value, None: untested
-    p_holm: float | None = None         # Holm-adjusted over every tested pair
-    needed: int | None = None           # undecided: repeats a side that would decide it
-    why: str = ""                       # undecided: why, in one phrase
-
-    @property
-    def regressed(self) -> bool:
-        return self.status in (REGRESSION, FAILED)
-
-    def needed_text(self) -> str:
-        return needed_text(self.needed, self.status, self.why)
-
-    def interval_text(self) -> str:
-        if self.low is None or self.high is None:
-            return "n/a (< 3 repeats)" if self.base and self.cand else "n/a"
-        return f"[{self.low:+.1%}, {self.high:+.1%}]"
-
-
-@dataclass
-class CompareResult:
-    baseline: Path
-    candidate: Path
-    out_dir: Path
-    threshold: float                    # magnitude floor
-    pairs: list[Pair]
-    only_baseline: list[Key]
-    only_candidate: list[Key]
-    env_diffs: list[str]
-    scenario_diff: list[str]
-    files: list[Path] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    margin: float = MARGIN
-    metadata: list[compare_meta.MetaDiff] = field(default_factory=list)
-
-    @property
-    def regressions(self) -> list[Pair]:
-        return [p for p in self.pairs if p.regressed]
-
-    @property
-    def undecided(self) -> list[Pair]:
-        return [p for p in self.pairs if p.status == UNDECIDED]
-
-    @property
-    def exit_code(self) -> int:
-        return int(ExitStatus.REGRESSION if self.regressions else ExitStatus.OK)
-
-    def summary(self) -> str:
-        return summary_line(self.pairs, self.threshold)
-
-
-def summary_line(pairs: Sequence[Pair], threshold: float) -> str:
-    n = len(pairs)
-    count = {s: sum(1 for p in pairs if p.status == s) for s in
-             (REGRESSION, FAILED, IMPROVEMENT, SAME, UNDECIDED)}
-    r = count[REGRESSION] + count[FAILED]
-    if r:
-        head = (f"REGRESSION: {r} of {n} matched measurements dropped by {threshold:.0%} "
-                f"or more beyond the noise")
-        if count[FAILED]:
-            head += f" ({count[FAILED]} of them failed in every candidate repeat)"
-    elif count[UNDECIDED] and not count[SAME] + count[IMPROVEMENT]:
-        head = (f"UNDECIDED (exit 0): no regression shown, but none of {n} matched "
-                f"measurements could be decided")
-    else:
-        head = (f"no regression: {n} matched measurements, none dropped by {threshold:.0%} "
-                f"or more beyond the noise")
-    tail = (f"{count[IMPROVEMENT]} improved, {count[SAME]} same, "
-            f"{count[UNDECIDED]} undecided")
-    return f"{head} ({tail})"
 
 
 def _settings_diff(b: Point, c: Point) -> dict[str, tuple[Any, Any]]:
@@ -276,6 +191,5 @@ def compare(baseline_dir: Path, candidate_dir: Path, out_dir: Path | None = None
     result = CompareResult(base.dir, cand.dir, out, threshold, pairs, only_b, only_c,
                            env_lines + settings_lines(pairs), scen_diff, margin=margin,
                            metadata=meta)
-    from rig.report import compare_report
     result.files = compare_report.write_all(result, base, cand)
     return result

@@ -14,18 +14,17 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from rig.report import style
-from rig.report.charts import errorbar, gbit, save
+from rig.report.charts import errorbar
+from rig.report.figure import gbit, save
 from rig.report.model import Point, Run, series_id, series_labels
 
-if TYPE_CHECKING:
-    from rig.report.compare import CompareResult, Pair
+from rig.report.compare_model import CompareResult, Pair
 
 MAX_ROWS = 80
 MAX_PANELS = 12
@@ -33,12 +32,12 @@ STATUS_COLOR = {"regressed": style.REGRESSION_COLOR, "failed": style.REGRESSION_
                 "improved": style.IMPROVED_COLOR, "undecided": style.UNDECIDED_COLOR}
 
 
-def _pair_label(p: "Pair", labels: dict) -> str:
+def _pair_label(p: Pair, labels: dict) -> str:
     rtt = "real" if p.key.rtt_ms is None else f"{p.key.rtt_ms:g} ms"
     return f"{labels.get(series_id(p.key), p.key.client)} @ {rtt}"
 
 
-def change_chart(result: "CompareResult", base: Run, out: Path) -> list[Path]:
+def change_chart(result: CompareResult, base: Run, out: Path) -> list[Path]:
     labels = series_labels(base.points)
     pairs = [p for p in result.pairs if not math.isnan(p.change)]
     if len(pairs) > MAX_ROWS:       # keep every regression, then the largest drops
@@ -77,7 +76,7 @@ def change_chart(result: "CompareResult", base: Run, out: Path) -> list[Path]:
     return save(fig, out, "compare_change")
 
 
-def _panels(result: "CompareResult", base: Run) -> list[str]:
+def _panels(result: CompareResult, base: Run) -> list[str]:
     labels = series_labels(base.points)
     regressed = {labels[series_id(p.key)] for p in result.regressions
                  if series_id(p.key) in labels}
@@ -115,7 +114,7 @@ def _top(pts: list[Point]) -> float:
     return max(vals, default=1.0) * 1.15 or 1.0
 
 
-def overlay_chart(result: "CompareResult", base: Run, cand: Run, out: Path) -> list[Path]:
+def overlay_chart(result: CompareResult, base: Run, cand: Run, out: Path) -> list[Path]:
     names = _panels(result, base)
     if not names:
         return []
@@ -176,7 +175,7 @@ def _overlay_legend(fig: Figure) -> None:
     fig.legend(handles=proxies, loc="outside right upper", fontsize=8, frameon=False)
 
 
-def draw_all(result: "CompareResult", base: Run, cand: Run) -> list[Path]:
+def draw_all(result: CompareResult, base: Run, cand: Run) -> list[Path]:
     files = change_chart(result, base, result.out_dir)
     files += overlay_chart(result, base, cand, result.out_dir)
     from rig.report import compare_timeline

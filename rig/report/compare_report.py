@@ -10,14 +10,13 @@ import csv
 import math
 import statistics
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from rig.report import html as H
 from rig.report.model import Run
-from rig.report.tables import markdown
+from rig.report.tabular import markdown
 
-if TYPE_CHECKING:
-    from rig.report.compare import CompareResult, Pair
+from rig.report.compare_decide import MIN_REPEATS
+from rig.report.compare_model import TIMELINE_PREFIX, CompareResult, Pair
 
 PAIR_HEADER = ["path", "RTT (ms)", "client", "streams", "conc", "baseline Gbit/s",
                "candidate Gbit/s", "change", "95 % interval", "verdict",
@@ -28,7 +27,6 @@ CSV_COLUMNS = ["path", "rtt_ms", "client", "streams", "concurrency", "status", "
                "cand_verdict", "settings_changed", "p_value", "p_holm", "repeats_needed",
                "undecided_why"]
 # drawn by compare_timeline (matplotlib): one overlay per regressed point
-TIMELINE_PREFIX = "compare_timeline_"
 TIMELINE_CAPTION = ("Timelines of a regressed point: the sending side's tcp_info of one "
                     "transfer per run (first successful repeat, first instance), baseline "
                     "dashed, candidate solid: throughput, congestion window (all "
@@ -47,11 +45,11 @@ def _gb(samples: tuple[float, ...]) -> str:
     return f"{statistics.fmean(samples) / 1e9:.4g}" if samples else "failed"
 
 
-def _rtt(p: "Pair") -> str:
+def _rtt(p: Pair) -> str:
     return "real" if p.key.rtt_ms is None else f"{p.key.rtt_ms:g}"
 
 
-def pair_row(p: "Pair") -> list[str]:
+def pair_row(p: Pair) -> list[str]:
     k = p.key
     change = "" if math.isnan(p.change) else f"{p.change:+.1%}"
     return [k.path, _rtt(p), k.client, str(k.streams), str(k.concurrency), _gb(p.base),
@@ -59,7 +57,7 @@ def pair_row(p: "Pair") -> list[str]:
             f"{p.base_verdict} -> {p.cand_verdict}", p.needed_text()]
 
 
-def write_csv(result: "CompareResult", path: Path) -> Path:
+def write_csv(result: CompareResult, path: Path) -> Path:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(CSV_COLUMNS)
@@ -80,8 +78,7 @@ def _run_line(run: Run) -> str:
     return f"{run.dir} (run {run.run_id}, {H.when(run.meta)})"
 
 
-def _method(result: "CompareResult") -> str:
-    from rig.report.compare import MIN_REPEATS
+def _method(result: CompareResult) -> str:
     tested = sum(1 for p in result.pairs if p.p is not None)
     few = sum(1 for p in result.pairs if p.p is None and p.base and p.cand)
     text = (f"Matched on path, RTT, client configuration, streams and concurrency. The "
@@ -103,14 +100,14 @@ def _method(result: "CompareResult") -> str:
     return text
 
 
-def metadata_lines(result: "CompareResult") -> list[str]:
+def metadata_lines(result: CompareResult) -> list[str]:
     """The runs' metadata differences, environment first: what the output starts with."""
     env = [d for d in result.metadata if not d.by_scenario]
     scen = [d for d in result.metadata if d.by_scenario]
     return [f"metadata differs: {d.line()}" for d in env + scen]
 
 
-def markdown_text(result: "CompareResult", base: Run, cand: Run) -> str:
+def markdown_text(result: CompareResult, base: Run, cand: Run) -> str:
     lines = ["# rig compare", "", f"- baseline: {_run_line(base)}",
              f"- candidate: {_run_line(cand)}", ""]
     meta = metadata_lines(result)
@@ -135,7 +132,7 @@ def markdown_text(result: "CompareResult", base: Run, cand: Run) -> str:
     return "\n".join(lines) + "\n"
 
 
-def html_text(result: "CompareResult", base: Run, cand: Run, images: list[Path]) -> str:
+def html_text(result: CompareResult, base: Run, cand: Run, images: list[Path]) -> str:
     status_cls = {"regressed": "flag", "failed": "flag", "improved": "good",
                   "undecided": "note"}
     body = ["<h1>rig compare</h1>",
@@ -172,7 +169,7 @@ def html_text(result: "CompareResult", base: Run, cand: Run, images: list[Path])
     return H.page("rig compare", body)
 
 
-def write_all(result: "CompareResult", base: Run, cand: Run) -> list[Path]:
+def write_all(result: CompareResult, base: Run, cand: Run) -> list[Path]:
     out = result.out_dir
     images: list[Path] = []
     try:

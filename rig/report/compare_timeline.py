@@ -10,19 +10,16 @@ from __future__ import annotations
 
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from rig.report import style
-from rig.report.charts import DPI, save
-from rig.report.compare_report import TIMELINE_PREFIX
+from rig.report.figure import DPI, save
 from rig.report.model import Key, Run, client_label
 from rig.report.timeline import transfer_series
 
-if TYPE_CHECKING:
-    from rig.report.compare import CompareResult
+from rig.report.compare_model import TIMELINE_PREFIX, CompareResult
 
 MAX_CHARTS = 12
 
@@ -46,7 +43,7 @@ def one_transfer(run: Run, key: Key) -> tuple[list[dict], dict | None]:
     return pick, pick[0]
 
 
-def draw(result: "CompareResult", base: Run, cand: Run) -> list[Path]:
+def draw(result: CompareResult, base: Run, cand: Run) -> list[Path]:
     files: list[Path] = []
     regs = result.regressions
     missing = []

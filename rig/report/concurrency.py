@@ -17,7 +17,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from rig.report.model import Point, Run
-from rig.report.tables import markdown, write_csv
+from rig.report.tabular import markdown, write_csv
 
 HEADER = ("path", "rtt_ms", "client", "origins", "concurrency", "n", "aggregate_gbps",
           "min_gbps", "max_gbps", "per_transfer_gbps")

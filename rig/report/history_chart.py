@@ -9,21 +9,17 @@ from __future__ import annotations
 import math
 import statistics
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from rig.report import style
-from rig.report.charts import save
-
-if TYPE_CHECKING:
-    from rig.report.history import HistoryResult, Series
+from rig.report.figure import save
+from rig.report.history_model import HistoryResult, Series, panel_order
 
 COLS = 4
 
 
-def _segments(s: "Series", runs: int) -> list[tuple[int, int, float]]:
+def _segments(s: Series, runs: int) -> list[tuple[int, int, float]]:
     cuts = [0] + sorted(c.at for c in s.changes) + [runs]
     out = []
     for a, b in zip(cuts, cuts[1:]):
@@ -33,8 +29,7 @@ def _segments(s: "Series", runs: int) -> list[tuple[int, int, float]]:
     return out
 
 
-def draw(result: "HistoryResult", out: Path) -> list[Path]:
-    from rig.report.history_report import panel_order
+def draw(result: HistoryResult, out: Path) -> list[Path]:
     series = panel_order(result)
     runs = len(result.runs)
     cols = min(COLS, len(series))

@@ -11,20 +11,15 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
-
 from rig.report import html as H
-from rig.report.tables import markdown
-
-if TYPE_CHECKING:
-    from rig.report.history import HistoryResult, Series
+from rig.report.history_model import HistoryResult
+from rig.report.tabular import markdown
 
 CSV_COLUMNS = ["path", "rtt_ms", "client", "streams", "concurrency", "run_index", "run",
                "gmean_gbps", "ci_low_gbps", "ci_high_gbps", "n_ok", "n_failed",
                "change_point", "change_pct", "change_low_pct", "change_high_pct",
                "p_holm"]
 CHANGE_HEADER = ["point", "at run", "change", "95 % interval", "p (Holm)"]
-MAX_PANELS = 24
 CAPTION = ("Geometric mean throughput of each run with its 95 % interval (t on log "
            "throughput over the run's repeats); dashed red lines: change points (a drop), "
            "green: a rise; grey horizontal lines: the level of each segment.")
@@ -38,7 +33,7 @@ def _pct(v: float | None) -> str:
     return "" if v is None or math.isnan(v) else f"{v * 100:.2f}"
 
 
-def write_csv(result: "HistoryResult", path: Path) -> Path:
+def write_csv(result: HistoryResult, path: Path) -> Path:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(CSV_COLUMNS)
@@ -56,7 +51,7 @@ def write_csv(result: "HistoryResult", path: Path) -> Path:
     return path
 
 
-def change_rows(result: "HistoryResult") -> list[list[str]]:
+def change_rows(result: HistoryResult) -> list[list[str]]:
     rows = []
     for s in result.series:
         for c in s.changes:
@@ -67,7 +62,7 @@ def change_rows(result: "HistoryResult") -> list[list[str]]:
     return rows
 
 
-def _method(result: "HistoryResult") -> str:
+def _method(result: HistoryResult) -> str:
     return (f"{len(result.runs)} runs in the order given, {len(result.series)} points "
             f"measured in every run. Change points: binary segmentation over the runs; "
             f"each split between two runs is scored by the squared two-sample t of log "
@@ -78,7 +73,7 @@ def _method(result: "HistoryResult") -> str:
             f"{result.floor:.0%} or more.")
 
 
-def markdown_text(result: "HistoryResult") -> str:
+def markdown_text(result: HistoryResult) -> str:
     lines = ["# rig history", "", f"**{result.summary()}**", "", _method(result), "",
              "## Runs", ""]
     lines += [f"{i + 1}. {r.dir} (run {r.run_id}, {H.when(r.meta)})"
@@ -94,7 +89,7 @@ def markdown_text(result: "HistoryResult") -> str:
     return "\n".join(lines) + "\n"
 
 
-def html_text(result: "HistoryResult", images: list[Path]) -> str:
+def html_text(result: HistoryResult, images: list[Path]) -> str:
     body = ["<h1>rig history</h1>", f"<p><b>{H.esc(result.summary())}</b></p>",
             f"<p>{H.esc(_method(result))}</p>"]
     body += [H.image(p, CAPTION) for p in images if p.suffix == ".png"]
@@ -107,7 +102,7 @@ def html_text(result: "HistoryResult", images: list[Path]) -> str:
     return H.page("rig history", body)
 
 
-def write_all(result: "HistoryResult") -> list[Path]:
+def write_all(result: HistoryResult) -> list[Path]:
     out = result.out_dir
     images: list[Path] = []
     try:
@@ -122,9 +117,3 @@ def write_all(result: "HistoryResult") -> list[Path]:
     page = out / "history.html"
     page.write_text(html_text(result, images), encoding="utf-8")
     return files + [md, page]
-
-
-def panel_order(result: "HistoryResult") -> list["Series"]:
-    """Points with a change first, then the rest, at most MAX_PANELS."""
-    ordered = sorted(result.series, key=lambda s: not s.changes)
-    return ordered[:MAX_PANELS]

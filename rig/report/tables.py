@@ -11,16 +11,18 @@ Pure Python: must not import matplotlib, rig.realization.netns, rig.process.proc
 """
 from __future__ import annotations
 
-import csv
 import math
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from rig.description.linkstats import STATS_VERSION, EmulStats, UnreadableStats, \
     emulation_late, rtt_tolerance_s
 from rig.description.steps import shown_step
 from rig.report.model import Point, Run, series_id, series_labels
 from rig.report.verdict import ALL_PHASES, Verdict, engine_phase_rows
+from rig.report.tabular import markdown, write_csv
+from rig.report import (background, caching, concurrency, origins_cores, storage, tls_cost,
+                        xcache)
 
 SUMMARY_COLUMNS = ("client", "rtt_ms", "n", "mean_gbps", "min_gbps", "max_gbps",
                    "std_gbps", "path", "streams", "concurrency", "failed",
@@ -73,26 +75,6 @@ def rtt_table(points: list[Point], stat: Callable[[Point], float]) -> tuple[list
     header = ["client \\ RTT (ms)"] + [f"{r:g}" for r in rtts]
     body = [[name] + [cells[name].get(r, "") for r in rtts] for name in cells]
     return header, body
-
-
-def markdown(header: Iterable[str], rows: Iterable[Iterable[Any]], left: int = 1) -> str:
-    """A Markdown table; the first `left` columns are text (left-aligned)."""
-    header = list(header)
-
-    def esc(v: Any) -> str:
-        return str(v).replace("|", "\\|").replace("\n", " ")
-    lines = ["| " + " | ".join(esc(h) for h in header) + " |",
-             "|" + "|".join("---" if i < left else "---:" for i in range(len(header))) + "|"]
-    lines += ["| " + " | ".join(esc(c) for c in r) + " |" for r in rows]
-    return "\n".join(lines) + "\n"
-
-
-def write_csv(path: Path, header: Iterable[str], rows: Iterable[Iterable[Any]]) -> Path:
-    with open(path, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(list(header))
-        w.writerows(rows)
-    return path
 
 
 def validation_rows(run: Run) -> list[dict[str, str]]:
@@ -257,22 +239,15 @@ def write_tables(run: Run, verdicts: dict, out_dir: Path) -> list[Path]:
                  "Highest throughput (MB/s) over repeats")
         md.write_text(f"### {title}\n\n" + markdown(header, body))
         written.append(md)
-    from rig.report import caching
     written += caching.write(run, out_dir, markdown, write_csv)
-    from rig.report import storage
     written += storage.write(run, out_dir, markdown, write_csv)
-    from rig.report import tls_cost
     if tls_cost.has_tls(run):
         written += tls_cost.write_table(run, out_dir)
-    from rig.report import xcache
     written += xcache.write(run, out_dir, markdown, write_csv)
-    from rig.report import background
     written += background.write(run, out_dir, markdown, write_csv)
-    from rig.report import origins_cores
     written += origins_cores.write(run, verdicts, out_dir, markdown, write_csv)
     written.append(write_csv(out_dir / "validations.csv", VALIDATION_COLUMNS,
                              [[r[c] for c in VALIDATION_COLUMNS] for r in validation_rows(run)]))
-    from rig.report import concurrency   # imports this module's helpers
     written += concurrency.write(run, out_dir)
     if run.engine:
         written.append(write_csv(out_dir / "emulation_timing.csv", TIMING_COLUMNS,

@@ -14,7 +14,7 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from rig.report.charts import DPI, save
+from rig.report.figure import DPI, save
 from rig.description.steps import shown_step
 from rig.report.model import Run
 

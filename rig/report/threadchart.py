@@ -16,7 +16,7 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from rig.report.charts import DPI, save
+from rig.report.figure import DPI, save
 from rig.report.model import Key, Run, _key, key_order
 from rig.report.threads import evidence, load_rows, matrix
 

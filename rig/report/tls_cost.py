@@ -8,9 +8,9 @@ mode side by side.
                                   dotted control)
 
 Server CPU per GB: the server tree's CPU over each transfer group (stored split evenly
-over the group's rows) divided by the bytes the group moved. Pure except `chart`, which
-imports matplotlib through rig.report.charts. Must not import realization, services,
-process or orchestration.
+over the group's rows) divided by the bytes the group moved. Pure: the chart is
+rig.report.charts.tls_cost_chart. Must not import realization, services, process or
+orchestration.
 """
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from rig.report.model import Point, Run
+from rig.report.tabular import markdown, write_csv
 
 MODES = ("off", "control", "all")
 COLUMNS_PER_MODE = ("gbit_s", "client_cpu_s_per_gb", "server_cpu_s_per_gb")
@@ -62,43 +63,9 @@ def table(run: Run) -> tuple[list[str], list[list[str]]]:
 
 
 def write_table(run: Run, out_dir: Path) -> list[Path]:
-    from rig.report.tables import markdown, write_csv
     header, rows = table(run)
     csv_path = write_csv(out_dir / "tls_cost.csv", header, rows)
     md = out_dir / "tls_cost.md"
     md.write_text("### TLS cost: aggregate Gbit/s, client and server CPU s/GB per TLS mode\n\n"
                   + markdown(header, rows, left=3))
     return [csv_path, md]
-
-
-_DASH = {"off": "-", "all": "--", "control": ":"}
-
-
-def chart(run: Run, out_dir: Path) -> list[Path]:
-    from rig.report import charts, style
-    cs = cells(run)
-    rtts: list[float | None] = [*sorted({c[1] for c in cs if c[1] is not None})] or [None]
-    fig, axes = charts.new_figure(ncols=len(rtts), height=5.0)
-    lines: dict[tuple[float | None, str, str], list[Point]] = defaultdict(list)
-    for (_path, rtt, client, _streams, _conc), by in cs.items():
-        for mode, p in by.items():
-            if p.n:
-                lines[(rtt, client, mode)].append(p)
-    for ax, rtt in zip(axes, rtts):
-        for (r, client, mode), pts in sorted(lines.items(), key=lambda kv: kv[0][1:]):
-            if r != rtt:
-                continue
-            pts.sort(key=lambda p: p.key.concurrency)
-            st = style.style_for(client, pts[0].tool)
-            ax.plot([p.key.concurrency for p in pts], [p.mean_bps / 1e9 for p in pts],
-                    linestyle=_DASH.get(mode, "-"), marker=st.marker, color=st.color,
-                    label=f"{client} tls={mode}")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("concurrent transfers")
-        ax.set_title(f"RTT {rtt:g} ms" if rtt is not None else "real path", fontsize=9)
-        ax.grid(True, alpha=0.3)
-    axes[0].set_ylabel("aggregate throughput (Gbit/s)")
-    axes[-1].legend(fontsize=7, loc="best")
-    fig.suptitle(f"Throughput with and without TLS - run {run.run_id} "
-                 "(CPU per GB: tls_cost.md)", fontsize=10)
-    return charts.save(fig, out_dir, "tls_cost")
