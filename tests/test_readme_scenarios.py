@@ -96,6 +96,8 @@ CLAIMS: list[tuple[str, Check]] = [
      lambda sc, m: _set([round(b * 100, 6) for b in sc.sweep.branches or []], m.group(1))),
     (r"(\d+(?:\.\d+)?) % loss",
      lambda sc, m: _set([round(p.loss * 100, 6) for p in sc.paths], m.group(1))),
+    (r"(\d+(?: and \d+)+) Gbit/s",
+     lambda sc, m: _set([p.rate_bps / 1e9 for p in sc.paths if p.rate_bps], m.group(1))),
     (r"(\d+) Gbit/s",
      lambda sc, m: _set([p.rate_bps / 1e9 for p in sc.paths if p.rate_bps], m.group(1))),
     (r"IPv(4|6)", lambda sc, m: _set(sorted({p.ip for p in sc.paths}), m.group(1))),

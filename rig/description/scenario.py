@@ -740,6 +740,10 @@ class Scenario:
     servers: list[ServerSpec] = S.spec(_items(ServerSpec, L.MAX_SERVERS, 0), [])
     clients: list[ClientSpec] = S.spec(_items(ClientSpec, L.MAX_CLIENTS))
     background: list[BackgroundSpec] = S.spec(_items(BackgroundSpec, L.MAX_BACKGROUND, 0), [])
+    # several paths in one step (issue 30; seed 004's 10G + 40G frontends): these emulated
+    # paths run each transfer group at the same time, their RTT lists swept side by side
+    # (step k: each path at its k-th RTT); the report sums them (together.{csv,md})
+    together: list[str] = S.spec(S.list_of(S.name, max_len=L.MAX_PATHS), [])
     sweep: Sweep = S.spec(S.section(Sweep), S.EMPTY)
     tuning: Tuning = S.spec(S.section(Tuning), S.EMPTY)
     validation: Validation = S.spec(S.section(Validation), S.EMPTY)
@@ -950,6 +954,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
                                                or p.kind == "real"):
                 raise at.child("path").error(f"path {p.name}: background flows run on an "
                                              "emulated path this host builds", b.path or p.name)
+    _check_together(ctx.child("together"), sc)
     servers = {s.name: s for s in sc.servers}
     files = {f.name for f in sc.files}
     file_kinds = {f.name: f.kind for f in sc.files}
@@ -1257,6 +1262,35 @@ def client_repeats(sc: Scenario, c: ClientSpec) -> int:
     if c.sweep is not None and c.sweep.repeats is not None:
         return c.sweep.repeats
     return sc.sweep.repeats
+
+
+def _check_together(cc: S.Ctx, sc: Scenario) -> None:
+    if not sc.together:
+        return
+    by = {p.name: p for p in sc.paths}
+    if len(sc.together) < 2:
+        raise cc.error("name two or more paths to run together", sc.together)
+    if len(set(sc.together)) != len(sc.together):
+        raise cc.error("a path named twice", sc.together)
+    for i, n in enumerate(sc.together):
+        if n not in by:
+            raise cc.child(i).error(f"no such path (have: {', '.join(by)})", n)
+        p = by[n]
+        if p.kind != "emulated" or LOCAL not in (p.client_host, p.server_host) \
+                or p.router_host is not None:
+            raise cc.child(i).error("paths run together are emulated paths this host builds",
+                                    n)
+        if background_on(sc, p):
+            raise cc.child(i).error("a path run together carries no background flows (yet)",
+                                    n)
+    lens = {n: len(by[n].rtts_s) for n in sc.together}
+    if len(set(lens.values())) > 1:
+        raise cc.error("paths run together sweep their RTTs side by side: give each the same "
+                       "number of RTTs (" + ", ".join(f"{n}: {k}" for n, k in lens.items())
+                       + ")", sc.together)
+    for i, n in enumerate(sc.together):
+        if not any(runs_on(c, by[n]) for c in sc.clients):
+            raise cc.child(i).error("no client runs on this path (clients[].paths)", n)
 
 
 def runs_on(c: ClientSpec, p: PathSpec) -> bool:

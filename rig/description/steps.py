@@ -1,7 +1,8 @@
 """Expansion of a scenario into sweep steps and transfer groups (pure).
 
 A step is one path at one RTT; within it every client configuration runs for each
-stream count, concurrency and repeat. `plan_lines` renders every command a run would
+stream count, concurrency and repeat. Paths run `together` make joint sets of steps,
+one per path, whose groups run at the same time. `plan_lines` renders every command a run would
 execute, for `rig plan`. Must not import anything that runs.
 """
 from __future__ import annotations
@@ -30,6 +31,7 @@ class Step:
     path_index: int
     rtt_s: float | None          # None: real path (measured, not configured)
     profile: LinkProfile | None
+    joint: int | None = None     # `together:` the first step of the set it runs with
 
     @property
     def rtt_ms(self) -> float | None:
@@ -55,14 +57,39 @@ class Group:
 
 
 def expand(sc: Scenario) -> list[Step]:
+    """Steps in the order they run: each path's RTTs in turn; paths run `together`
+    where the first of them stands, their k-th RTTs as one joint set of steps."""
     steps: list[Step] = []
+    joint = [(pi, p) for pi, p in enumerate(sc.paths) if p.name in sc.together]
     for pi, p in enumerate(sc.paths):
+        if p.name in sc.together:
+            if pi != joint[0][0]:
+                continue
+            for k in range(len(p.rtts_s)):
+                first = len(steps)
+                for qi, q in joint:
+                    steps.append(Step(len(steps), q, qi, q.rtts_s[k], q.profile(q.rtts_s[k]),
+                                      joint=first))
+            continue
         if p.kind == "real":
             steps.append(Step(len(steps), p, pi, None, None))
             continue
         for rtt in p.rtts_s:
             steps.append(Step(len(steps), p, pi, rtt, p.profile(rtt)))
     return steps
+
+
+def joint_groups(sc: Scenario, members: list[Step]) -> list[Group]:
+    """Transfer groups of a joint set of steps (`together:`): every client that runs on
+    one of its paths, each group run on each of them at once."""
+    return [g for g in groups(sc) if any(runs_on(g.client, m.path) for m in members)]
+
+
+def members(steps: list[Step], step: Step) -> list[Step]:
+    """The steps that run at the same time as `step` (itself included, in order)."""
+    if step.joint is None:
+        return [step]
+    return [s for s in steps if s.joint == step.joint]
 
 
 def stream_counts(sc: Scenario, c: ClientSpec) -> list[int]:

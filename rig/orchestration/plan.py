@@ -17,7 +17,7 @@ from rig.process.proc import ns_argv, pinned_argv
 from rig.realization.emul.netem import NetemBackend
 from rig.realization.emul.userspace import UserspaceBackend
 from rig.description.scenario import (LOCAL, Scenario, background_on, path_mtu, path_tuning,
-                                      server_count, upload_servers, uses_tls)
+                                      runs_on, server_count, upload_servers, uses_tls)
 from rig.services.tools.iperf3 import background_argv
 from rig.realization import data
 from rig.services import servers
@@ -157,10 +157,11 @@ def build_plan(sc: Scenario) -> Plan:
         add(f"servers:{p.name}", "servers", _servers(sc, n, wd), path=p.name)
     last: dict[str, str] = {}        # path -> its latest action
     steps = S.expand(sc)
-    for step in steps:
+    v = sc.validation
+
+    def before(step: S.Step) -> None:
         n = names[step.path.name]
         host = step.path.client_host
-        at = _at(host)
         client_ns, addr, site = n.client_ns, n.server_addr, n.site
         k = step.index
         prev = [last.get(step.path.name, f"servers:{step.path.name}")] + (
@@ -172,7 +173,6 @@ def build_plan(sc: Scenario) -> Plan:
                     for i in _emulation(step, site)]
         add(f"step:{k}:emulate", "emulate", out, host=step.path.router_host or LOCAL,
             path=step.path.name, step=k, deps=list(dict.fromkeys(prev)))
-        v = sc.validation
         secs, omit = capacity_timing(step.rtt_ms, v.iperf_seconds)
         ping = cmd(ns_argv(client_ns, ping_argv(addr, v.ping_count, v.ping_interval_s)), host)
         src = capacity_source(steps, step, v.capacity)
@@ -189,7 +189,6 @@ def build_plan(sc: Scenario) -> Plan:
         if sc.storage.on_disk:          # the storage check and the page-cache drops
             check += [text(ln) for ln in storagecheck.plan_step(sc, step, PREFIX)]
         add(f"step:{k}:check-before", "check", check, host=host, path=step.path.name, step=k)
-        plans = _server_plans(sc, n, _host_wd(sc, step.path.server_host, wd))
         flows = background_on(sc, step.path)
         if flows:                   # competing flows over the step's transfers (issue 30)
             add(f"step:{k}:background:start", "background", [
@@ -198,11 +197,16 @@ def build_plan(sc: Scenario) -> Plan:
                     host, note=f"   # {b.name}, until stopped") for i, b in enumerate(flows)),
                 text(comment("then max(1 s, 20 RTT) for them to settle"))],
                 host=host, path=step.path.name, step=k)
-        for gi, g in enumerate(S.groups(sc, step.path)):
-            add(f"step:{k}:group:{gi}", "group",
-                _group(sc, g, plans, n, step, wd, at, host), host=host,
-                path=step.path.name, step=k, group=gi)
-        if flows:
+
+    def group_items(step: S.Step, g: S.Group) -> list[Item]:
+        n = names[step.path.name]
+        host = step.path.client_host
+        plans = _server_plans(sc, n, _host_wd(sc, step.path.server_host, wd))
+        return _group(sc, g, plans, n, step, wd, _at(host), host)
+
+    def after(step: S.Step) -> None:
+        k, host = step.index, step.path.client_host
+        if background_on(sc, step.path):
             add(f"step:{k}:background:stop", "background", [text(comment(
                 "stop them (TERM: iperf3 prints its summary), a background row each; then "
                 "max(1 s, 10 RTT) for the queue to drain"))],
@@ -215,6 +219,29 @@ def build_plan(sc: Scenario) -> Plan:
                           "(validation.after: ping; the iperf3 too if the ping or the "
                           "engine's counters flag the step)"))],
             host=host, path=step.path.name, step=k)
+
+    for step in steps:
+        if step.joint is not None and step.joint != step.index:
+            continue                  # run with the first of its joint set
+        ms = S.members(steps, step)
+        for m in ms:
+            before(m)
+        k = step.index
+        if step.joint is None:
+            for gi, g in enumerate(S.groups(sc, step.path)):
+                add(f"step:{k}:group:{gi}", "group", group_items(step, g),
+                    host=step.path.client_host, path=step.path.name, step=k, group=gi)
+        else:                         # `together:` each group on every path at once
+            for gi, g in enumerate(S.joint_groups(sc, ms)):
+                items = [text(comment(f"at once on paths {', '.join(m.path.name for m in ms)}"
+                                      f" (steps {', '.join(str(m.number) for m in ms)})"))]
+                for m in ms:
+                    if runs_on(g.client, m.path):
+                        items += group_items(m, g)
+                add(f"step:{k}:group:{gi}", "group", items, host=step.path.client_host,
+                    path=step.path.name, step=k, group=gi)
+        for m in ms:
+            after(m)
     out = [text("# teardown: stop servers and engines, ip netns del every namespace above, "
                 "umount the tmpfs, restore host sysctls")]
     for p in sc.paths:

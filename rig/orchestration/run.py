@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import shutil
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -145,7 +146,7 @@ class Run:
         self.all_steps: list[S.Step] = []
         self._swept = False             # the sweep's first action has run
         self._aborted: int | None = None   # the step whose emulation died mid-way
-        self._common: dict = {}         # the current step's shared row fields
+        self._commons: dict[int, dict] = {}    # step -> its rows' shared fields
         self.capacities: dict[int, float | None] = {}   # step -> its capacity run's figure
 
     @property
@@ -174,6 +175,10 @@ class Run:
                  for p in self.sc.paths if p.origins or p.server_cpus}
         if swept:       # sweep.origins / server_cpus: each copy's configuration (the report)
             st.set_env("server_sweep", swept)
+        if self.sc.together:    # paths run together: which steps ran at once (the report)
+            steps = S.expand(self.sc)
+            st.set_env("together", {"paths": self.sc.together, "sets": [
+                [m.index for m in S.members(steps, s)] for s in steps if s.joint == s.index]})
         stack.callback(lambda: st.set_env("sysctls_after", hostinfo.sysctls()))
 
     def _global_tuning(self, stack: contextlib.ExitStack) -> None:
@@ -741,7 +746,7 @@ class Run:
 
     def _check_before(self, step: S.Step) -> None:
         live = self.lives[step.path_index]
-        self._common = common = self._common_of(step, live)
+        self._commons[step.index] = common = self._common_of(step, live)
         src = capacity_source(self.all_steps, step, self.sc.validation.capacity)
         bps = self.capacities.get(src) if src is not None else None
         v = self._validate(step, live, "before", common, **(
@@ -754,28 +759,67 @@ class Run:
         common["rtt_ms_measured"] = v["rtt_ms_measured"]
 
     def _run_group(self, step: S.Step, gi: int) -> None:
+        if step.joint is not None:
+            return self._run_joint_group(step, gi)
         live = self.lives[step.path_index]
         gs = S.groups(self.sc, step.path)
         try:
-            self._group(step, live, gs[gi], self._common, f"{gi + 1}/{len(gs)}")
+            self._group(step, live, gs[gi], self._commons[step.index], f"{gi + 1}/{len(gs)}")
             self._origins_alive(live)
         except StepAborted as e:
-            self.say(f"  step aborted: {faults.one_line(e)}")
-            self.store.add_validation(ValidationRow(**self._step_fields(step, live),
-                                                    phase="aborted", flagged=True,
-                                                    flag_reason=str(e), started_at=time.time()))
-            self._aborted = step.index     # its later groups and check: skipped
-            self._recover(live, step)
+            self._step_aborted(step, live, e)
+
+    def _step_aborted(self, step: S.Step, live: Live, e: StepAborted) -> None:
+        self.say(f"  step aborted: {faults.one_line(e)}")
+        self.store.add_validation(ValidationRow(**self._step_fields(step, live),
+                                                phase="aborted", flagged=True,
+                                                flag_reason=str(e), started_at=time.time()))
+        # its later groups and check (a joint set's: every path's later groups) are skipped
+        self._aborted = step.index if step.joint is None else step.joint
+        self._recover(live, step)
+
+    JOINT_START_S = 120.0      # a joint set's paths wait this long for each other to start
+
+    def _run_joint_group(self, step: S.Step, gi: int) -> None:
+        """`together:` one group on every path of the joint set at once: a thread per path
+        runs its part (its own samplers, rows and checks); all start their clients past
+        one barrier, so the transfers overlap as one site's do over several links."""
+        ms = S.members(self.all_steps, step)
+        gs = S.joint_groups(self.sc, ms)
+        g = gs[gi]
+        runs = [m for m in ms if runs_on(g.client, m.path)]
+        start = threading.Barrier(len(runs), timeout=self.JOINT_START_S)
+        failed: list[BaseException] = []
+
+        def one(m: S.Step) -> None:
+            live = self.lives[m.path_index]
+            try:
+                self._group(m, live, g, self._commons[m.index],
+                            f"{gi + 1}/{len(gs)} {m.path.name}", start=start)
+                self._origins_alive(live)
+            except StepAborted as e:
+                start.abort()
+                self._step_aborted(m, live, e)
+            except BaseException as e:  # noqa: BLE001 - raised again below, in this thread
+                start.abort()
+                failed.append(e)
+        threads = [threading.Thread(target=one, args=(m,), daemon=True) for m in runs]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        if failed:
+            raise failed[0]
 
     def _check_after(self, step: S.Step) -> None:
         live = self.lives[step.path_index]
         late = self._engine_stats(step, live, "transfers")
         if self.sc.validation.after == "ping":
-            self._validate(step, live, "after", self._common,
+            self._validate(step, live, "after", self._commons[step.index],
                            ping_only="validation.after: ping",
                            escalate="the engine was late during the transfers" if late else None)
         else:
-            self._validate(step, live, "after", self._common)
+            self._validate(step, live, "after", self._commons[step.index])
         self._engine_stats(step, live, "check-after")
 
     def _recover(self, live: Live, step: S.Step) -> None:
@@ -923,7 +967,8 @@ class Run:
                                      live.server_host)["net.ipv4.tcp_wmem"])),
                 "window_bytes": tuning.effective_window(t, live.client_ns)}
 
-    def _group(self, step: S.Step, live: Live, g: S.Group, common: dict, pos: str) -> None:
+    def _group(self, step: S.Step, live: Live, g: S.Group, common: dict, pos: str,
+               start: threading.Barrier | None = None) -> None:
         ids: list[tuple[int, int, float]] = []      # (instance, rowid, start): thread rows
         self._check(live)
         self.disk.before_group(g)       # storage: disk: the file's page cache dropped
@@ -954,6 +999,8 @@ class Run:
                 threadsample.group(self.sc.sampling.threads_s, spids, cost=self.thread_cost,
                                    client_local=live.client_host is None,
                                    server_local=bool(spids)) as thr:
+            if start is not None:       # a joint set: every path's clients start together
+                start.wait()
             outcomes, alive_after = transfer.run_group(
                 jobs, live.client_ns, watchdog=lambda: self._check(live),
                 on_start=threadsample.on_start(smp.track if smp else None,

@@ -22,7 +22,7 @@ from rig.report.model import Point, Run, series_id, series_labels
 from rig.report.verdict import ALL_PHASES, Verdict, engine_phase_rows
 from rig.report.tabular import markdown, write_csv
 from rig.report import (background, caching, concurrency, origins_cores, storage, tls_cost,
-                        xcache)
+                        together, xcache)
 
 SUMMARY_COLUMNS = ("client", "rtt_ms", "n", "mean_gbps", "min_gbps", "max_gbps",
                    "std_gbps", "path", "streams", "concurrency", "failed",
@@ -246,6 +246,7 @@ def write_tables(run: Run, verdicts: dict, out_dir: Path) -> list[Path]:
     written += xcache.write(run, out_dir, markdown, write_csv)
     written += background.write(run, out_dir, markdown, write_csv)
     written += origins_cores.write(run, verdicts, out_dir, markdown, write_csv)
+    written += together.write(run, out_dir, markdown, write_csv)
     written.append(write_csv(out_dir / "validations.csv", VALIDATION_COLUMNS,
                              [[r[c] for c in VALIDATION_COLUMNS] for r in validation_rows(run)]))
     written += concurrency.write(run, out_dir)

@@ -21,6 +21,7 @@ import dataclasses
 import json
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
 from dataclasses import dataclass
@@ -365,11 +366,13 @@ def read_only_uri(path: Path) -> str:
 
 
 class Store:
-    """One run's results database."""
+    """One run's results database. Writes may come from several threads (the paths of a
+    joint step, `together:`): one lock keeps each write, and each transaction, whole."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.conn, self.path = conn, path
         self.conn.row_factory = sqlite3.Row
+        self.lock = threading.RLock()
 
     @classmethod
     def create(cls, path: Path, run_id: str, *, reserve: bool = False) -> "Store":
@@ -455,11 +458,12 @@ class Store:
             raise ValueError(f"{table}: required columns missing {missing}")
         row = dataclasses.asdict(row)
         names = [n for n, v in row.items() if v is not None]
-        cur = self._write(
-            f"INSERT INTO {table} ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
-            [_encode(row[n]) for n in names])
-        assert cur.lastrowid is not None
-        return int(cur.lastrowid)
+        with self.lock:       # lastrowid: this insert's, not another thread's
+            cur = self._write(f"INSERT INTO {table} ({', '.join(names)}) "
+                              f"VALUES ({', '.join('?' * len(names))})",
+                              [_encode(row[n]) for n in names])
+            assert cur.lastrowid is not None
+            return int(cur.lastrowid)
 
     def add_transfer(self, row: "TransferRow | dict[str, Any]") -> int:
         """Store one transfer; returns its rowid (tcp_samples.transfer_id)."""
@@ -478,7 +482,7 @@ class Store:
             raise
 
     def _samples(self, names: list[str], rows: list[TcpSampleRow]) -> None:
-        with self.conn:
+        with self.lock, self.conn:
             self.conn.execute("BEGIN")
             self.conn.executemany(
                 f"INSERT INTO tcp_samples ({', '.join(names)}) "
@@ -489,7 +493,7 @@ class Store:
         """A group's thread rows in one transaction."""
         if not rows:
             return
-        with self.conn:
+        with self.lock, self.conn:
             self.conn.execute("BEGIN")
             for r in rows:
                 self._insert("thread_cpu", r)
@@ -540,7 +544,8 @@ class Store:
 
     def _write(self, sql: str, params: Any) -> sqlite3.Cursor:
         try:
-            return self.conn.execute(sql, params)
+            with self.lock:
+                return self.conn.execute(sql, params)
         except sqlite3.OperationalError as e:
             if "full" in str(e) or "disk I/O" in str(e):
                 raise self._full(e) from e
