@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -27,7 +28,7 @@ from rig.orchestration.timing import ActionClock, Teardown
 
 from rig.realization import certs, cgroups, netns, remote_router, remote_tuning, tls, tuning
 
-from rig.process import cputree, owner, proc
+from rig.process import owner, proc
 from rig.orchestration import threadsample      # per-thread CPU (issue 27)
 
 from rig.description import steps as S, userpath
@@ -48,6 +49,7 @@ from rig.services import servers, tools
 from rig.services.servers.start import start_iperf3_server, start_server
 from rig.services.tools import iperf3 as iperf3_tool
 from rig.orchestration.pathcheck import capacity_source, validate_path
+from rig.orchestration.sides import Here, Side, There
 
 
 
@@ -58,18 +60,20 @@ class Live:
     spec: PathSpec
     path: netns.RealizedPath
     backend: Backend
+    client: Side           # where its clients run (rig.orchestration.sides)
+    server: Side           # where its servers run
     servers: dict[str, list[servers.ServerPlan]] = field(default_factory=dict)
     server_pids: dict[str, int] = field(default_factory=dict)   # origin -> pid, for CPU
     server_ids: dict[str, str] = field(default_factory=dict)    # origin -> pid file (remote)
     iperf_port: int = 0
     applied: bool = False
-    client_host: Host | None = None     # remote hosts of a real path (None: this one)
-    server_host: Host | None = None
     last_stats: EmulStats | None = None     # the engine's previous snapshot (per-step deltas)
     server_svcs: dict[str, proc.Service] = field(default_factory=dict)  # origin -> (this host)
     stalls: list[float] = field(default_factory=list)   # watchdog pings >= faults.STALL_S
     bg_ports: dict[str, int] = field(default_factory=dict)   # competing flow -> its server
 
+    client_host = property(lambda self: self.client.host)   # None: this host
+    server_host = property(lambda self: self.server.host)
     index = property(lambda self: self.path.index)
     client_ns = property(lambda self: self.path.client_ns)
     server_ns = property(lambda self: self.path.server_ns)
@@ -137,6 +141,7 @@ class Run:
         self.pinning: cgroups.Hierarchy | None = None   # where `cpus:` become cgroups
         self.client_cgroups: dict[str, Path] = {}
         self.pin_env: dict[str, Any] = {"method": "taskset", "cgroups": {}}
+        self.here = Here(lambda: self.pin_env["method"])    # this host, as a path's end
         self.router_backends: dict[str, str] = {}  # path -> backend on its router host
         self.signals = faults.Signals()     # run() shares its own: deferred during teardown
         self._at: tuple[S.Step, Live] | None = None    # the step running (fault rows)
@@ -231,8 +236,7 @@ class Run:
                                         if name == "userspace" else {}))
         live = Live(p, dataclasses.replace(netns.real_path(
             i, p.name, client_ns=None, server_ns=None, server_addr=p.server_addr), site=site),
-            backend, client_host=self.hosts[p.client_host],
-            server_host=self.hosts[p.server_host])
+            backend, client=self._side(p.client_host), server=self._side(p.server_host))
         # an end host does not forward: its ip_forward is never read or written
         before = None if site.end else remote_router.read_forwarding(h)
         # recorded before anything is made there: `rig clean` undoes it after a SIGKILL
@@ -269,8 +273,8 @@ class Run:
             assert p.server_addr is not None      # the schema requires it on real paths
             live = Live(p, netns.real_path(i, p.name, client_ns=p.client_ns,
                                            server_ns=p.server_ns, server_addr=p.server_addr),
-                        NoneBackend(), client_host=self.hosts.get(p.client_host),
-                        server_host=self.hosts.get(p.server_host))
+                        NoneBackend(), client=self._side(p.client_host),
+                        server=self._side(p.server_host))
         else:
             path = stack.enter_context(netns.path_net(
                 self.prefix, p.name, i, workdir=self.workdir / p.name,
@@ -279,7 +283,7 @@ class Run:
             for node in path.nodes:
                 if node.role != "router" and node.ns is not None:
                     tuning.apply_ns(path_tuning(self.sc, p), node.ns)
-            live = Live(p, path, make_backend(p.backend))
+            live = Live(p, path, make_backend(p.backend), client=self.here, server=self.here)
             stack.callback(self._remove_backend, live)
         self.say(f"path {p.name}: client {live.client_ns or 'host'} on {p.client_host} -> "
                  f"server {live.server_addr} ({live.server_ns or 'host'}) on {p.server_host}, "
@@ -291,22 +295,17 @@ class Run:
         if live.site is not None and live.applied:
             live.backend.remove(live.site)
 
+    def _side(self, host: str) -> Side:
+        """Where a path's end runs: this host, or a scenario host (its data directory
+        there once written)."""
+        if host == LOCAL:
+            return self.here
+        return There(self.hosts[host], self.prefix, lambda: self.remote_data[host])
+
     def _ports(self, live: Live, kind: str, k: int, ns: str | None,
                addr: str, avoid: frozenset[int] = frozenset()) -> dict[str, int]:
-        if live.server_host is not None:   # searched on that host, never bound here
-            want = servers.default_ports(kind, k, avoid=avoid)
-            got = proc.remote_op(live.server_host, {"op": "ports", "addr": addr,
-                                                    "ports": list(want.values())}, timeout=30)
-            return dict(zip(want, got["ports"]))
-        ports: dict[str, int] = {}
-        for proto, port in servers.default_ports(kind, k, tls=self.ca is not None,
-                                                 avoid=avoid).items():
-            if ns is None:  # the host: find a free port, never steal one
-                from rig.process.nsprobe import port_free
-                while port in avoid or port in ports.values() or not port_free(None, addr, port):
-                    port += 1
-            ports[proto] = port
-        return ports
+        want = servers.default_ports(kind, k, tls=self.ca is not None, avoid=avoid)
+        return live.server.ports(want, ns, addr, avoid)
 
     def _server_tls(self, live: Live, p: servers.ServerPlan) -> servers.TlsFiles | None:
         """Certificate for the server's address and a name of its own, from the run's CA."""
@@ -316,45 +315,38 @@ class Run:
         return servers.TlsFiles(cert, key, str(self.ca.cert), str(self.ca.hashed_dir))
 
     def _start_servers(self, stack: contextlib.ExitStack, live: Live, datadir: Path) -> None:
-        h = live.server_host
-        rd = h.rundir(self.prefix) if h else None
+        side = live.server
         live.servers = origins.server_plans(
             self.sc, live.path, self.workdir, datadir,
             lambda kind, k, ns, addr, avoid: self._ports(live, kind, k, ns, addr, avoid))
-        if h is not None:        # a remote server host: its run directory and data there
-            live.servers = {name: [dataclasses.replace(
-                p, workdir=Path(rd or "", p.workdir.name), datadir=Path(self.remote_data[h.name]),
-                host=h, rundir=rd) for p in ps] for name, ps in live.servers.items()}
-        live.servers = {name: [dataclasses.replace(p, tls=self._server_tls(live, p))
+        # where the server side keeps its files (a remote host: its run directory and data)
+        live.servers = {name: [dataclasses.replace(side.place(p), tls=self._server_tls(live, p))
                                for p in ps] for name, ps in live.servers.items()}
         self._tls_identity(live)
         effective = {}
         for plans in live.servers.values():
             for plan in plans:
-                cg = self._cgroup(stack, f"{plan.workdir.name}", plan.cpus) if h is None else None
+                cg = side.cgroup(functools.partial(self._cgroup, stack, plan.workdir.name,
+                                                   plan.cpus))
                 rs = start_server(plan, self.workdir / plan.workdir.name, cgroup=cg)
                 stack.callback(rs.stop)
                 self.state.record_pid(rs.service)
-                if rs.service.pid and h is None:
-                    live.server_pids[plan.origin] = rs.service.pid
-                    live.server_svcs[plan.origin] = rs.service
-                elif h is not None and rs.service.ident:
-                    live.server_ids[plan.origin] = rs.service.ident
-                effective[plan.origin] = _cpus_allowed(rs.service.pid) if h is None else None
+                side.track(plan.origin, rs.service, live.server_pids, live.server_ids,
+                           live.server_svcs)
+                effective[plan.origin] = side.cpus_allowed(rs.service)
                 pin = f", cpus {effective[plan.origin]}" if plan.cpus else ""
                 self.say(f"server {plan.origin} ({plan.spec.kind}) ready on {plan.addr} ports "
                          + ", ".join(f"{k}={v}" for k, v in plan.ports.items()) + pin)
         self.origins_env[live.spec.name] = {
             p.origin: {"server": p.spec.name, "ns": p.ns, "addr": p.addr, "cpus": p.cpus,
                        "cpus_effective": effective[p.origin], "ports": p.ports,
-                       "pinned_by": (self.pin_env["method"] if h is None else "taskset")
-                       if p.cpus else None}
+                       "pinned_by": side.pinned_by if p.cpus else None}
             for ps in live.servers.values() for p in ps}
         self.store.set_env("origins", self.origins_env)   # where each instance ran, pinned
         iperf_port = self._ports(live, "iperf3", 0, live.server_ns, live.server_addr)["iperf3"]
         live.iperf_port = iperf_port
         svc = start_iperf3_server(live.server_ns, live.server_addr, iperf_port,
-                                  self.workdir / live.spec.name, host=h, rundir=rd)
+                                  self.workdir / live.spec.name, **side.run_kw())
         stack.callback(svc.stop)
         self.state.record_pid(svc)
         for k, b in enumerate(background_on(self.sc, live.spec)):   # local paths only
@@ -369,7 +361,7 @@ class Run:
         for extra in range(1, most):
             if iperfs:
                 s2 = start_iperf3_server(live.server_ns, live.server_addr, iperf_port + extra,
-                                         self.workdir / live.spec.name, host=h, rundir=rd)
+                                         self.workdir / live.spec.name, **side.run_kw())
                 stack.callback(s2.stop)
                 self.state.record_pid(s2)
 
@@ -856,7 +848,7 @@ class Run:
                           jitter_ms=live.spec.jitter_s * 1e3 if step.profile else 0.0,
                           own_ns=() if live.spec.kind == "real" else tuple(
                               ns for ns in (live.client_ns, live.server_ns) if ns),
-                          **self._where(live.client_host))
+                          **live.client.run_kw())
         self._check(live)
         self.store.add_validation(ValidationRow(**self._step_fields(step, live), phase=phase, **v))
         rtt = f"{v['rtt_ms_measured']:.3f} ms" if v["rtt_ms_measured"] is not None else "n/a"
@@ -886,9 +878,6 @@ class Run:
         c["errors"] += smp.errors
         c["cpu_share"] = round(c["cpu_s"] / c["wall_s"], 6) if c["wall_s"] else None
         self.store.set_env("tcp_sampling", c)
-
-    def _where(self, h: Host | None) -> dict:
-        return {"host": h, "rundir": h.rundir(self.prefix)} if h is not None else {}
 
     def _check(self, live: Live) -> None:
         """The emulation still in force (the watchdog, every WATCH_INTERVAL_S); a deleted
@@ -946,26 +935,18 @@ class Run:
                 "server_host": live.spec.server_host}
 
     def _tuned(self, step: S.Step, live: Live) -> dict:
+        """The TCP settings the step's rows record, read where each end runs."""
         t = self.sc.tuning
-        if live.client_host is not None:   # read on the hosts themselves
-            c = remote_tuning.effective(live.client_host)
-            w = (remote_tuning.effective(live.server_host)["net.ipv4.tcp_wmem"]
-                 if live.server_host is not None else tuning.read(["net.ipv4.tcp_wmem"],
-                                                                  live.server_ns)["net.ipv4.tcp_wmem"])
-            rmem = _max_of(c["net.ipv4.tcp_rmem"])
-            scale = c["net.ipv4.tcp_adv_win_scale"]
-            return {**self._step_fields(step, live), "jitter_ms_configured": None,
-                    "congestion_control": c["net.ipv4.tcp_congestion_control"],
-                    "tcp_rmem_max": rmem, "tcp_wmem_max": _max_of(w),
-                    "window_bytes": tuning.window_bytes(rmem, int(scale) if scale else None)}
+        c = live.client.tcp(live.client_ns)
+        rmem = _max_of(c["net.ipv4.tcp_rmem"]) or t.tcp_rmem_max
+        scale = c["net.ipv4.tcp_adv_win_scale"]
         return {**self._step_fields(step, live),
                 "jitter_ms_configured": live.spec.jitter_s * 1e3 if step.profile else None,
-                "congestion_control": tuning.effective_cc(live.client_ns),
-                "tcp_rmem_max": tuning.effective_rmem_max(t, live.client_ns),
-                "tcp_wmem_max": (tuning.effective_wmem_max(t, live.server_ns)
-                                 if live.server_host is None else _max_of(remote_tuning.effective(
-                                     live.server_host)["net.ipv4.tcp_wmem"])),
-                "window_bytes": tuning.effective_window(t, live.client_ns)}
+                "congestion_control": c["net.ipv4.tcp_congestion_control"],
+                "tcp_rmem_max": rmem,
+                "tcp_wmem_max": _max_of(live.server.tcp(live.server_ns)["net.ipv4.tcp_wmem"])
+                or t.tcp_wmem_max,
+                "window_bytes": tuning.window_bytes(rmem, int(scale) if scale else None)}
 
     def _group(self, step: S.Step, live: Live, g: S.Group, common: dict, pos: str,
                start: threading.Barrier | None = None) -> None:
@@ -980,14 +961,14 @@ class Run:
                  if p.origin in live.server_pids]
         sids = [live.server_ids[p.origin] for p in live.servers.get(g.client.server or "", [])
                 if p.origin in live.server_ids]
-        cpu0 = _tree_cpu(spids) if not sids else self._remote_cpu(live.server_host, sids)
+        cpu0 = live.server.server_cpu(spids, sids)
         sender = "client" if g.client.direction == "upload" else tools.get(g.client.tool).caps.sender
         cache = xcache.begin(g, jobs, live.servers, live.path, say=self.say,
                              timeout_s=self.sc.transfer_timeout_s)    # a cold or warm cache
         t0 = time.monotonic()
         # tcp_info is sampled on this host only: the sender's sockets and the client's
         # pids must be here (a remote host's are not seen from here)
-        here = live.client_host is None and (sender == "client" or live.server_host is None)
+        here = live.client.local and (sender == "client" or live.server.local)
         src = live.servers.get(g.client.source or "", [])[:1]   # third-party copy: at the source
         with self._capture(step, live, g, sender) as cap, \
                 tcpsample.sampling(src[0].ns if src else live.server_ns if sender == "server"
@@ -997,7 +978,7 @@ class Run:
                                    tpc_source=list(src[0].ports.values()) if src else None
                                    ) as smp, \
                 threadsample.group(self.sc.sampling.threads_s, spids, cost=self.thread_cost,
-                                   client_local=live.client_host is None,
+                                   client_local=live.client.local,
                                    server_local=bool(spids)) as thr:
             if start is not None:       # a joint set: every path's clients start together
                 start.wait()
@@ -1005,12 +986,11 @@ class Run:
                 jobs, live.client_ns, watchdog=lambda: self._check(live),
                 on_start=threadsample.on_start(smp.track if smp else None,
                                                thr.track if thr else None),
-                **self._where(live.client_host),
-                cgroup=self.client_cgroups.get(g.client.name) if live.client_host is None
-                else None)
+                **live.client.run_kw(),
+                cgroup=live.client.cgroup(lambda: self.client_cgroups.get(g.client.name)))
         if cap is not None:
             self._capture_rows(step, live, g, cap)
-        cpu1 = _tree_cpu(spids) if not sids else self._remote_cpu(live.server_host, sids)
+        cpu1 = live.server.server_cpu(spids, sids)
         server_cpu = None
         if cpu0 is not None and cpu1 is not None:
             server_cpu = (cpu1[0] - cpu0[0], cpu1[1] - cpu0[1])
@@ -1088,55 +1068,10 @@ class Run:
             self.store.add_capture_flow(r)
         self.say(f"  capture: {summary}")
 
-    def _remote_cpu(self, h: Host | None, ids: list[str]) -> tuple[float, float] | None:
-        """A remote server's CPU (every origin's tree), read by the agent from /proc there."""
-        if h is None:
-            return None
-        try:
-            got = proc.remote_op(h, {"op": "cpu", "rundir": h.rundir(self.prefix),
-                                     "ids": ids}, timeout=30)["cpu"]
-        except RigError:
-            return None
-        if any(got.get(i) is None for i in ids):
-            return None
-        return sum(got[i][0] for i in ids), sum(got[i][1] for i in ids)
-
 
 def _max_of(tcp_mem: str | None) -> int | None:
     """The maximum of a tcp_rmem/tcp_wmem triple ("min default max")."""
     return int(tcp_mem.split()[2]) if tcp_mem else None
-
-
-def _cpus_allowed(pid: int | None) -> str | None:
-    """The CPU list the kernel lets `pid` run on (what the cgroup or taskset really did),
-    read for every thread: one list when all agree, else each distinct one, `|`-joined."""
-    seen = []
-    try:
-        tids = sorted(os.listdir(f"/proc/{pid}/task"), key=int)
-    except OSError:
-        return None
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/status") as f:
-                for line in f:
-                    if line.startswith("Cpus_allowed_list:"):
-                        seen.append(line.split(":", 1)[1].strip())
-        except OSError:
-            continue        # a thread that ended meanwhile
-    return "|".join(dict.fromkeys(seen)) or None
-
-
-def _tree_cpu(pids: list[int]) -> tuple[float, float] | None:
-    """User and system seconds of these processes' trees, summed; None if one is gone."""
-    if not pids:
-        return None
-    user = sys_ = 0.0
-    for pid in pids:
-        c = cputree.tree_cpu(pid)
-        if c is None:
-            return None
-        user, sys_ = user + c.user_s, sys_ + c.sys_s
-    return user, sys_
 
 
 def default_out_dir(sc: Scenario, prefix: str, base: Path | None = None) -> Path:
