@@ -1,5 +1,6 @@
-"""Shared fixtures: tiers are marked `netns` (root, builds namespaces) and `e2e` (root,
-real servers and clients). Tests that build anything assert afterwards that none of
+"""Shared fixtures: tiers are marked in each test file: `netns` (root, builds namespaces),
+`e2e` (root, real servers and clients), `slow` (pure, seconds each: left out of `make
+test-fast`). Tests that build anything assert afterwards that none of
 their namespaces, mounts or processes remain."""
 from __future__ import annotations
 
@@ -11,39 +12,11 @@ import pytest
 ROOT = os.geteuid() == 0
 
 
-# Pure tests that take seconds each (a browser, chart drawing, fuzzing, real loopback
-# copies): marked `slow` here, in one place, so `make test-fast` stays under 30 s.
-SLOW_FILES = {"test_fdt_security.py", "test_fdt_loopback.py", "test_results_fuzz.py",
-              "test_report_html_browser.py", "test_bad_input.py", "test_fdt_fuzz.py",
-              "test_compare_sim.py", "test_closed_stdout.py", "test_history.py",
-              "test_compare_meta.py"}
-# one `rig`/`rig-fdt` subprocess per case (special files, damaged ROOT files, fd budget)
-SLOW_FILES |= {"test_special_paths.py", "test_rootfile_damage.py", "test_fdt_fdbudget.py"}
-SLOW_TESTS = {  # each draws every chart of a run or a comparison (> 1 s here)
-    "test_cli_prints_the_summary_line_and_exit_code", "test_render_writes_charts_tables_and_html",
-    "test_summary_numbers_come_from_the_database", "test_report_html_is_self_contained",
-    "test_validation_csv_lists_every_check", "test_every_candidate_repeat_failed_rule",
-    "test_outputs_written", "test_streams_sweep_draws_streams_chart",
-    "test_five_percent_drop_inside_the_noise_is_not_flagged",
-    "test_twenty_percent_drop_with_small_noise_is_flagged",
-    "test_caltech_table_has_a_row_per_client_and_a_column_per_rtt",
-    "test_render_into_other_dir_leaves_run_dir_alone", "test_single_repeat_is_undecided_and_exits_zero",
-    "test_unmatched_measurements_are_listed", "test_failed_candidate_with_one_repeat_is_still_a_regression",
-    "test_verdict_unexplained_and_failed", "test_environment_differences_are_listed",
-    "test_improvement_is_reported_and_exit_zero",
-    "test_smaller_window_flags_exactly_the_window_limited_points",
-    "test_engine_table_in_report_reads_typed_and_old_rows", "test_identical_runs_do_not_regress",
-    "test_failed_candidate_is_a_regression",
-    "test_no_scenario_mutation_reaches_an_assert"}  # ~24k scenario cases, ~25 s
-
-
 def pytest_collection_modifyitems(config, items):
     skip = pytest.mark.skip(reason="needs root: network namespaces, tc, iptables")
     for it in items:
         if not ROOT and ("netns" in it.keywords or "e2e" in it.keywords):
             it.add_marker(skip)
-        if it.path.name in SLOW_FILES or it.originalname in SLOW_TESTS:
-            it.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture

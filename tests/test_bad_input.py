@@ -34,6 +34,8 @@ from rig.realization import netns
 
 from rig.orchestration import plan
 
+pytestmark = pytest.mark.slow   # seconds each: left out of `make test-fast`
+
 REPO = Path(__file__).resolve().parent.parent
 SEEDS = sorted((REPO / "scenarios").glob("*.yaml")) + \
     sorted((REPO / "tests/data/scenarios").glob("*.yaml"))

@@ -17,6 +17,8 @@ import pytest
 from fixtures_results import make_run
 from rig.description.rootfile import generate
 
+pytestmark = pytest.mark.slow   # seconds each: left out of `make test-fast`
+
 REPO = Path(__file__).resolve().parent.parent
 CLOSED = 141
 TIMEOUT = 120

@@ -23,6 +23,7 @@ def _flagged(result) -> set[tuple[str, float]]:
     return {(p.key.client, p.key.rtt_ms) for p in result.regressions}
 
 
+@pytest.mark.slow
 def test_twenty_percent_drop_with_small_noise_is_flagged(tmp_path: Path) -> None:
     base = make_run(tmp_path / "a", seed=1, noise=0.01)
     cand = make_run(tmp_path / "b", seed=2, noise=0.01,
@@ -36,6 +37,7 @@ def test_twenty_percent_drop_with_small_noise_is_flagged(tmp_path: Path) -> None
     assert "REGRESSION: 2 of 16" in (tmp_path / "out" / "compare.md").read_text()
 
 
+@pytest.mark.slow
 def test_five_percent_drop_inside_the_noise_is_not_flagged(tmp_path: Path) -> None:
     base = make_run(tmp_path / "a", seed=3, noise=0.06, repeats=4)
     cand = make_run(tmp_path / "b", seed=4, noise=0.06, repeats=4,
@@ -58,6 +60,7 @@ def test_large_drop_inside_large_noise_is_not_a_regression(tmp_path: Path) -> No
     assert not curl.regressed
 
 
+@pytest.mark.slow
 def test_identical_runs_do_not_regress(tmp_path: Path) -> None:
     base = make_run(tmp_path / "a", seed=1)
     r = compare(base, base, tmp_path / "out")
@@ -66,6 +69,7 @@ def test_identical_runs_do_not_regress(tmp_path: Path) -> None:
     assert all(p.change == pytest.approx(0.0) for p in r.pairs)
 
 
+@pytest.mark.slow
 def test_improvement_is_reported_and_exit_zero(tmp_path: Path) -> None:
     base = make_run(tmp_path / "a", seed=1)
     cand = make_run(tmp_path / "b", seed=2, factor=_drop("curl", {20.0}, 1.3))
@@ -74,6 +78,7 @@ def test_improvement_is_reported_and_exit_zero(tmp_path: Path) -> None:
     assert [p.key.client for p in r.pairs if p.status == "improved"] == ["curl"]
 
 
+@pytest.mark.slow
 def test_failed_candidate_is_a_regression(tmp_path: Path) -> None:
     base = make_run(tmp_path / "a", seed=1)
     cand = make_run(tmp_path / "b", seed=2, failing=[("davix-get", 60.0)])
@@ -82,6 +87,7 @@ def test_failed_candidate_is_a_regression(tmp_path: Path) -> None:
     assert r.regressions[0].status == "failed"
 
 
+@pytest.mark.slow
 def test_single_repeat_is_undecided_and_exits_zero(tmp_path: Path) -> None:
     base = make_run(tmp_path / "a", seed=1, repeats=1)
     cand = make_run(tmp_path / "b", seed=2, repeats=1, factor=_drop("curl", {60.0}, 0.7))
@@ -94,6 +100,7 @@ def test_single_repeat_is_undecided_and_exits_zero(tmp_path: Path) -> None:
     assert "fewer than 3 successful repeats" in (tmp_path / "out" / "compare.md").read_text()
 
 
+@pytest.mark.slow
 def test_failed_candidate_with_one_repeat_is_still_a_regression(tmp_path: Path) -> None:
     base = make_run(tmp_path / "a", seed=1, repeats=1)
     cand = make_run(tmp_path / "b", seed=2, repeats=1, failing=[("curl", 20.0)])
@@ -101,6 +108,7 @@ def test_failed_candidate_with_one_repeat_is_still_a_regression(tmp_path: Path) 
     assert r.exit_code == 1 and [p.status for p in r.regressions] == ["failed"]
 
 
+@pytest.mark.slow
 def test_smaller_window_flags_exactly_the_window_limited_points(tmp_path: Path) -> None:
     """The issue's acceptance case: a real change (window size) between two runs."""
     base = make_run(tmp_path / "a", seed=1, window_bytes=4 * 2**20)
@@ -115,6 +123,7 @@ def test_smaller_window_flags_exactly_the_window_limited_points(tmp_path: Path) 
     assert any(d.startswith("tuning.tcp_rmem_max") for d in r.env_diffs)
 
 
+@pytest.mark.slow
 def test_environment_differences_are_listed(tmp_path: Path) -> None:
     base = make_run(tmp_path / "a")
     cand = make_run(tmp_path / "b", env={"kernel": "6.12.0", "backend": "netem",
@@ -126,6 +135,7 @@ def test_environment_differences_are_listed(tmp_path: Path) -> None:
     assert "+name: other" in md and "scenario text differs" in md
 
 
+@pytest.mark.slow
 def test_outputs_written(tmp_path: Path) -> None:
     base = make_run(tmp_path / "a", seed=1)
     cand = make_run(tmp_path / "b", seed=2, factor=_drop("curl", {60.0}, 0.7))
@@ -140,6 +150,7 @@ def test_outputs_written(tmp_path: Path) -> None:
     assert [r["client"] for r in rows if r["status"] == "regressed"] == ["curl"]
 
 
+@pytest.mark.slow
 def test_unmatched_measurements_are_listed(tmp_path: Path) -> None:
     base = make_run(tmp_path / "a", rtts=(0, 20, 60))
     cand = make_run(tmp_path / "b", rtts=(20, 60, 120))
@@ -251,6 +262,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
                           text=True, timeout=120)
 
 
+@pytest.mark.slow
 def test_cli_prints_the_summary_line_and_exit_code(tmp_path: Path) -> None:
     """Issue #12: stdout was `<bound method CompareResult.summary ...>`."""
     base = make_run(tmp_path / "a", seed=1)
@@ -276,6 +288,7 @@ def test_out_pointing_at_a_file_is_one_line_exit_2(tmp_path: Path) -> None:
     assert sorted(p.name for p in base.iterdir()) == ["results.sqlite"]
 
 
+@pytest.mark.slow
 def test_every_candidate_repeat_failed_rule(tmp_path: Path) -> None:
     """All candidate repeats failed: a regression when most baseline repeats worked,
     undecided when the baseline itself failed as often as it worked."""

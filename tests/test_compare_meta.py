@@ -13,6 +13,8 @@ from rig.errors import InputError
 from rig.report.compare import compare
 from rig.report.compare_meta import scenario_hash
 
+pytestmark = pytest.mark.slow   # seconds each: left out of `make test-fast`
+
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "rig", *args], capture_output=True,

@@ -19,6 +19,8 @@ import pytest
 from rig.report.compare import FAILED, REGRESSION, Draft, decide
 from rig.report.model import Point, key_order, load_run
 
+pytestmark = pytest.mark.slow   # seconds each: left out of `make test-fast`
+
 DATA = Path(__file__).parent / "data" / "compare" / "real-run"
 COMPARISONS = 400
 SIGMA = 0.10

@@ -19,6 +19,8 @@ from rig.fdt.filepool import SESSION_FILES, FilePool
 from rig.fdt.transport import TransferError
 from test_fdt_loopback import PY, _cli, _recv_msg, _stop
 
+pytestmark = pytest.mark.slow   # seconds each: left out of `make test-fast`
+
 HOSTILE_NAMES = 1000
 SLACK_FDS = 4          # the hostile session's control socket, and descriptors that come and go
 

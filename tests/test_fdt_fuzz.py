@@ -21,6 +21,8 @@ from hypothesis import strategies as st
 
 from rig.fdt import protocol as p
 
+pytestmark = pytest.mark.slow   # seconds each: left out of `make test-fast`
+
 BUDGET = settings(max_examples=300, deadline=None, derandomize=True,
                   suppress_health_check=[HealthCheck.too_slow])
 RUNS: Counter = Counter()       # examples run / handled cleanly, printed at the end

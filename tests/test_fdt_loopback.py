@@ -27,6 +27,8 @@ from rig.fdt import protocol as p
 from rig.fdt.server import Server
 from rig.fdt.transport import Options, StallError, TransferError
 
+pytestmark = pytest.mark.slow   # seconds each: left out of `make test-fast`
+
 PY = sys.executable
 SIZE = 5 * (1 << 20) + 12345          # not a multiple of the block
 BLOCK = 256 * 1024

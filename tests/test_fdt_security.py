@@ -24,6 +24,8 @@ import pytest
 from rig.fdt import protocol as p
 from test_fdt_loopback import PY, _cli, _recv_msg, _start_server, _stop
 
+pytestmark = pytest.mark.slow   # seconds each: left out of `make test-fast`
+
 CLEAN_S = 3.0                 # a dead session's leftovers must be gone within this
 
 

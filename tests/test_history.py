@@ -13,6 +13,8 @@ from fixtures_results import make_run
 from rig.errors import InputError
 from rig.report.history import history
 
+pytestmark = pytest.mark.slow   # seconds each: left out of `make test-fast`
+
 
 def _cli(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "rig", *args], capture_output=True,

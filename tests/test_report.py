@@ -31,6 +31,7 @@ def _summary(d: Path) -> list[dict]:
         return list(csv.DictReader(f))
 
 
+@pytest.mark.slow
 def test_render_writes_charts_tables_and_html(tmp_path: Path) -> None:
     run = make_run(tmp_path / "r", concurrency=(1, 2, 4))
     names = {f.name for f in render(run)}
@@ -43,6 +44,7 @@ def test_render_writes_charts_tables_and_html(tmp_path: Path) -> None:
             "rtt_table_max.md", "validations.csv", "report.html"} <= names
 
 
+@pytest.mark.slow
 def test_render_into_other_dir_leaves_run_dir_alone(tmp_path: Path) -> None:
     run = make_run(tmp_path / "r")
     files = render(run, tmp_path / "out")
@@ -52,6 +54,7 @@ def test_render_into_other_dir_leaves_run_dir_alone(tmp_path: Path) -> None:
     assert left == {"results.sqlite"}
 
 
+@pytest.mark.slow
 def test_summary_numbers_come_from_the_database(tmp_path: Path) -> None:
     run = make_run(tmp_path / "r", noise=0.05, repeats=4)
     render(run)
@@ -77,6 +80,7 @@ def test_concurrency_rows_count_once_per_repeat(tmp_path: Path) -> None:
     assert p.mean_bps == pytest.approx(4 * MIB4 * 8 / 0.06005, rel=0.05)
 
 
+@pytest.mark.slow
 def test_caltech_table_has_a_row_per_client_and_a_column_per_rtt(tmp_path: Path) -> None:
     run = make_run(tmp_path / "r", noise=0.0)
     render(run)
@@ -109,6 +113,7 @@ def test_verdicts_window_path_cpu_and_emulator(tmp_path: Path) -> None:
     assert _verdict_of(run, "curl", 120) == "window-limited"
 
 
+@pytest.mark.slow
 def test_verdict_unexplained_and_failed(tmp_path: Path) -> None:
     run = make_run(tmp_path / "r", failing=[("davix-get", 20.0)],
                    factor=lambda c, rtt, s, n: 0.5 if (c, rtt) == ("curl", 60.0) else 1.0)
@@ -198,6 +203,7 @@ def test_engine_stats_are_differenced_per_step() -> None:
     assert cur.since(other) is cur              # another engine: nothing to difference
 
 
+@pytest.mark.slow
 def test_engine_table_in_report_reads_typed_and_old_rows(tmp_path: Path) -> None:
     run = make_run(tmp_path / "r", rtts=(20,),
                    engine_stats={"forward": {"seen": 10_000, "released": 9_988,
@@ -225,6 +231,7 @@ def test_charts_not_drawn_when_nothing_varies_say_why(tmp_path: Path) -> None:
     assert "one concurrency" in (run / "report.html").read_text()
 
 
+@pytest.mark.slow
 def test_streams_sweep_draws_streams_chart(tmp_path: Path) -> None:
     run = make_run(tmp_path / "r", clients=(Client("xrdcp-S", "xrdcp"),),
                    streams_sweep=(1, 2, 4, 8, 16))
@@ -233,6 +240,7 @@ def test_streams_sweep_draws_streams_chart(tmp_path: Path) -> None:
     assert "xrdcp-S (16 streams)" in table
 
 
+@pytest.mark.slow
 def test_report_html_is_self_contained(tmp_path: Path) -> None:
     run = make_run(tmp_path / "r", flagged_steps=[1])
     files = render(run)
@@ -319,6 +327,7 @@ def test_pure_report_modules_do_not_import_matplotlib() -> None:
                    for m in _imports(REPO / "rig" / "report" / "compare.py"))
 
 
+@pytest.mark.slow
 def test_validation_csv_lists_every_check(tmp_path: Path) -> None:
     run = make_run(tmp_path / "r", flagged_steps=[2])
     render(run)

@@ -21,6 +21,8 @@ from fixtures_results import DEFAULT_CLIENTS, make_run
 from rig.cli import main
 from rig.results.store import _TABLES as _ALL_TABLES, ADDED_AFTER_V1
 
+pytestmark = pytest.mark.slow   # seconds each: left out of `make test-fast`
+
 # tables added after format 1 may be absent or empty: mutate those of format 1
 _TABLES = {t: c for t, c in _ALL_TABLES.items() if t not in ADDED_AFTER_V1}
 

@@ -24,6 +24,8 @@ import pytest
 
 from rig.description.rootfile import generate
 
+pytestmark = pytest.mark.slow   # seconds each: left out of `make test-fast`
+
 AS_LIMIT = 300 << 20
 WALL_S = 30.0             # the figure is well under 1 s; generous for a loaded CI VM
 

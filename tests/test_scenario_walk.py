@@ -121,6 +121,7 @@ def _plan(doc: Any) -> None:
     plan.plan_lines(sc)
 
 
+@pytest.mark.slow
 def test_no_scenario_mutation_reaches_an_assert(tmp_path, monkeypatch):
     monkeypatch.setattr(netns, "STATE_DIR", tmp_path / "state")
     monkeypatch.chdir(tmp_path)

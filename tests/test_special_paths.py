@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytestmark = pytest.mark.slow   # seconds each: left out of `make test-fast`
+
 REPO = Path(__file__).resolve().parent.parent
 DEADLINE_S = 60          # a refusal takes well under a second; a hang never ends
 KINDS = ("fifo", "devzero", "directory", "socket", "symlink-fifo")
