@@ -373,7 +373,7 @@ def test_every_mutation_is_one_line_exit_2_or_valid_and_in_range(tmp_path, monke
     assert stats["tried"] >= 480
     assert stats["rejected"] + stats["valid"] == stats["tried"]
     assert stats["rejected"] >= 0.6 * stats["tried"]      # the mutations do bite
-    assert elapsed < 20.0
+    # how fast: bench/pure_speed.py (a speed goal is no test; the 30 s above is a hang)
 
 
 @pytest.mark.parametrize("label,expect", [

@@ -34,9 +34,9 @@ def lay(small):
     return layout.load(small[0])
 
 
-def test_generation_is_fast_and_the_size_close_to_the_target(small):
-    path, took = small
-    assert took < 5.0, f"generating 8 MiB took {took:.2f} s"
+def test_generation_gives_a_size_close_to_the_target(small):
+    path, took = small       # how long: bench/pure_speed.py (a speed goal is no test)
+    print(f"generating 8 MiB took {took:.2f} s")
     assert abs(path.stat().st_size - SPEC.size_bytes) < 0.05 * SPEC.size_bytes
 
 
@@ -55,10 +55,8 @@ def test_cache_is_reused_and_the_manifest_describes_the_file(small):
     import json
     path, _ = small
     before = path.stat().st_mtime_ns
-    t0 = time.monotonic()
     again = generate.ensure(SPEC, path.parent)
-    assert again == path and time.monotonic() - t0 < 0.5
-    assert path.stat().st_mtime_ns == before
+    assert again == path and path.stat().st_mtime_ns == before    # not written again
     m = json.loads((path.parent / f"{SPEC.key()}.json").read_text())
     assert m["sha256"] == sha(path) and m["size_bytes"] == path.stat().st_size
     assert m["spec"]["seed"] == 7 and m["uproot"] == uproot.__version__
