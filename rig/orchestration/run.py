@@ -792,6 +792,9 @@ class Run:
             except StepAborted as e:
                 start.abort()
                 self._step_aborted(m, live, e)
+            except threading.BrokenBarrierError:    # another path of the set stopped first
+                self.say(f"  {m.path.name}: group not started (another path of the joint "
+                         "set stopped before the start)")
             except BaseException as e:  # noqa: BLE001 - raised again below, in this thread
                 start.abort()
                 failed.append(e)
