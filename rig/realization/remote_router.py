@@ -25,6 +25,7 @@ from rig.description.scenario import PathSpec
 from rig.errors import InputError, RigError
 from rig.process import proc
 from rig.process.remote import Host
+from rig.realization.emul.choose import auto_choice
 from rig.realization.emul.base import LinkSite, ifb_teardown_argv, qdisc_del_argv
 from rig.realization.emul.netem import parse_qdiscs, show_argv
 from rig.realization.emul.userspace import nfqueue_rule_argv
@@ -70,9 +71,10 @@ def make_site(prefix: str, index: int, p: PathSpec, host: Host) -> LinkSite:
 
 
 def backend_name(choice: str, kernel_netem: bool) -> str:
-    """`auto` on a router host: netem where it has sch_netem, else the userspace engine."""
+    """`auto` on a router host: the one rule (rig.realization.emul.choose.auto_choice);
+    NFQUEUE there is checked below with the engine's other needs (iptables)."""
     if choice == "auto":
-        return "netem" if kernel_netem else "userspace"
+        return auto_choice(kernel_netem, nfqueue=True) or "userspace"
     return choice
 
 
