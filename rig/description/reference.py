@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from rig.description import safeyaml, schema as S
+from rig.description.libraries import READ_LIBRARIES
 from rig.errors import InputError
 
 FORMAT = 1
@@ -40,7 +41,7 @@ SELECT_KEYS: dict[str, S.Parser] = {
     "client": S.name, "tool": S.name, "tls": S.choice("off", "control", "all"),
     "streams": S.integer(1, 1024), "concurrency": S.integer(1, 1024), "path": S.name,
     "mode": S.choice("application", "storage", "lazy-download", "direct"),
-    "library": S.choice("xrootd", "davix", "curl"), "server": S.name,
+    "library": S.choice(*READ_LIBRARIES), "server": S.name,
     "branches_percent": lambda v: _number(v, 0.0, 100.0), "rtt_ms": lambda v: _number(v, 0.0),
     # a storage check of `storage: disk` (not a transfer): its cold sequential read (dd, as
     # hdparm -t), the same bytes from the page cache (hdparm -T), the served file's write

@@ -16,6 +16,7 @@ from typing import Any
 from rig.description import limits as L, safeyaml, schema as S
 from rig.description import topology as T
 from rig.description import reference
+from rig.description.libraries import READ_LIBRARIES
 from rig.description.reference import Reference
 from rig.description.profile import BACKENDS, Direction, GilbertElliott, LinkProfile
 from rig.description import tuningspec
@@ -497,7 +498,7 @@ class ClientSpec:
     env: dict = S.spec(_env, {})
     # tool replay (caching modes): docs/caching-modes.md
     mode: str | None = S.spec(S.optional(S.choice(*READ_MODES)), None)
-    library: str | None = S.spec(S.optional(S.choice("xrootd", "davix", "curl")), None)
+    library: str | None = S.spec(S.optional(S.choice(*READ_LIBRARIES)), None)
     cache_size: int | None = S.spec(S.optional(S.size_in(L.MIN_CACHE, L.MAX_CACHE)), None)
     segment: int | None = S.spec(S.optional(S.size_in(L.MIN_SEGMENT, L.MAX_SEGMENT)), None)
     branches: float | None = S.spec(S.optional(_branch_fraction), None)

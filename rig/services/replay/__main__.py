@@ -15,6 +15,7 @@ import sys
 import time
 
 from rig.errors import RigError
+from rig.description.libraries import READ_LIBRARIES
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -22,7 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--url", required=True)
     ap.add_argument("--file", required=True, help="local path of the served ROOT file")
     ap.add_argument("--mode", required=True, choices=["application", "storage", "lazy-download"])
-    ap.add_argument("--library", default="xrootd", choices=["xrootd", "davix", "curl"])
+    ap.add_argument("--library", default="xrootd", choices=list(READ_LIBRARIES))
     ap.add_argument("--branches", type=float, default=1.0, help="fraction of the bytes (0..1]")
     ap.add_argument("--trigger-factor", type=int, default=0,
                     help="IOExerciser's trigger factor: every N-th event reads every branch "

@@ -14,11 +14,12 @@ import tempfile
 from pathlib import Path
 
 from rig.description.rootfile.plan import Plan
+from rig.description.libraries import HTTP_LIBRARIES
 from rig.errors import RigError
 
 NAME = "rig-replay-http"
 REPO_BUILD = Path(__file__).resolve().parents[3] / "tools" / NAME / NAME
-LIBRARIES = ("davix", "curl")
+LIBRARIES = HTTP_LIBRARIES
 
 
 def path() -> str | None:

@@ -17,6 +17,7 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from rig.description.libraries import READ_LIBRARIES
 from rig.services.tools import Capabilities, ClientTool, Job, Parsed, last_line, register
 
 if TYPE_CHECKING:
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 LIBRARIES = {"xrootd": ("root", ("application", "storage", "lazy-download")),
              "davix": ("http", ("application", "storage", "lazy-download")),
              "curl": ("http", ("lazy-download",))}
+assert tuple(LIBRARIES) == READ_LIBRARIES, "one entry per library of rig.description.libraries"
 TRANSPORT = {"xrootd": "XRootD Python bindings (XrdCl)",
              "davix": "libdavix DavPosix pread/preadVec (rig-replay-http)",
              "curl": "libcurl Range GET (rig-replay-http)"}
