@@ -7,7 +7,7 @@ import pytest
 from rig.orchestration import hostinfo, plan, transfer
 
 from rig.description import scenario, steps
-from rig.errors import InputError
+from rig.errors import InputError, RigError
 from rig.services import servers, tools
 from rig.services.tools import Capabilities, ClientTool, Job, Parsed
 
@@ -56,6 +56,11 @@ def test_a_registered_tool_is_usable_everywhere(wget):
     assert hostinfo.version_argvs()["wget-test"] == ["wget", "--version"]
     o = transfer.Outcome(job, ["wget"], {}, None, 0.0, 0.0, error="boom")
     assert transfer.rows([o], {})[0].page_checksum == 7
+    # a column the table lacks is an error naming it, not a value dropped unseen
+    wget.row_fields = lambda self, job, env: {"page_cheksum": 7}
+    with pytest.raises(RigError, match="tool wget-test fills transfers columns that do not "
+                                       "exist: page_cheksum"):
+        transfer.rows([o], {})
 
 
 def test_unregistered_tool_is_refused_with_the_registry_in_the_message():

@@ -23,6 +23,9 @@ from rig.services import tools
 from rig.services.servers import ServerPlan
 from rig.services.tools import Job
 from rig.description.steps import Group
+from rig.errors import RigError
+
+ROW_COLUMNS = frozenset(f.name for f in dataclasses.fields(TransferRow))
 
 
 @dataclass
@@ -281,8 +284,10 @@ def rows(outcomes: list[Outcome], common: dict,
         if server_cpu is not None:
             row.server_cpu_user_s = server_cpu[0] / len(outcomes)
             row.server_cpu_sys_s = server_cpu[1] / len(outcomes)
-        for k, v in {**tools.get(o.job.client.tool).row_fields(o.job, env),
-                     **m.get("columns", {})}.items():
-            setattr(row, k, v)
-        out.append(row)
+        cols = {**tools.get(o.job.client.tool).row_fields(o.job, env), **m.get("columns", {})}
+        unknown = sorted(set(cols) - ROW_COLUMNS)
+        if unknown:     # a tool's misspelt column would otherwise be dropped unseen
+            raise RigError(f"tool {o.job.client.tool} fills transfers columns that do not "
+                           f"exist: {', '.join(unknown)} (rig.results.store.TransferRow)")
+        out.append(dataclasses.replace(row, **cols))
     return out
