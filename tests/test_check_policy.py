@@ -5,6 +5,7 @@ when the ping or the engine's counters flag the step. Pure: proc.run is replaced
 recorder that answers with captured ping and iperf3 output."""
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -48,6 +49,11 @@ def test_once_reuses_the_first_step_of_a_path_whose_capacity_cannot_depend_on_th
     # path a (a delay line only): steps 1 and 2 take step 0's; path b has loss (Mathis:
     # its capacity falls with the RTT), so each of its steps measures its own
     assert src == [None, 0, 0, None, None]
+    # a step without delay is the kernel's forwarding, not the emulator: its own class
+    sc0 = _scenario(tmp_path, ", rate: 1gbit", ", capacity: once")
+    st0 = steps.expand(dataclasses.replace(sc0, paths=[dataclasses.replace(
+        sc0.paths[0], rtts_s=[0.0, 0.02, 0.0, 0.12])]))
+    assert [pathcheck.capacity_source(st0, s, "once") for s in st0] == [None, None, 0, 1]
     assert [pathcheck.capacity_source(st, s, "each-step") for s in st] == [None] * 5
     for extra in (", loss: 0.1%", ", jitter: 1ms", ", queue: 100",
                   ", gemodel: {p: 0.01, r: 0.5}"):
@@ -118,8 +124,8 @@ def test_a_flagged_ping_or_a_late_engine_runs_the_capacity_run_anyway(monkeypatc
 
 def test_the_plan_says_which_checks_run_iperf3(tmp_path) -> None:
     once = "\n".join(plan_lines(scenario.load(QUICK)))        # the quick run: once, ping
-    assert once.count(" iperf3 -c ") == 1                    # step 1's capacity run only
-    assert once.count("# capacity: step 1's (validation.capacity: once") == 3
+    assert once.count(" iperf3 -c ") == 2        # 0 ms (no delay line) and 20 ms
+    assert once.count("# capacity: step 2's (validation.capacity: once") == 2
     assert once.count("the same ping only (validation.after: ping") == 4
     f = tmp_path / "q.yaml"
     f.write_text(QUICK.read_text().replace("  capacity: once\n", "").replace(
