@@ -178,6 +178,7 @@ claims:
 """
 
 
+@pytest.mark.slow
 def test_report_redraws_against_section(tmp_path: Path) -> None:
     from fixtures_results import make_run
 
@@ -191,6 +192,7 @@ def test_report_redraws_against_section(tmp_path: Path) -> None:
     assert any(f.name == "against_t.png" for f in files)
 
 
+@pytest.mark.slow
 def test_report_bad_stored_reference_one_line(tmp_path: Path) -> None:
     from fixtures_results import make_run
     bad = RUN_REF.replace("kind: ranking", "kind: rankin")
@@ -235,6 +237,7 @@ def test_cores_together() -> None:
     assert A.cores_together(p) == pytest.approx(3.0)
 
 
+@pytest.mark.slow
 def test_report_with_a_given_reference(tmp_path: Path) -> None:
     from fixtures_results import make_run
     run = make_run(tmp_path / "run")                     # no stored reference

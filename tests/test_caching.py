@@ -211,6 +211,7 @@ def test_replay_parse_captured_helper_output():
     assert len(p.extra["round_s"]) == 9 and p.extra["checksum"] == '02834122'
 
 
+@pytest.mark.slow
 def test_old_results_without_new_columns_still_report(tmp_path):
     from fixtures_results import downgrade_to_format1, make_run
     from rig import report

@@ -131,6 +131,7 @@ def _check(label: str, value: str, code, err: str) -> str | None:
 
 
 @pytest.mark.parametrize("tool", ["rig", "rig-fdt"])
+@pytest.mark.slow
 def test_every_option_with_hostile_values_is_one_line_exit_2_or_success(stubs, tool):
     main = cli.main if tool == "rig" else fdt_cli.main
     cases = RIG_CASES if tool == "rig" else FDT_CASES

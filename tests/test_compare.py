@@ -315,6 +315,7 @@ def _with_samples(d: Path, cwnd_segs: int) -> Path:
     return d
 
 
+@pytest.mark.slow
 def test_regressed_points_get_timeline_overlays(tmp_path: Path) -> None:
     base = _with_samples(make_run(tmp_path / "a", seed=1), 400)
     cand = _with_samples(make_run(tmp_path / "b", seed=2,

@@ -112,6 +112,7 @@ def quick(monkeypatch):
     monkeypatch.setattr(proc.IoWatch, "RECHECK_S", 0.3)
 
 
+@pytest.mark.slow
 def test_a_deadlocked_child_is_ended_before_its_deadline(quick):
     t0 = time.monotonic()
     r = proc.run([sys.executable, "-c", ABBA], timeout=30, io_target=1 << 30)
@@ -121,6 +122,7 @@ def test_a_deadlocked_child_is_ended_before_its_deadline(quick):
     assert took < 10, took           # stall 0.3 s + two looks 0.3 s apart + TERM
 
 
+@pytest.mark.slow
 def test_a_child_blocked_without_a_cycle_runs_to_its_deadline(quick):
     r = proc.run([sys.executable, "-c", HELD], timeout=2.5, io_target=1 << 30)
     assert r.timed_out and r.deadlock is None and r.wall_s >= 2.5

@@ -313,6 +313,7 @@ def test_the_sender_returns_once_the_last_end_is_queued(monkeypatch: pytest.Monk
     assert took < 2.5, took        # milliseconds here; >= 5 s if it polled once more
 
 
+@pytest.mark.slow
 def test_autotuned_budget_retries_a_full_socket_without_epollout() -> None:
     """Filling: the sender tries a full socket again after the top-up even though it
     never polls writable (the kernel reports EPOLLOUT only once a third of the buffer is

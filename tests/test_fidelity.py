@@ -57,6 +57,7 @@ def test_ping_flag_with_a_clean_engine_stays_window_limited_and_says_ping_is_off
     assert not verdicts(run)[_point(run, "curl", 60).key].notes
 
 
+@pytest.mark.slow
 def test_late_engine_makes_the_step_emulator_limited_citing_its_lateness(
         tmp_path: Path) -> None:
     # step 2 (60 ms, tolerance 0.6 ms): 2 ms mean each way, 30 % of packets > 0.6 ms

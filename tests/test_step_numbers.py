@@ -7,6 +7,8 @@ from 1 through rig.description.steps.shown_step).
 import csv
 from pathlib import Path
 
+import pytest
+
 from fixtures_results import make_run
 from rig.description import scenario, steps
 from rig.description.linkstats import LATENESS_LABELS
@@ -29,6 +31,7 @@ def _late(mean_s: float = 2e-3) -> dict:
             "directions": dirs}
 
 
+@pytest.mark.slow
 def test_the_console_s_step_number_is_the_step_the_report_shows(tmp_path):
     sc = scenario.load(REPO / "scenarios/quick.yaml")        # rtt 0, 20, 60, 120 ms
     sweep = steps.expand(sc)

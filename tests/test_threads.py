@@ -131,6 +131,7 @@ def test_vanished_thread_is_closed_not_fatal(tmp_path):
     assert out.t == [0.0] and out.user1 is None and out.user_s is None
 
 
+@pytest.mark.slow
 def test_sampler_matches_a_real_threads_own_clock():
     """A real child: its spinning thread measures its own CPU (thread_time) and the
     sampler's schedstat reading of that thread must agree within 30 ms + 5 %; the
