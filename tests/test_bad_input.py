@@ -192,7 +192,7 @@ def _explicit() -> list[tuple[str, bytes]]:
     doc33 = copy.deepcopy(doc)
     doc33["paths"] = [dict(doc["paths"][0], name=f"p{i}") for i in range(33)]
     cases = {
-        "iperf-1e400s": q.replace("iperf_duration: 2s", "iperf_duration: 1e400s"),
+        "iperf-1e400s": re.sub(r"iperf_duration: \S+", "iperf_duration: 1e400s", q),
         "size-1e400MiB": q.replace("size: 256MiB", "size: 1e400MiB"),
         "rate-1e400gbit": q.replace("backend: auto", "backend: auto\n    rate: 1e400gbit"),
         "rate-1e-300bit": q.replace("backend: auto", "backend: auto\n    rate: 1e-300bit"),
@@ -218,6 +218,10 @@ def _explicit() -> list[tuple[str, bytes]]:
         "empty": "", "only-doc-marker": "---\n", "two-docs": q + "---\n" + q,
         "scalar": "42\n", "list": "- 1\n- 2\n",
     }
+    # each mutation of the quick scenario must change it: a replace that finds nothing (the
+    # file changed) would test a valid file and fail as "exit 0" far from the cause
+    same = [k for k, v in cases.items() if v == q]
+    assert not same, f"mutations that no longer change scenarios/quick.yaml: {same}"
     out = [(k, v.encode()) for k, v in cases.items()]
     out += [("utf16", q.encode("utf-16")), ("utf32", q.encode("utf-32")),
             ("bom", q.encode("utf-8-sig")), ("latin1", q.replace("quick", "quické").encode("latin-1")),
