@@ -230,6 +230,31 @@ def test_inflation_claim_uses_srtt_over_ping() -> None:
         _ref(bad)
 
 
+def test_joint_share_adds_the_paths_of_one_step() -> None:
+    """`joint: true`: at one x the series' points on several paths add, and so do their
+    capacities (seed 004's frontends); one path alone is not a joint share."""
+    text = REF + """  - {id: j, experiment: E34, source: s, text: links together > half, kind: share,
+     x: concurrency, series: [fast], bound: capacity, band: [0.5, 1.15], joint: true}
+"""
+    ref = _ref(text)
+    def pt(path: str, conc: int, gbit: float, cap: float) -> Point:
+        return Point(Key(path, 20.0, "fast", 1, conc), "curl", samples_bps=[gbit * 1e9],
+                     base_client="fast", capacity_bps=cap * 1e9, bytes_ok=10**9)
+    pts = [pt("a", 1, 0.9, 1.0), pt("b", 1, 1.1, 4.0),      # 2.0 of 5.0: 40 %
+           pt("a", 4, 0.9, 1.0), pt("b", 4, 3.0, 4.0)]      # 3.9 of 5.0: 78 %
+    o = next(o for o in A.compare(ref, pts, {}).outcomes if o.claim.id == "j")
+    assert o.verdict == A.DISAGREES, o
+    assert "1: 40% (2 of 5 Gbit/s over a, b)" in o.rig and "4: 78%" in o.rig
+    o = next(o for o in A.compare(ref, pts[2:], {}).outcomes if o.claim.id == "j")
+    assert o.verdict == A.AGREES
+    o = next(o for o in A.compare(ref, [pts[0], pts[2]], {}).outcomes if o.claim.id == "j")
+    assert o.verdict == A.NOT_COMPARABLE and "not the paths of one joint step" in o.why
+    with pytest.raises(InputError, match="joint applies to a share claim only"):
+        _ref(REF + """  - {id: k, experiment: E34, source: s, text: t, kind: flat, x: rtt_ms,
+     series: [fast], joint: true}
+""")
+
+
 def test_cores_together() -> None:
     p = Point(Key("wan", 0, "c", 1, 4), "curl", samples_bps=[1e9], base_client="c")
     p.cpu_s, p.cpu_ratio = [0.5] * 4, [0.5] * 4        # 4 processes, 1 s wall each

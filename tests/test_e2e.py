@@ -49,6 +49,20 @@ def test_every_transfer_moved_the_whole_file(run_dir, require_tools):
         assert json.loads(r["argv"])[:3] == ["ip", "netns", "exec"]
 
 
+def test_every_group_records_its_host_cpu(run_dir):
+    """The host-CPU columns (verdict host-CPU-bound): a share of this host's CPUs, their
+    number, the wall between the marks at least the transfer's, the engine's CPU."""
+    rows = [r for r in Store.open(run_dir).transfers() if r["ok"]]
+    assert rows
+    for r in rows:
+        assert 0.0 < r["host_cpu_share"] <= 1.0, r
+        assert r["host_cpus"] == os.cpu_count()
+        assert r["host_cpu_wall_s"] >= r["duration_s"] * 0.9, r
+        assert r["server_host_cpu_share"] is None       # one host
+        if r["backend"] == "userspace":
+            assert 0.0 <= r["engine_cpu_s"] <= r["host_cpu_wall_s"] * 1.5, r
+
+
 def test_xrdcp_records_page_checksum_setting(run_dir):
     rows = Store.open(run_dir).transfers()
     got = {r["client"]: r["page_checksum"] for r in rows if r["tool"] == "xrdcp"}

@@ -336,3 +336,33 @@ def test_validation_csv_lists_every_check(tmp_path: Path) -> None:
     assert len(rows) == 8
     assert [r["flagged"] for r in rows if r["step"] == "3"] == ["FLAGGED", "FLAGGED"]  # from 1
     assert json.dumps(rows)  # plain strings only
+
+
+def _host_cpu(run: Path, client: str, rtt: float, share: float) -> None:
+    """Give one point's rows a host CPU record (as Runner._host_cpu_columns writes it)."""
+    import sqlite3
+    with sqlite3.connect(run / "results.sqlite") as db:
+        n = db.execute("UPDATE transfers SET host_cpu_share = ?, host_cpus = 2, "
+                       "host_cpu_wall_s = duration_s, engine_cpu_s = 0.5 * duration_s "
+                       "WHERE client = ? AND rtt_ms_configured = ?",
+                       (share, client, rtt)).rowcount
+    assert n > 0
+
+
+def test_a_saturated_host_explains_what_no_other_bound_does(tmp_path: Path) -> None:
+    """curl at half its window bound is unexplained; the same with the host's CPUs 95 %
+    busy is host-CPU-bound, citing the cores; at 60 % busy it stays unexplained."""
+    slow = lambda c, rtt, s, n: 0.5 if (c, rtt) == ("curl", 60.0) else 1.0   # noqa: E731
+    busy = make_run(tmp_path / "busy", factor=slow)
+    _host_cpu(busy, "curl", 60.0, 0.95)
+    r = load_run(busy)
+    v = next(verdicts(r)[p.key] for p in r.points
+             if p.key.client == "curl" and p.key.rtt_ms == 60)
+    assert v.kind == "host-CPU-bound", v.text()
+    assert "2 CPUs were 95% busy" in v.detail and "engine 0.50" in v.detail
+    spare = make_run(tmp_path / "spare", factor=slow)
+    _host_cpu(spare, "curl", 60.0, 0.60)
+    assert _verdict_of(spare, "curl", 60) == "unexplained"
+    # a bound that holds stays the verdict: the window-limited point with a busy host
+    _host_cpu(spare, "curl", 20.0, 0.97)
+    assert _verdict_of(spare, "curl", 20) == "window-limited"

@@ -146,6 +146,36 @@ def test_parse_stat_handles_odd_command_names():
     assert ppid == 7 and u == pytest.approx(255 / tick) and s == pytest.approx(133 / tick)
 
 
+def test_proc_stat_parse_and_share():
+    text = ("cpu  100 5 50 800 20 3 2 10 0 0\ncpu0 50 2 25 400 10 1 1 5 0 0\n"
+            "cpu1 50 3 25 400 10 2 1 5 0 0\nintr 1 2\nctxt 3\n")
+    h = cputree.parse_proc_stat(text)
+    tick = os.sysconf("SC_CLK_TCK")
+    assert h.cpus == 2
+    assert h.total_s == pytest.approx(990 / tick)
+    assert h.busy_s == pytest.approx(170 / tick)        # all but idle (800) and iowait (20)
+    later = cputree.HostCpu(h.busy_s + 1.5, h.total_s + 2.0, 2)
+    assert later.share_since(h) == pytest.approx(0.75)
+    assert h.share_since(h) is None
+    with pytest.raises(ValueError):
+        cputree.parse_proc_stat("intr 1\n")
+
+
+def test_host_busy_time_holds_a_busy_childs_cpu():
+    """Between two marks, the host's busy seconds are at least a child's CPU seconds
+    (whatever else runs: other load only adds)."""
+    before = cputree.host_cpu()
+    r = subprocess.run([sys.executable, "-c", "import time\nt=time.process_time()\n"
+                        "while time.process_time()-t<0.4: pass\n"
+                        "print(time.process_time())"], capture_output=True, text=True,
+                       timeout=60)
+    after = cputree.host_cpu()
+    assert before and after and after.cpus == os.cpu_count()
+    assert after.busy_s - before.busy_s >= float(r.stdout) * 0.9 - 0.05
+    share = after.share_since(before)
+    assert share is not None and 0.0 < share <= 1.0
+
+
 def test_tree_cpu_counts_a_busy_child():
     """A child burning ~0.3 s of CPU shows in its parent's tree, within tolerance."""
     code = ("import subprocess,sys;"

@@ -243,6 +243,9 @@ class Claim:
     fraction: float = S.spec(lambda v: _number(v, 0.01, 0.99), 0.5)  # collapse, plateau
     within: float = S.spec(lambda v: _number(v, 0.0, 1.0), 0.1)      # flat
     bound: str | None = S.spec(S.optional(S.choice(*BOUNDS)), None)  # share
+    # share: the series' points at one x are the paths of one joint step (`together:`):
+    # their throughputs add, and so do their bounds (the site's view of all its links)
+    joint: bool = S.spec(S.boolean, False)
     study_value: float | None = S.spec(S.optional(_number), None)  # stated, no table
     lacks: str | None = S.spec(S.optional(_line), None)
     conditions: dict[str, str] = S.spec(_conditions, {})
@@ -266,6 +269,8 @@ class Claim:
             raise ctx.child("bound").error(f"share needs a bound ({', '.join(BOUNDS)})")
         if d["kind"] == "share" and d["band"] is None:
             raise ctx.child("band").error("share needs the band [low, high] of the bound")
+        if d["joint"] and d["kind"] != "share":
+            raise ctx.child("joint").error("joint applies to a share claim only", d["joint"])
         if d["kind"] == "ratio" and d["table"] is None and d["band"] is None:
             raise ctx.child("band").error("a ratio without a table needs a band [low, high]")
         return d

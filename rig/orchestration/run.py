@@ -28,7 +28,7 @@ from rig.orchestration.timing import ActionClock, Teardown
 
 from rig.realization import certs, cgroups, netns, remote_router, remote_tuning, tls, tuning
 
-from rig.process import owner, proc
+from rig.process import cputree, owner, proc
 from rig.orchestration import threadsample      # per-thread CPU (issue 27)
 
 from rig.description import steps as S, userpath
@@ -49,8 +49,18 @@ from rig.services import servers, tools
 from rig.services.servers.start import start_iperf3_server, start_server
 from rig.services.tools import iperf3 as iperf3_tool
 from rig.orchestration.pathcheck import capacity_source, validate_path
+from rig.orchestration import sides
 from rig.orchestration.sides import Here, Side, There
 
+
+
+@dataclass(frozen=True)
+class HostCpuMark:
+    """A group's start or end for its host CPU columns (Runner._host_cpu)."""
+    t: float                                # monotonic
+    client: cputree.HostCpu | None          # the client's host
+    server: cputree.HostCpu | None          # the server's, when another host
+    engine: tuple[float, float] | None      # the engine's (user, sys) so far, here
 
 
 @dataclass
@@ -964,10 +974,12 @@ class Run:
                  if p.origin in live.server_pids]
         sids = [live.server_ids[p.origin] for p in live.servers.get(g.client.server or "", [])
                 if p.origin in live.server_ids]
-        cpu0 = live.server.server_cpu(spids, sids)
         sender = "client" if g.client.direction == "upload" else tools.get(g.client.tool).caps.sender
         cache = xcache.begin(g, jobs, live.servers, live.path, say=self.say,
                              timeout_s=self.sc.transfer_timeout_s)    # a cold or warm cache
+        # after a warm cache's fill: its read is not the group's
+        cpu0 = live.server.server_cpu(spids, sids)
+        host0 = self._host_cpu(live)
         t0 = time.monotonic()
         # tcp_info is sampled on this host only: the sender's sockets and the client's
         # pids must be here (a remote host's are not seen from here)
@@ -1004,7 +1016,8 @@ class Run:
                 alive_after = e
         rows = transfer.rows(outcomes, dict(
             common, concurrency=g.concurrency, repeat=g.repeat,
-            server=g.client.server), server_cpu=server_cpu)
+            server=g.client.server, **self._host_cpu_columns(live, host0)),
+            server_cpu=server_cpu)
         if cache is not None:
             cache.annotate(rows)       # bytes the cache fetched from its origin
         transfer.verify_uploads(outcomes, rows, self.sent_adler32)   # then removed
@@ -1046,6 +1059,29 @@ class Run:
                      f"rep={g.repeat + 1}: FAILED: {faults.one_line(rows[0].error)}")
         if alive_after is not None:
             raise alive_after
+
+    def _host_cpu(self, live: Live) -> HostCpuMark:
+        """The hosts' and the engine's CPU so far, before a group (_host_cpu_columns)."""
+        other = live.server.host != live.client.host
+        pid = live.backend.engine_pid(live.site) if live.site is not None else None
+        return HostCpuMark(time.monotonic(), live.client.host_cpu(),
+                           live.server.host_cpu() if other else None,
+                           sides.tree_cpu([pid]) if pid else None)
+
+    def _host_cpu_columns(self, live: Live, before: HostCpuMark) -> dict:
+        """The group's host CPU columns (the same on each of its rows): how busy the
+        client's host was over the group (and the server's, when another host), its CPU
+        count, the wall time between the two marks, and the engine's CPU over it."""
+        after = self._host_cpu(live)
+        def share(a: cputree.HostCpu | None, b: cputree.HostCpu | None) -> float | None:
+            return b.share_since(a) if a is not None and b is not None else None
+        eng = (sum(after.engine) - sum(before.engine)
+               if before.engine is not None and after.engine is not None else None)
+        return {"host_cpu_share": share(before.client, after.client),
+                "host_cpus": after.client.cpus if after.client else None,
+                "server_host_cpu_share": share(before.server, after.server),
+                "host_cpu_wall_s": after.t - before.t,
+                "engine_cpu_s": max(0.0, eng) if eng is not None else None}
 
     def _capture(self, step: S.Step, live: Live, g: S.Group,
                  sender: str) -> contextlib.AbstractContextManager[capture.Capture | None]:

@@ -63,6 +63,10 @@ class Side:
         """The TCP settings in force there (TCP_KEYS)."""
         raise NotImplementedError
 
+    def host_cpu(self) -> cputree.HostCpu | None:
+        """That host's whole CPU time so far (/proc/stat), None: not known."""
+        raise NotImplementedError
+
 
 class Here(Side):
     """This host (or a namespace of it). `pin_method`: how the run pins here (cgroup where
@@ -102,6 +106,9 @@ class Here(Side):
 
     def tcp(self, ns: str | None) -> dict[str, str | None]:
         return tuning.read(list(TCP_KEYS), ns)
+
+    def host_cpu(self) -> cputree.HostCpu | None:
+        return cputree.host_cpu()
 
 
 class There(Side):
@@ -148,6 +155,17 @@ class There(Side):
 
     def tcp(self, ns: str | None) -> dict[str, str | None]:
         return remote_tuning.effective(self.host)
+
+    def host_cpu(self) -> cputree.HostCpu | None:
+        """Read by the agent from /proc/stat there."""
+        try:
+            got = proc.remote_op(self.host, {"op": "cpu", "rundir": self.host.rundir(self.prefix),
+                                             "ids": []}, timeout=30).get("host")
+        except RigError:
+            return None
+        if not isinstance(got, list) or len(got) != 3:
+            return None
+        return cputree.HostCpu(float(got[0]), float(got[1]), int(got[2]))
 
 
 def cpus_allowed(pid: int | None) -> str | None:

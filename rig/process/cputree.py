@@ -66,3 +66,43 @@ def tree_cpu(pid: int, proc_root: Path = Path("/proc")) -> CpuSample | None:
         user, sys_ = user + u, sys_ + s
         todo.extend(children.get(p, ()))
     return CpuSample(user, sys_)
+
+
+@dataclass(frozen=True)
+class HostCpu:
+    """The whole host's CPU time so far (/proc/stat's `cpu` line), in seconds summed over
+    its CPUs: `busy_s` everything but idle and iowait (steal counts as busy: CPU the VM
+    wanted and did not get), `total_s` all of it, `cpus` the number of CPUs listed."""
+    busy_s: float
+    total_s: float
+    cpus: int
+
+    def share_since(self, before: "HostCpu") -> float | None:
+        """Busy share of the host's CPUs between `before` and this snapshot (0..1)."""
+        total = self.total_s - before.total_s
+        return min(1.0, max(0.0, (self.busy_s - before.busy_s) / total)) if total > 0 else None
+
+
+def parse_proc_stat(text: str) -> HostCpu:
+    """/proc/stat -> HostCpu. The `cpu` line's fields are user nice system idle iowait
+    irq softirq steal guest guest_nice in ticks; guest time is inside user already."""
+    cpus, agg = 0, None
+    for line in text.splitlines():
+        if line.startswith("cpu "):
+            agg = [int(x) for x in line.split()[1:]]
+        elif line.startswith("cpu") and line[3:4].isdigit():
+            cpus += 1
+    if agg is None or len(agg) < 4:
+        raise ValueError("no cpu line in /proc/stat")
+    agg = (agg + [0] * 8)[:8]
+    total = sum(agg)
+    idle = agg[3] + agg[4]
+    return HostCpu((total - idle) / _TICK, total / _TICK, cpus)
+
+
+def host_cpu(proc_root: Path = Path("/proc")) -> HostCpu | None:
+    """This host's HostCpu now; None when /proc/stat cannot be read."""
+    try:
+        return parse_proc_stat((proc_root / "stat").read_text())
+    except (OSError, ValueError):
+        return None

@@ -530,20 +530,29 @@ def _share(c: _Ctx) -> Outcome:
     lo, hi = c.claim.band or (0.0, math.inf)
     for x in xs:
         pts = [p for p in r.points[_near(x, r.xs()) or x] if p.samples_bps]
-        shares = []
-        for p in pts:
-            bound = {"capacity": p.path_bound_bps(), "window": p.window_bound_bps(),
-                     "rate": p.rate_bps}[str(c.claim.bound)]
-            if bound:
-                shares.append(p.mean_bps / bound)
-        if not shares:
+        pairs = [(p.mean_bps, bound) for p in pts
+                 if (bound := {"capacity": p.path_bound_bps(), "window": p.window_bound_bps(),
+                               "rate": p.rate_bps}[str(c.claim.bound)])]
+        if not pairs:
             continue
-        s = statistics.fmean(shares)
-        parts.append(f"{_x(x, c.axis)}: {s:.0%}")
+        if c.claim.joint:
+            # the paths of one joint step: what the site moved over what all its links hold
+            paths = sorted({p.key.path for p in pts})
+            if len(paths) < 2 or len(pairs) < len(pts):
+                continue
+            s = sum(m for m, _ in pairs) / sum(b for _, b in pairs)
+            parts.append(f"{_x(x, c.axis)}: {s:.0%} ({_fmt(sum(m for m, _ in pairs) / 1e9)} "
+                         f"of {_fmt(sum(b for _, b in pairs) / 1e9)} Gbit/s over "
+                         f"{', '.join(paths)})")
+        else:
+            s = statistics.fmean(m / b for m, b in pairs)
+            parts.append(f"{_x(x, c.axis)}: {s:.0%}")
         if not lo <= s <= hi:
             bad.append(x)
     if not parts:
-        return _missing(c, f"no {c.claim.bound} bound recorded for its points")
+        return _missing(c, "its points are not the paths of one joint step (together:), "
+                           f"each with its {c.claim.bound} bound" if c.claim.joint
+                        else f"no {c.claim.bound} bound recorded for its points")
     study = f"{lo:.0%}–{hi:.0%} of {c.claim.bound}" + (
         f" (states {_fmt(c.claim.study_value)})" if c.claim.study_value is not None else "")
     return c.outcome(not bad, f"{c.label(0)} share of {c.claim.bound}: " + "; ".join(parts),

@@ -32,7 +32,7 @@ th,td{border:1px solid #ccc;padding:.2em .5em;text-align:right;vertical-align:to
 th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}
 td.l{text-align:left}tr.flag td{background:#fde2e0}tr.good td{background:#e3f4e1}
 .meta{color:#555}.k-window-limited{color:#1f5fa8}.k-path-limited{color:#2e8b3a}
-.k-client-CPU-bound{color:#a84f00}.k-emulator-limited{color:#c0392b;font-weight:bold}
+.k-client-CPU-bound{color:#a84f00}.k-host-CPU-bound{color:#a84f00}.k-emulator-limited{color:#c0392b;font-weight:bold}
 .k-unexplained{color:#7b3fa0}.k-failed{color:#c0392b;font-weight:bold}
 figure{margin:1em 0}figure img{max-width:100%;border:1px solid #ddd}
 figcaption{font-size:.85em;color:#555}pre{background:#f7f7f7;padding:.6em;

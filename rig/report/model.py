@@ -50,6 +50,23 @@ def key_order(k: Key) -> tuple:
 
 
 @dataclass
+class GroupCpu:
+    """One transfer group's CPU on its host(s), from its rows' host_cpu_* columns: the
+    busy share of the busier host (client's, or server's when elsewhere), that host's
+    CPU count, the wall time between the marks, and the CPU seconds of the group's
+    clients, servers and the emulation engine over it."""
+    share: float
+    cpus: int | None
+    wall_s: float
+    client_s: float = 0.0
+    server_s: float = 0.0
+    engine_s: float | None = None
+
+    def cores(self, seconds: float | None) -> float | None:
+        return seconds / self.wall_s if seconds is not None and self.wall_s > 0 else None
+
+
+@dataclass
 class Point:
     key: Key
     tool: str
@@ -86,6 +103,9 @@ class Point:
     # read through a cache holding all of the file (extra.cache "warm" on every row): its
     # bytes never crossed the emulated path, so the path's bounds do not apply
     warm_cache: bool = False
+    # the host CPU of each of the point's groups (rows' host_cpu_* columns), keyed by
+    # (step, repeat): the busier host's share, its CPUs, and cores used over the group
+    host_cpu: dict[tuple[int, int], "GroupCpu"] = field(default_factory=dict)
 
     @property
     def n(self) -> int:
@@ -230,6 +250,24 @@ def _add_process(p: Point, r: dict) -> None:
         p.server_cpu_s.append((r.get("server_cpu_user_s") or 0.0)
                               + (r.get("server_cpu_sys_s") or 0.0))
         p.server_cpu_sys_s += r.get("server_cpu_sys_s") or 0.0
+    _add_host_cpu(p, r, cpu)
+
+
+def _add_host_cpu(p: Point, r: dict, client_cpu_s: float) -> None:
+    """The row's share of its group's host CPU (GroupCpu), when the run recorded it."""
+    shares = [float(x) for x in (r.get("host_cpu_share"), r.get("server_host_cpu_share"))
+              if x is not None]
+    wall = r.get("host_cpu_wall_s")
+    if not shares or not wall:
+        return
+    key = (int(r["step"]), int(r.get("repeat") or 0))
+    g = p.host_cpu.get(key)
+    if g is None:
+        eng = r.get("engine_cpu_s")
+        g = p.host_cpu[key] = GroupCpu(max(shares), r.get("host_cpus"), float(wall),
+                                       engine_s=None if eng is None else float(eng))
+    g.client_s += client_cpu_s
+    g.server_s += (r.get("server_cpu_user_s") or 0.0) + (r.get("server_cpu_sys_s") or 0.0)
 
 
 def _json_field(text: Any, name: str) -> Any:

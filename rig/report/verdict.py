@@ -13,6 +13,10 @@ For one point (path, RTT, client configuration, streams, concurrency), in this o
   path-limited       throughput near the step's validated iperf3 capacity or the
                      configured rate, whichever is lower
   client-CPU-bound   the client's CPU time is about the wall time of one thread
+  host-CPU-bound     the host's CPUs were busy (>= 90 %, /proc/stat, steal included) over
+                     the point's groups: client, server, engine and kernel together
+                     left no CPU spare (a 2-vCPU VM that runs all of them); the detail
+                     says who used how many cores
   storage-bound      (storage: disk) throughput near the step's storage check: dd's
                      cold sequential read of the served file (rig.orchestration.storagecheck)
   latency-bound      (caching-mode replays) synchronous round trips x RTT explain at
@@ -42,6 +46,7 @@ Pure Python: must not import matplotlib, rig.realization.netns, rig.process.proc
 from __future__ import annotations
 
 import dataclasses
+import statistics
 from dataclasses import dataclass, field
 
 from rig.description.linkstats import EMULATOR_DROPS, DirStats, EmulStats, UnreadableStats, \
@@ -61,6 +66,7 @@ LATE_RTT_FRACTION = 0.05
 NEAR = 0.85          # at >= 85 % of a bound, the bound is what limits
 ABOVE = 1.15         # more than 15 % above a "bound" means it was not the bound
 CPU_NEAR = 0.85      # CPU seconds >= 85 % of wall seconds: one thread saturated
+HOST_NEAR = 0.90     # the host's CPUs busy >= 90 % of the group's wall: none spare
 # A window limit shows as the same bytes in flight (throughput x RTT) at several RTTs.
 BDP_SPREAD = 0.12
 BDP_POINTS = 2
@@ -73,7 +79,7 @@ LATE_ROUNDS_RTT = 1.8   # median round >= 1.8 RTT: the answers come one RTT late
 
 KINDS: tuple[str, ...] = ("window-limited", "path-limited", "client-CPU-bound", "latency-bound",
          "emulator-limited", "unexplained", "failed", "sender-buffer-limited", "loss-limited",
-         "cwnd-limited", "application-limited", "storage-bound")
+         "cwnd-limited", "application-limited", "storage-bound", "host-CPU-bound")
 
 # What the emulator's own drops were called in the evidence text before the stats were
 # typed; kept so reports read the same.
@@ -325,7 +331,32 @@ def _bounds(point: Point, run: Run) -> list[tuple[str, float, str]]:
     if cpu >= CPU_NEAR:
         out.append(("client-CPU-bound", float("inf"),
                     f"client CPU {cpu:.0%} of wall time (one thread saturated)"))
+    host = host_busy(point)
+    if host:
+        out.append(("host-CPU-bound", float("inf"), host))
     return sorted(out, key=lambda t: t[1])
+
+
+def host_busy(point: Point) -> str | None:
+    """The host's CPUs saturated over the point's groups (median share >= HOST_NEAR):
+    who used them, in cores (medians over the groups); None when it had CPU spare or
+    the run did not record it."""
+    groups = list(point.host_cpu.values())
+    if not groups:
+        return None
+    share = statistics.median(g.share for g in groups)
+    if share < HOST_NEAR:
+        return None
+    def cores(vals: list[float | None]) -> float | None:
+        have = [v for v in vals if v is not None]
+        return statistics.median(have) if have else None
+    cpus = next((g.cpus for g in groups if g.cpus), None)
+    parts = [(name, cores([g.cores(getattr(g, attr)) for g in groups]))
+             for name, attr in (("client", "client_s"), ("server", "server_s"),
+                                ("engine", "engine_s"))]
+    used = ", ".join(f"{name} {c:.2f}" for name, c in parts if c is not None)
+    return (f"the host's {cpus or '?'} CPUs were {share:.0%} busy over the transfers "
+            f"({used} cores; the rest kernel and other processes)")
 
 
 def _latency(point: Point) -> tuple[float, str] | None:
@@ -398,6 +429,11 @@ def _from_kernel(point: Point, ev: Evidence, bounds: list[tuple[str, float, str]
     elif "client-CPU-bound" in found and kind in (None, "application-limited",
                                                   "window-limited"):
         kind, why = "client-CPU-bound", f"{found['client-CPU-bound']}; {why}"
+    elif "host-CPU-bound" in found and kind in (None, "application-limited",
+                                                "window-limited"):
+        # the sender had nothing to send, or the receiver did not drain its window,
+        # while no CPU of the host was spare
+        kind, why = "host-CPU-bound", f"{found['host-CPU-bound']}; {why}"
     elif kind in ("cwnd-limited", "loss-limited") and "path-limited" in found:
         kind, why = "path-limited", f"{found['path-limited']}; {why}"
     elif kind is None:

@@ -104,6 +104,16 @@ class TransferRow:
     # the Cpus_allowed_list of its process's threads as the kernel reported them while it
     # ran (thread sampling; distinct lists joined by ';'), NULL: not sampled
     client_cpus_seen: str | None = column("TEXT")
+    # the group's host CPU (the same on each of its rows, not divided): the busy share of
+    # the client's host's CPUs between the group's start and end marks (/proc/stat; steal
+    # counts as busy), their number, the server's host's share when it is another host,
+    # the wall time between the marks, and the emulation engine's CPU seconds over it
+    # (NULL: netem or no engine here)
+    host_cpu_share: float | None = column("REAL")
+    host_cpus: int | None = column("INTEGER")
+    server_host_cpu_share: float | None = column("REAL")
+    host_cpu_wall_s: float | None = column("REAL")
+    engine_cpu_s: float | None = column("REAL")
 
 
 
@@ -317,6 +327,8 @@ ADDED_AFTER_V1 |= {"capture_flows"}
 ADDED_AFTER_V1 |= {"phase"}
 ADDED_AFTER_V1 |= {"actions"}      # table version 1 (issue 25)
 ADDED_AFTER_V1 |= {"storage_bps", "storage_file", "storage_note"}
+ADDED_AFTER_V1 |= {"host_cpu_share", "host_cpus", "server_host_cpu_share", "host_cpu_wall_s",
+                   "engine_cpu_s"}        # host-CPU verdict (issue 24)
 
 
 def columns(row_type: type) -> dict[str, str]:

@@ -78,6 +78,11 @@ class Backend(Protocol):
     def remove(self, site: LinkSite) -> None:
         """Undo apply; never raises for already-missing state."""
 
+    def engine_pid(self, site: LinkSite) -> int | None:
+        """The pid of the process that emulates the site on this host, whose CPU the run
+        records per transfer group; None: the kernel emulates it (netem), nothing does, or
+        it runs on another host."""
+
 
 def where(site: LinkSite) -> str:
     """How messages name a site: its router namespace, or the remote router host."""

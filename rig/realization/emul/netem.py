@@ -210,6 +210,9 @@ class NetemBackend:
                 self._per_skb.values())})
         return st
 
+    def engine_pid(self, site: LinkSite) -> int | None:
+        return None        # the kernel emulates: its CPU is softirq time, in the host's
+
     def remove(self, site: LinkSite) -> None:
         for _, dev, _ in egresses(site, LinkProfile()):
             proc.run(qdisc_del_argv(site.router_ns, dev), timeout=CMD_TIMEOUT, host=site.host)

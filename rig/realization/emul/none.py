@@ -26,3 +26,6 @@ class NoneBackend:
 
     def remove(self, site: LinkSite) -> None:
         return None
+
+    def engine_pid(self, site: LinkSite) -> int | None:
+        return None

@@ -373,6 +373,8 @@ class UserspaceBackend:
                 p.unlink(missing_ok=True)
 
     def engine_pid(self, site: LinkSite) -> int | None:
+        if site.host is not None:       # a router host's engine: its pid is not ours
+            return None
         svc = self._engines.get(self._key(site))
         return svc.pid if svc else None
 
