@@ -255,6 +255,36 @@ def test_joint_share_adds_the_paths_of_one_step() -> None:
 """)
 
 
+def test_verdict_claim_reads_the_bottleneck_verdicts() -> None:
+    """kind verdict: agrees where the rig's verdict is the one named (or holds in
+    `also`); a disagreement carries the verdicts as evidence."""
+    text = REF + """  - {id: v, experiment: E10, source: s, text: one thread is the ceiling, kind: verdict,
+     x: rtt_ms, series: [fast], verdict: single-thread-bound}
+"""
+    ref = _ref(text)
+    pts = [_pt("fast", 0, 900), _pt("fast", 10, 700)]
+
+    class W(V):
+        def __init__(self, kind: str, also: tuple[str, ...] = ()) -> None:
+            super().__init__(kind, "d")
+            self.also = also
+    ok = {pts[0].key: W("single-thread-bound"), pts[1].key: W("client-CPU-bound",
+                                                               ("single-thread-bound",))}
+    o = next(o for o in A.compare(ref, pts, ok).outcomes if o.claim.id == "v")
+    assert o.verdict == A.AGREES and "single-thread-bound also holds" in o.rig, o
+    no = {pts[0].key: W("single-thread-bound"), pts[1].key: W("host-CPU-bound")}
+    o = next(o for o in A.compare(ref, pts, no).outcomes if o.claim.id == "v")
+    assert o.verdict == A.DISAGREES and o.explained and "10 ms: host-CPU-bound" in o.rig
+    for bad in ("verdict: fast-enough}", "}"):
+        with pytest.raises(InputError, match="verdict"):
+            _ref(text.replace("verdict: single-thread-bound}", bad))
+
+
+def test_the_reference_knows_every_verdict_the_report_gives() -> None:
+    from rig.report.verdict import KINDS
+    assert set(reference.VERDICT_KINDS) == set(KINDS)
+
+
 def test_cores_together() -> None:
     p = Point(Key("wan", 0, "c", 1, 4), "curl", samples_bps=[1e9], base_client="c")
     p.cpu_s, p.cpu_ratio = [0.5] * 4, [0.5] * 4        # 4 processes, 1 s wall each

@@ -33,7 +33,15 @@ UNITS: dict[str, tuple[str, float]] = {
     "Gbit/s": ("throughput", 1e-9), "Mbit/s": ("throughput", 1e-6),
     "GB/s": ("throughput", 1 / 8e9), "s": ("duration", 1.0),
 }
-KINDS = ("ranking", "ratio", "collapse", "plateau", "flat", "share", "alike", "inflation")
+KINDS = ("ranking", "ratio", "collapse", "plateau", "flat", "share", "alike", "inflation",
+         "verdict")
+# The bottleneck verdicts the report gives (rig.report.verdict.KINDS, a contract test keeps
+# the two alike): what a `verdict` claim may name
+VERDICT_KINDS = ("window-limited", "path-limited", "client-CPU-bound", "latency-bound",
+                 "emulator-limited", "unexplained", "failed", "sender-buffer-limited",
+                 "loss-limited", "cwnd-limited", "application-limited", "storage-bound",
+                 "host-CPU-bound", "single-thread-bound", "server-thread-bound",
+                 "server-cpu-bound")
 BOUNDS = ("capacity", "window", "rate")
 MAX_ITEMS = 256
 # selector key -> parser of its value; each names a column of the rig's points
@@ -246,6 +254,9 @@ class Claim:
     # share: the series' points at one x are the paths of one joint step (`together:`):
     # their throughputs add, and so do their bounds (the site's view of all its links)
     joint: bool = S.spec(S.boolean, False)
+    # verdict: the bottleneck the study names for the series' points (e.g. one client
+    # thread CPU-bound: single-thread-bound); agrees where the rig's verdict is it
+    verdict: str | None = S.spec(S.optional(S.choice(*VERDICT_KINDS)), None)
     study_value: float | None = S.spec(S.optional(_number), None)  # stated, no table
     lacks: str | None = S.spec(S.optional(_line), None)
     conditions: dict[str, str] = S.spec(_conditions, {})
@@ -269,6 +280,9 @@ class Claim:
             raise ctx.child("bound").error(f"share needs a bound ({', '.join(BOUNDS)})")
         if d["kind"] == "share" and d["band"] is None:
             raise ctx.child("band").error("share needs the band [low, high] of the bound")
+        if (d["kind"] == "verdict") != (d["verdict"] is not None):
+            raise ctx.child("verdict").error("a verdict claim names one verdict (and only "
+                                             "a verdict claim does)", d["verdict"])
         if d["joint"] and d["kind"] != "share":
             raise ctx.child("joint").error("joint applies to a share claim only", d["joint"])
         if d["kind"] == "ratio" and d["table"] is None and d["band"] is None:

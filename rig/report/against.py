@@ -261,6 +261,9 @@ def point_evidence(p: Point, verdicts: Mapping[Any, Any]) -> tuple[str, bool]:
         parts.append(f"client CPU {max(p.cpu_ratio):.2f} s per wall s")
     if (cores := cores_together(p)) is not None:
         parts.append(f"{cores:.2f} cores together (client x{p.key.concurrency} + server)")
+    if p.host_cpu:
+        share = statistics.median(g.share for g in p.host_cpu.values())
+        parts.append(f"host CPUs {share:.0%} busy")
     if (g := p.cpu_s_per_gb()) is not None:
         parts.append(f"{g:.2f} s/GB client")
     if (g := p.server_cpu_s_per_gb()) is not None:
@@ -581,6 +584,27 @@ def _inflation(c: _Ctx) -> Outcome:
                      f"< {_fmt(bound)} ms", xs=bad)
 
 
+def _verdict_kind(c: _Ctx) -> Outcome:
+    """The rig's bottleneck verdict of the series' points at each x against the one the
+    study names: agrees where it is the verdict, or a bound that also holds (`also`)."""
+    r, want = c.rs[0], str(c.claim.verdict)
+    parts, bad = [], []
+    for x in [x for x in (c.claim.at or r.xs()) if _near(x, r.xs()) is not None]:
+        vs = [c.verdicts.get(p.key) for p in r.points[_near(x, r.xs()) or x]]
+        kinds = [getattr(v, "kind", None) or "no verdict" for v in vs]
+        hold = [getattr(v, "kind", None) == want or want in getattr(v, "also", ())
+                for v in vs]
+        parts.append(f"{_x(x, c.axis)}: {', '.join(dict.fromkeys(kinds))}"
+                     + ("" if all(k == want for k in kinds) else
+                        f" ({want} " + ("also holds" if all(hold) else "holds for some"
+                                        if any(hold) else "does not hold") + ")"))
+        if not all(hold):
+            bad.append(x)
+    if not parts:
+        return _missing(c)
+    return c.outcome(not bad, f"{c.label(0)} verdict " + "; ".join(parts), want, xs=bad)
+
+
 def _missing(c: _Ctx, why: str = "") -> Outcome:
     if not why:
         empty = [r.series for r in c.rs if not r.points]
@@ -600,7 +624,7 @@ def _study_summary(c: _Ctx) -> str:
 
 KIND_FN = {"ranking": _ranking, "ratio": _ratio, "collapse": lambda c: _onset(c, "collapse"),
            "plateau": lambda c: _onset(c, "plateau"), "flat": _flat, "share": _share, "alike": _alike,
-           "inflation": _inflation}
+           "inflation": _inflation, "verdict": _verdict_kind}
 
 
 def evaluate(ref: Reference, points: list[Point], verdicts: Mapping[Any, Any],
