@@ -56,6 +56,7 @@ def test_every_group_records_its_host_cpu(run_dir):
     assert rows
     for r in rows:
         assert 0.0 < r["host_cpu_share"] <= 1.0, r
+        assert 0.0 <= r["host_irq_share"] + r["host_steal_share"] <= r["host_cpu_share"], r
         assert r["host_cpus"] == os.cpu_count()
         assert r["host_cpu_wall_s"] >= r["duration_s"] * 0.9, r
         assert r["server_host_cpu_share"] is None       # one host

@@ -338,14 +338,16 @@ def test_validation_csv_lists_every_check(tmp_path: Path) -> None:
     assert json.dumps(rows)  # plain strings only
 
 
-def _host_cpu(run: Path, client: str, rtt: float, share: float) -> None:
+def _host_cpu(run: Path, client: str, rtt: float, share: float, irq: float = 0.2) -> None:
     """Give one point's rows a host CPU record (as Runner._host_cpu_columns writes it)."""
     import sqlite3
     with sqlite3.connect(run / "results.sqlite") as db:
         n = db.execute("UPDATE transfers SET host_cpu_share = ?, host_cpus = 2, "
-                       "host_cpu_wall_s = duration_s, engine_cpu_s = 0.5 * duration_s "
+                       "host_irq_share = ?, host_steal_share = 0.05, "
+                       "host_cpu_wall_s = duration_s, engine_cpu_s = 0.5 * duration_s, "
+                       "cpu_user_s = 0.1 * duration_s, cpu_sys_s = 0.1 * duration_s "
                        "WHERE client = ? AND rtt_ms_configured = ?",
-                       (share, client, rtt)).rowcount
+                       (share, irq, client, rtt)).rowcount
     assert n > 0
 
 
@@ -359,7 +361,17 @@ def test_a_saturated_host_explains_what_no_other_bound_does(tmp_path: Path) -> N
     v = next(verdicts(r)[p.key] for p in r.points
              if p.key.client == "curl" and p.key.rtt_ms == 60)
     assert v.kind == "host-CPU-bound", v.text()
-    assert "2 CPUs were 95% busy" in v.detail and "engine 0.50" in v.detail
+    # 1.90 cores busy: client 0.20, engine 0.50, interrupts 0.40, steal 0.10 -> others 0.70
+    assert "2 CPUs were 95% busy" in v.detail and "engine 0.50" in v.detail, v.detail
+    assert "client 0.20" in v.detail and "interrupts 0.40" in v.detail
+    assert "steal 0.10" in v.detail and "other processes 0.70" in v.detail
+    assert "busy with other work" not in v.detail
+    other = make_run(tmp_path / "other", factor=slow)
+    _host_cpu(other, "curl", 60.0, 0.95, irq=0.0)     # others 1.10 of 1.90 cores
+    r = load_run(other)
+    v = next(verdicts(r)[p.key] for p in r.points
+             if p.key.client == "curl" and p.key.rtt_ms == 60)
+    assert "other processes 1.10" in v.detail and "busy with other work" in v.detail
     spare = make_run(tmp_path / "spare", factor=slow)
     _host_cpu(spare, "curl", 60.0, 0.60)
     assert _verdict_of(spare, "curl", 60) == "unexplained"

@@ -154,6 +154,7 @@ def test_proc_stat_parse_and_share():
     assert h.cpus == 2
     assert h.total_s == pytest.approx(990 / tick)
     assert h.busy_s == pytest.approx(170 / tick)        # all but idle (800) and iowait (20)
+    assert h.irq_s == pytest.approx(5 / tick) and h.steal_s == pytest.approx(10 / tick)
     later = cputree.HostCpu(h.busy_s + 1.5, h.total_s + 2.0, 2)
     assert later.share_since(h) == pytest.approx(0.75)
     assert h.share_since(h) is None

@@ -1070,14 +1070,17 @@ class Run:
 
     def _host_cpu_columns(self, live: Live, before: HostCpuMark) -> dict:
         """The group's host CPU columns (the same on each of its rows): how busy the
-        client's host was over the group (and the server's, when another host), its CPU
-        count, the wall time between the two marks, and the engine's CPU over it."""
+        client's host was over the group (of it: interrupts, steal), the server's host's
+        share when another host, the client's host's CPU count, the wall time between the two marks, and the engine's CPU over it."""
         after = self._host_cpu(live)
-        def share(a: cputree.HostCpu | None, b: cputree.HostCpu | None) -> float | None:
-            return b.share_since(a) if a is not None and b is not None else None
+        def share(a: cputree.HostCpu | None, b: cputree.HostCpu | None,
+                  what: str = "busy_s") -> float | None:
+            return b.share_since(a, what) if a is not None and b is not None else None
         eng = (sum(after.engine) - sum(before.engine)
                if before.engine is not None and after.engine is not None else None)
         return {"host_cpu_share": share(before.client, after.client),
+                "host_irq_share": share(before.client, after.client, "irq_s"),
+                "host_steal_share": share(before.client, after.client, "steal_s"),
                 "host_cpus": after.client.cpus if after.client else None,
                 "server_host_cpu_share": share(before.server, after.server),
                 "host_cpu_wall_s": after.t - before.t,

@@ -163,9 +163,10 @@ class There(Side):
                                              "ids": []}, timeout=30).get("host")
         except RigError:
             return None
-        if not isinstance(got, list) or len(got) != 3:
+        if not isinstance(got, list) or len(got) != 5:
             return None
-        return cputree.HostCpu(float(got[0]), float(got[1]), int(got[2]))
+        return cputree.HostCpu(float(got[0]), float(got[1]), int(got[2]), float(got[3]),
+                               float(got[4]))
 
 
 def cpus_allowed(pid: int | None) -> str | None:

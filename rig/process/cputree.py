@@ -76,11 +76,16 @@ class HostCpu:
     busy_s: float
     total_s: float
     cpus: int
+    irq_s: float = 0.0       # of busy_s: interrupts and softirqs (the network stack's work)
+    steal_s: float = 0.0     # of busy_s: taken by the hypervisor
 
-    def share_since(self, before: "HostCpu") -> float | None:
-        """Busy share of the host's CPUs between `before` and this snapshot (0..1)."""
+    def share_since(self, before: "HostCpu", what: str = "busy_s") -> float | None:
+        """Share of the host's CPUs between `before` and this snapshot (0..1) that was
+        busy (or, `what`, went to interrupts: irq_s, or to the hypervisor: steal_s)."""
         total = self.total_s - before.total_s
-        return min(1.0, max(0.0, (self.busy_s - before.busy_s) / total)) if total > 0 else None
+        if total <= 0:
+            return None
+        return min(1.0, max(0.0, (getattr(self, what) - getattr(before, what)) / total))
 
 
 def parse_proc_stat(text: str) -> HostCpu:
@@ -97,7 +102,8 @@ def parse_proc_stat(text: str) -> HostCpu:
     agg = (agg + [0] * 8)[:8]
     total = sum(agg)
     idle = agg[3] + agg[4]
-    return HostCpu((total - idle) / _TICK, total / _TICK, cpus)
+    return HostCpu((total - idle) / _TICK, total / _TICK, cpus, (agg[5] + agg[6]) / _TICK,
+                   agg[7] / _TICK)
 
 
 def host_cpu(proc_root: Path = Path("/proc")) -> HostCpu | None:

@@ -335,7 +335,7 @@ def op_cpu():
         out[i] = tree_cpu(rec["pgid"]) if start_of(rec["pgid"]) == rec["start"] else None
     report({"rc": 0, "cpu": out, "host": host_cpu()})
 def host_cpu():
-    """[busy_s, total_s, cpus] of the whole host (/proc/stat: idle and iowait are not
+    """[busy_s, total_s, cpus, irq_s, steal_s] of the whole host (/proc/stat: idle and iowait are not
     busy, steal is), as rig.process.cputree.parse_proc_stat; None if unreadable."""
     tick = os.sysconf("SC_CLK_TCK"); agg = None; n = 0
     try:
@@ -349,7 +349,8 @@ def host_cpu():
     if not agg or len(agg) < 4:
         return None
     agg = (agg + [0] * 8)[:8]
-    return [(sum(agg) - agg[3] - agg[4]) / float(tick), sum(agg) / float(tick), n]
+    return [(sum(agg) - agg[3] - agg[4]) / float(tick), sum(agg) / float(tick), n,
+            (agg[5] + agg[6]) / float(tick), agg[7] / float(tick)]
 def op_ctl():
     """One JSON request line to a unix socket (the emulation engine's control), the
     answer line back; a refused or dead socket is an answer too (error)."""

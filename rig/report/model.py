@@ -61,6 +61,8 @@ class GroupCpu:
     client_s: float = 0.0
     server_s: float = 0.0
     engine_s: float | None = None
+    irq_share: float | None = None      # of the client's host: interrupts and softirqs
+    steal_share: float | None = None    # of the client's host: the hypervisor's
 
     def cores(self, seconds: float | None) -> float | None:
         return seconds / self.wall_s if seconds is not None and self.wall_s > 0 else None
@@ -265,7 +267,9 @@ def _add_host_cpu(p: Point, r: dict, client_cpu_s: float) -> None:
     if g is None:
         eng = r.get("engine_cpu_s")
         g = p.host_cpu[key] = GroupCpu(max(shares), r.get("host_cpus"), float(wall),
-                                       engine_s=None if eng is None else float(eng))
+                                       engine_s=None if eng is None else float(eng),
+                                       irq_share=r.get("host_irq_share"),
+                                       steal_share=r.get("host_steal_share"))
     g.client_s += client_cpu_s
     g.server_s += (r.get("server_cpu_user_s") or 0.0) + (r.get("server_cpu_sys_s") or 0.0)
 

@@ -67,6 +67,7 @@ NEAR = 0.85          # at >= 85 % of a bound, the bound is what limits
 ABOVE = 1.15         # more than 15 % above a "bound" means it was not the bound
 CPU_NEAR = 0.85      # CPU seconds >= 85 % of wall seconds: one thread saturated
 HOST_NEAR = 0.90     # the host's CPUs busy >= 90 % of the group's wall: none spare
+OTHER_LOAD = 0.5     # processes outside the run used >= half of that: other work's doing
 # A window limit shows as the same bytes in flight (throughput x RTT) at several RTTs.
 BDP_SPREAD = 0.12
 BDP_POINTS = 2
@@ -354,9 +355,23 @@ def host_busy(point: Point) -> str | None:
     parts = [(name, cores([g.cores(getattr(g, attr)) for g in groups]))
              for name, attr in (("client", "client_s"), ("server", "server_s"),
                                 ("engine", "engine_s"))]
-    used = ", ".join(f"{name} {c:.2f}" for name, c in parts if c is not None)
-    return (f"the host's {cpus or '?'} CPUs were {share:.0%} busy over the transfers "
-            f"({used} cores; the rest kernel and other processes)")
+    if cpus:
+        parts += [(name, cores([None if getattr(g, attr) is None else getattr(g, attr) * cpus
+                                for g in groups]))
+                  for name, attr in (("interrupts", "irq_share"), ("steal", "steal_share"))]
+    named = [(n, c) for n, c in parts if c is not None]
+    text = (f"the host's {cpus or '?'} CPUs were {share:.0%} busy over the transfers ("
+            + ", ".join(f"{n} {c:.2f}" for n, c in named) + " cores")
+    if cpus and len(named) == len(parts):
+        # what neither the run's processes nor the kernel's interrupts nor the hypervisor
+        # account for: other processes (and kernel threads) on the host
+        rest = share * cpus - sum(c for _, c in named)
+        text += f", other processes {max(0.0, rest):.2f})"
+        if rest >= OTHER_LOAD * share * cpus:
+            text += ("; the host was busy with other work: this point measured the "
+                     "contention, not the transfer")
+        return text
+    return text + "; the rest kernel and other processes)"
 
 
 def _latency(point: Point) -> tuple[float, str] | None:
@@ -429,10 +444,9 @@ def _from_kernel(point: Point, ev: Evidence, bounds: list[tuple[str, float, str]
     elif "client-CPU-bound" in found and kind in (None, "application-limited",
                                                   "window-limited"):
         kind, why = "client-CPU-bound", f"{found['client-CPU-bound']}; {why}"
-    elif "host-CPU-bound" in found and kind in (None, "application-limited",
-                                                "window-limited"):
-        # the sender had nothing to send, or the receiver did not drain its window,
-        # while no CPU of the host was spare
+    elif "host-CPU-bound" in found and kind in (None, "application-limited"):
+        # the sender had nothing to send while no CPU of the host was spare (a window
+        # the receiver kept closed is the kernel's own account: it stays the verdict)
         kind, why = "host-CPU-bound", f"{found['host-CPU-bound']}; {why}"
     elif kind in ("cwnd-limited", "loss-limited") and "path-limited" in found:
         kind, why = "path-limited", f"{found['path-limited']}; {why}"

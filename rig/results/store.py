@@ -110,6 +110,8 @@ class TransferRow:
     # the wall time between the marks, and the emulation engine's CPU seconds over it
     # (NULL: netem or no engine here)
     host_cpu_share: float | None = column("REAL")
+    host_irq_share: float | None = column("REAL")    # of it: irq + softirq (network stack)
+    host_steal_share: float | None = column("REAL")  # of it: steal (the hypervisor's)
     host_cpus: int | None = column("INTEGER")
     server_host_cpu_share: float | None = column("REAL")
     host_cpu_wall_s: float | None = column("REAL")
@@ -327,7 +329,7 @@ ADDED_AFTER_V1 |= {"capture_flows"}
 ADDED_AFTER_V1 |= {"phase"}
 ADDED_AFTER_V1 |= {"actions"}      # table version 1 (issue 25)
 ADDED_AFTER_V1 |= {"storage_bps", "storage_file", "storage_note"}
-ADDED_AFTER_V1 |= {"host_cpu_share", "host_cpus", "server_host_cpu_share", "host_cpu_wall_s",
+ADDED_AFTER_V1 |= {"host_cpu_share", "host_irq_share", "host_steal_share", "host_cpus", "server_host_cpu_share", "host_cpu_wall_s",
                    "engine_cpu_s"}        # host-CPU verdict (issue 24)
 
 
