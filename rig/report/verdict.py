@@ -362,7 +362,8 @@ def host_busy(point: Point) -> str | None:
     named = [(n, c) for n, c in parts if c is not None]
     text = (f"the host's {cpus or '?'} CPUs were {share:.0%} busy over the transfers ("
             + ", ".join(f"{n} {c:.2f}" for n, c in named) + " cores")
-    if cpus and len(named) == len(parts):
+    # no engine figure: netem (its work is interrupt time) or no emulation
+    if cpus and all(c is not None or n == "engine" for n, c in parts):
         # what neither the run's processes nor the kernel's interrupts nor the hypervisor
         # account for: other processes (and kernel threads) on the host
         rest = share * cpus - sum(c for _, c in named)
