@@ -32,7 +32,7 @@ def wget():
         def row_fields(self, job, env):
             return {"page_checksum": 7}
     yield Wget
-    del tools._REGISTRY["wget-test"]
+    tools.unregister("wget-test")
 
 
 def _scenario(tool: str) -> scenario.Scenario:

@@ -18,7 +18,7 @@ from rig.description import topology as T
 from rig.description import reference
 from rig.description.libraries import READ_LIBRARIES
 from rig.description.reference import Reference
-from rig.description.profile import BACKENDS, Direction, GilbertElliott, LinkProfile
+from rig.description.profile import Direction, GilbertElliott, LinkProfile
 from rig.description import tuningspec
 from rig.description.tuningspec import CC_NAMES, Tuning  # noqa: F401  (Tuning: scenario.Tuning)
 from rig.description import caches, userpath
@@ -26,7 +26,7 @@ from rig.description.storage import Storage
 from rig.description.rootfile.plan import MODES as READ_MODES
 from rig.errors import InputError
 from rig import netaddr
-from rig.services import servers as server_kinds, tools
+from rig.description import kinds
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TOPOLOGY_DIR = ROOT / "topologies"
@@ -71,18 +71,22 @@ def _arg(v: Any) -> str:
 
 
 def _tool(v: Any) -> str:
-    return S.choice(*tools.names())(v)        # the registry as it is at load time
+    return S.choice(*kinds.CLIENTS.names())(v)        # the registry as it is at load time
+
+
+def _backend(v: Any) -> str:
+    return S.choice(*kinds.backend_names())(v)     # auto, netem, userspace, none, ...
 
 
 def _server_kind(v: Any) -> str:
-    return S.choice(*server_kinds.kinds())(v)
+    return S.choice(*kinds.SERVERS.names())(v)
 
 
 def _tls_mode(v: Any) -> str:
     """off | control | all; YAML reads a bare off/on as a boolean: off, or all (on)."""
     if isinstance(v, bool):
         return "all" if v else "off"
-    return S.choice(*tools.TLS_MODES)(v)
+    return S.choice(*kinds.TLS_MODES)(v)
 
 
 _REAL_ONLY = ("client_ns", "server_ns", "server_addr")
@@ -195,7 +199,7 @@ class PathSpec:
     rate_bps: float | None = S.spec(S.optional(S.rate), None, key="rate")
     queue_pkts: int | None = S.spec(S.optional(S.integer(1, L.MAX_QUEUE_PKTS)), None,
                                     key="queue")
-    backend: str = S.spec(S.choice(*BACKENDS), "auto")
+    backend: str = S.spec(_backend, kinds.AUTO)
     # real paths: where the client runs, where the server listens (existing, used as-is)
     client_ns: str | None = S.spec(S.optional(S.ns_name), None)
     server_ns: str | None = S.spec(S.optional(S.ns_name), None)
@@ -419,12 +423,12 @@ class ServerSpec:
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
         for key in ("sendfile", "tcp_nopush"):
-            if d[key] is not None and key not in server_kinds.get(d["kind"]).settings:
-                can = ", ".join(k.kind for k in server_kinds.all_kinds() if key in k.settings)
+            if d[key] is not None and key not in kinds.server(d["kind"]).settings:
+                can = ", ".join(k.kind for k in kinds.SERVERS.all() if key in k.settings)
                 raise ctx.child(key).error(f"a {d['kind']} server has no {key} setting "
                                            f"(has it: {can})", d[key])
-        if d["tpc"] and not server_kinds.get(d["kind"]).tpc:
-            can = ", ".join(k.kind for k in server_kinds.all_kinds() if k.tpc)
+        if d["tpc"] and not kinds.server(d["kind"]).tpc:
+            can = ", ".join(k.kind for k in kinds.SERVERS.all() if k.tpc)
             raise ctx.child("tpc").error(f"a {d['kind']} server cannot do third-party copy "
                                          f"(can: {can})", True)
         if d["cpus"] == [PER_INSTANCE]:
@@ -541,9 +545,9 @@ class ClientSpec:
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
         tool = d["tool"]
-        caps = tools.get(tool).caps
+        caps = kinds.client(tool).caps
         if d["direction"] == "upload" and not caps.upload:
-            users = sorted(t.name for t in tools.all_tools() if t.caps.upload)
+            users = sorted(t.name for t in kinds.CLIENTS.all() if t.caps.upload)
             raise ctx.child("direction").error(f"{tool} cannot upload (only "
                                                f"{', '.join(users)})", "upload")
         if d["direction"] == "upload" and d["sources"] is not None:
@@ -553,7 +557,7 @@ class ClientSpec:
             raise ctx.child("dest_dir").error("an upload reads the served file and writes "
                                               "to the server: no dest_dir", d["dest_dir"])
         if d["tls"] not in (None, "off") and d["tls"] not in caps.tls:
-            users = sorted(t.name for t in tools.all_tools() if d["tls"] in t.caps.tls)
+            users = sorted(t.name for t in kinds.CLIENTS.all() if d["tls"] in t.caps.tls)
             raise ctx.child("tls").error(f"{tool} cannot use TLS mode {d['tls']} "
                                          f"(only {', '.join(users)})", d["tls"])
         if d["streams"] > caps.max_streams:
@@ -566,9 +570,9 @@ class ClientSpec:
                     f"{tool} supports at most {caps.max_streams} stream(s)", n)
         for key in _OPTIONS:
             if d[key] is not None and key not in caps.options:
-                users = sorted(t.name for t in tools.all_tools() if key in t.caps.options)
+                users = sorted(t.name for t in kinds.CLIENTS.all() if key in t.caps.options)
                 raise ctx.child(key).error(f"only for {', '.join(users)}", d[key])
-        d = tools.get(tool).checked(ctx, d)
+        d = kinds.client(tool).checked(ctx, d)
         proto = d["protocol"] or (caps.protocols[0] if caps.protocols else "")
         if d["protocol"] is not None and proto not in caps.protocols:
             speaks = " or ".join(f"{p}://" if p == "root" else p
@@ -611,7 +615,7 @@ class Sweep:
                                                                max_len=L.MAX_SWEEP_VALUES)), None)
     # TLS modes swept for clients whose tool can use them (others run each mode they can)
     tls: list[str] | None = S.spec(S.optional(S.list_of(_tls_mode,
-                                                        max_len=len(tools.TLS_MODES))), None)
+                                                        max_len=len(kinds.TLS_MODES))), None)
     # download and upload, for clients whose tool can upload (each its own configuration,
     # NAME and NAME@upload); others download
     direction: list[str] | None = S.spec(S.optional(S.list_of(S.choice(*DIRECTIONS),
@@ -859,7 +863,7 @@ def _sweep_servers(ctx: S.Ctx, paths: list[PathSpec], clients: list[ClientSpec],
     if sw.server_cpus and max(sw.server_cpus) > have:
         raise ctx.child("sweep").child("server_cpus").error(
             f"{max(sw.server_cpus)} CPUs per origin: this host has {have}", sw.server_cpus)
-    origin_servers = [(i, s) for i, s in enumerate(srv) if not server_kinds.get(s.kind).caches]
+    origin_servers = [(i, s) for i, s in enumerate(srv) if not kinds.server(s.kind).caches]
     if not origin_servers:
         raise cc.error("no origin server to sweep (caches follow their origin)", value)
     for i, s in origin_servers:
@@ -889,7 +893,7 @@ def path_servers(sc: Scenario, p: PathSpec | None = None) -> list[ServerSpec]:
     cpus = sorted(S.host_cpus())
     out = []
     for s in sc.servers:
-        if server_kinds.get(s.kind).caches:
+        if kinds.server(s.kind).caches:
             out.append(s)
             continue
         n = p.origins or s.count
@@ -962,7 +966,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
     clients = []
     for i, c in enumerate(sc.clients):
         cc = ctx.child("clients").child(i)
-        caps = tools.get(c.tool).caps
+        caps = kinds.client(c.tool).caps
         if caps.uses_iperf_servers:
             clients.append(c)
             continue
@@ -977,7 +981,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
         if servers[c.server].kind not in caps.servers:
             raise cc.child("server").error(
                 f"{c.tool} cannot talk to a {servers[c.server].kind} server", c.server)
-        if c.protocol and c.protocol not in server_kinds.get(servers[c.server].kind).ports:
+        if c.protocol and c.protocol not in kinds.server(servers[c.server].kind).ports:
             raise cc.child("server").error(
                 f"a {servers[c.server].kind} server does not serve {c.protocol}", c.server)
         if c.file not in files:
@@ -985,8 +989,8 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
         if c.tool == "replay" and file_kinds[c.file] != "root":
             raise cc.child("file").error("a caching-mode replay reads a ROOT file: give the file "
                                          "kind: root (generated) or a path", c.file)
-        if c.tls not in (None, "off") and not server_kinds.get(servers[c.server].kind).tls_ports:
-            have = [k for k in server_kinds.kinds() if server_kinds.get(k).tls_ports]
+        if c.tls not in (None, "off") and not kinds.server(servers[c.server].kind).tls_ports:
+            have = [k for k in kinds.SERVERS.names() if kinds.server(k).tls_ports]
             raise cc.child("tls").error(f"a {servers[c.server].kind} server does not serve TLS "
                                         f"({', '.join(have)} do)", c.tls)
         _check_tpc(cc, c, caps, servers)
@@ -998,7 +1002,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
                 raise ctx.child("clients").child(i).child("paths").child(j).error(
                     f"no such path (have: {', '.join(names)})", pn)
     for c in sc.clients:
-        limit = tools.get(c.tool).caps.max_streams
+        limit = kinds.client(c.tool).caps.max_streams
         if c.sweep is not None and c.sweep.streams:
             continue               # its own streams, checked with the client
         for s in sc.sweep.streams or []:
@@ -1047,7 +1051,7 @@ def client_directions(sc: Scenario, c: ClientSpec) -> list[str]:
     its tool can (uploads; an extreme copy does not), else download."""
     if c.direction is not None:
         return [c.direction]
-    if sc.sweep.direction and tools.get(c.tool).caps.upload and not c.sources:
+    if sc.sweep.direction and kinds.client(c.tool).caps.upload and not c.sources:
         return list(sc.sweep.direction)
     return ["download"]
 
@@ -1075,9 +1079,9 @@ def _check_uploads(ctx: S.Ctx, sc: Scenario) -> None:
     fams = sc.sweep.direction or []
     if len(set(fams)) != len(fams):
         raise cd.error("a direction named twice", fams)
-    if "upload" in fams and not any(tools.get(c.tool).caps.upload for c in sc.clients):
+    if "upload" in fams and not any(kinds.client(c.tool).caps.upload for c in sc.clients):
         raise cd.error("no client can upload (" + ", ".join(sorted(
-            t.name for t in tools.all_tools() if t.caps.upload)) + " can)", fams)
+            t.name for t in kinds.CLIENTS.all() if t.caps.upload)) + " can)", fams)
     servers = {s.name: s for s in sc.servers}
     for i, c in enumerate(sc.clients):
         if "upload" not in client_directions(sc, c) or c.server not in servers:
@@ -1085,7 +1089,7 @@ def _check_uploads(ctx: S.Ctx, sc: Scenario) -> None:
         at = ctx.child("clients").child(i)
         at = at.child("direction") if c.direction else cd
         kind = servers[c.server].kind
-        if kind not in tools.get(c.tool).caps.upload or not server_kinds.get(kind).writes:
+        if kind not in kinds.client(c.tool).caps.upload or not kinds.server(kind).writes:
             raise at.error(f"client {c.name}: a {kind} server does not accept {c.tool}'s "
                            "writes", "upload")
         if sc.storage.on_disk:
@@ -1129,7 +1133,7 @@ def _check_tls_sweep(ctx: S.Ctx, sc: Scenario) -> None:
         raise cc.error("a TLS mode is listed twice", modes)
     for m in modes:
         if m != "off" and not any(_can_tls(sc, c, m) for c in sc.clients):
-            users = sorted(t.name for t in tools.all_tools() if m in t.caps.tls)
+            users = sorted(t.name for t in kinds.CLIENTS.all() if m in t.caps.tls)
             raise cc.error(f"no client can use TLS mode {m} (only {', '.join(users)}, "
                            "against an xrootd or nginx server)", m)
 
@@ -1146,10 +1150,10 @@ def tls_modes(sc: Scenario, c: ClientSpec) -> list[str]:
 
 def _can_tls(sc: Scenario, c: ClientSpec, mode: str) -> bool:
     """Whether client `c` can run TLS mode `mode`: its tool can, and its server serves TLS."""
-    if mode not in tools.get(c.tool).caps.tls:
+    if mode not in kinds.client(c.tool).caps.tls:
         return False
     kind = next((s.kind for s in sc.servers if s.name == c.server), None)
-    return kind is None or bool(server_kinds.get(kind).tls_ports)
+    return kind is None or bool(kinds.server(kind).tls_ports)
 
 
 def uses_tls(sc: Scenario) -> bool:
@@ -1177,7 +1181,7 @@ def _check_tpc(cc: S.Ctx, c: ClientSpec, caps: Any, servers: dict[str, ServerSpe
         if not servers[c.source].tpc:
             raise cc.child("source").error("the source pushes: it needs third-party copy "
                                            "(give it tpc: true)", c.source)
-        if c.server is None or not server_kinds.get(servers[c.server].kind).writes:
+        if c.server is None or not kinds.server(servers[c.server].kind).writes:
             raise cc.child("server").error("the destination takes the pushed file: a kind "
                                            "that accepts writes", c.server)
         return
@@ -1251,7 +1255,7 @@ def measurements(sc: Scenario) -> int:
         total += steps * sum(len(client_streams(sc, c)) * len(client_concurrency(sc, c))
                              * (len(sc.sweep.branches) if sc.sweep.branches
                                 and c.branches is None
-                                and "branches" in tools.get(c.tool).caps.options else 1)
+                                and "branches" in kinds.client(c.tool).caps.options else 1)
                              * len(tls_modes(sc, c)) * client_repeats(sc, c)
                              * len(client_directions(sc, c))
                              for c in sc.clients if runs_on(c, p))
@@ -1304,7 +1308,7 @@ def client_streams(sc: Scenario, c: ClientSpec) -> list[int]:
     multi-stream tool, else its `streams`."""
     if c.sweep is not None and c.sweep.streams:
         return list(c.sweep.streams)
-    if sc.sweep.streams and tools.get(c.tool).caps.max_streams > 1:
+    if sc.sweep.streams and kinds.client(c.tool).caps.max_streams > 1:
         return list(sc.sweep.streams)   # limits checked when the scenario was loaded
     return [c.streams]
 

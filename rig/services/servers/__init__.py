@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from rig.netaddr import hostport
+from rig.description import kinds as described
 from rig.services.registry import Registry
 
 if TYPE_CHECKING:
@@ -138,8 +139,9 @@ class ServerKind:
         return f"{protocol}://{hostport(p.addr, port)}/{relpath}"
 
 
-_KINDS: Registry[ServerKind] = Registry("server kind", lambda cls: cls.kind)
+_KINDS: Registry[ServerKind] = Registry("server kind", lambda cls: cls.kind, described.SERVERS)
 register = _KINDS.register
+unregister = _KINDS.unregister
 get = _KINDS.get
 kinds = _KINDS.names
 all_kinds = _KINDS.all

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from rig.netaddr import hostport
 from rig.services.servers import UPLOAD_DIR
 from rig.services.registry import Registry
+from rig.description import kinds
 
 if TYPE_CHECKING:  # the scenario imports this registry; types only, no cycle
     from rig.description.scenario import ClientSpec, FileSpec
@@ -68,33 +69,10 @@ class Parsed:
 # HTTP servers that take a PUT there (XrdHttp, nginx's dav module, Apache's mod_dav)
 HTTP_WRITERS = frozenset({"xrootd", "nginx", "apache"})
 
-# TLS modes a scenario can ask for: `control` encrypts xrootd's control stream only
-# (xrdcp --tlsnodata), `all` every stream (roots://, https://).
-TLS_MODES = ("off", "control", "all")
-
-
-@dataclass(frozen=True)
-class Capabilities:
-    servers: frozenset[str] = frozenset()   # server kinds it can talk to
-    protocols: tuple[str, ...] = ()         # endpoints of those servers; first = default
-    max_streams: int = 1                    # parallel TCP streams for one file
-    options: frozenset[str] = frozenset()   # optional client keys it accepts (block, ...)
-    needs_file: bool = True
-    # The data phase is dated by the kernel's count of bytes the process wrote
-    # (/proc/PID/io), for tools that print nothing useful when stdout is not a tty.
-    timed_by_written_bytes: bool = False
-    # Talks to the path's iperf3 servers (one per concurrent instance) instead of a
-    # scenario server.
-    uses_iperf_servers: bool = False
-    # Which end sends the data, where tcp_info is sampled: server (downloads, iperf3 -R)
-    # or client (uploads).
-    sender: str = "server"
-    tls: frozenset[str] = frozenset()       # TLS modes besides "off" it can use
-    # Third-party copy: the client asks its server (the destination) to pull the file
-    # from the client's `source:` server; nothing passes through the client.
-    third_party: bool = False
-    # server kinds it can upload to (`direction: upload`); empty: downloads only
-    upload: frozenset[str] = frozenset()
+# Capabilities and TLS_MODES are the description's (rig.description.kinds): the scenario
+# schema checks clients against them; tools declare them here.
+Capabilities = kinds.Capabilities
+TLS_MODES = kinds.TLS_MODES
 
 
 class ClientTool:
@@ -178,9 +156,10 @@ def last_line(text: str) -> str:
     return lines[-1].strip() if lines else ""
 
 
-_TOOLS: Registry[ClientTool] = Registry("client tool", lambda cls: cls.name)
+_TOOLS: Registry[ClientTool] = Registry("client tool", lambda cls: cls.name, kinds.CLIENTS)
 _REGISTRY = _TOOLS.items
 register = _TOOLS.register
+unregister = _TOOLS.unregister
 get = _TOOLS.get
 names = _TOOLS.names
 all_tools = _TOOLS.all
