@@ -8,7 +8,7 @@ dependency points down. Whoever loads scenarios (the CLI, the run, the tests) im
 those packages first (rig.catalog does it in one line); a registry left empty names no
 tool, kind or backend, and every scenario is refused in one line.
 
-Pure: imports nothing of the rig's (importlib only, to load a package of adapters);
+Pure: imports the schema helpers only (and importlib, to load a package of adapters);
 must not import anything that runs, nor services or realization.
 """
 from __future__ import annotations
@@ -18,6 +18,8 @@ import importlib
 import pkgutil
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Generic, Iterable, Protocol, TypeVar
+
+from rig.description import schema as S
 
 T = TypeVar("T")
 
@@ -32,7 +34,6 @@ class Capabilities:
     servers: frozenset[str] = frozenset()   # server kinds it can talk to
     protocols: tuple[str, ...] = ()         # endpoints of those servers; first = default
     max_streams: int = 1                    # parallel TCP streams for one file
-    options: frozenset[str] = frozenset()   # optional client keys it accepts (block, ...)
     needs_file: bool = True
     # The data phase is dated by the kernel's count of bytes the process wrote
     # (/proc/PID/io), for tools that print nothing useful when stdout is not a tty.
@@ -111,7 +112,23 @@ class Registry(Generic[T]):
         return list(self.items.values())
 
 
-CLIENTS: Registry[ClientKind] = Registry("client tool", lambda t: t.name)
+class ClientRegistry(Registry[ClientKind]):
+    """Client tools; each tool's option section is checked against the others' as it
+    registers: a key two tools share (buffer, dest_dir) must be one declaration (the
+    same parser and default), since a client's keys are read before its tool is known
+    to be the one that takes them."""
+
+    def add(self, item: ClientKind) -> ClientKind:
+        mine = section_fields(item.options)
+        for other in self.all():
+            for key, f in section_fields(other.options).items():
+                if key in mine and mine[key] != f:
+                    raise ValueError(f"client option {key!r} of {item.name} differs from "
+                                     f"{other.name}'s: declare it once and share it")
+        return super().add(item)
+
+
+CLIENTS = ClientRegistry("client tool", lambda t: t.name)
 SERVERS: Registry[ServerKind] = Registry("server kind", lambda k: k.kind)
 # backend classes (a run makes an instance per path, with its options)
 BACKENDS: Registry[Any] = Registry("emulation backend", lambda b: b.name)
@@ -136,10 +153,29 @@ def backend_names() -> tuple[str, ...]:
     return (AUTO, *(b.name for b in sorted(BACKENDS.all(), key=backend_order)))
 
 
-def option_fields(cls: type) -> tuple[str, ...]:
-    """The client keys an option section declares."""
-    return tuple(f.metadata.get("key") or f.name for f in dataclasses.fields(cls)
-                 if "parse" in f.metadata)
+def section_fields(cls: type) -> dict[str, tuple[str, S.Field]]:
+    """YAML key -> (attribute, schema.Field) of every key an option section declares."""
+    return {f.metadata.get("key") or f.name: (f.name, S.Field(f.metadata["parse"],
+                                                              f.metadata["default"]))
+            for f in dataclasses.fields(cls) if "parse" in f.metadata}
+
+
+def option_keys(tool: str) -> frozenset[str]:
+    """The client keys tool `tool` takes besides the common ones."""
+    return frozenset(section_fields(client(tool).options))
+
+
+def option_fields() -> dict[str, tuple[str, S.Field]]:
+    """Every client key some registered tool declares in its option section."""
+    out: dict[str, tuple[str, S.Field]] = {}
+    for t in CLIENTS.all():
+        out.update(section_fields(t.options))
+    return out
+
+
+def option_users(key: str) -> list[str]:
+    """The tools that take client key `key`, by name."""
+    return sorted(t.name for t in CLIENTS.all() if key in section_fields(t.options))
 
 
 def load_package(package: str, path: Iterable[str], skip: tuple[str, ...] = ()) -> None:

@@ -16,14 +16,12 @@ from typing import Any
 from rig.description import limits as L, safeyaml, schema as S
 from rig.description import topology as T
 from rig.description import reference
-from rig.description.libraries import READ_LIBRARIES
 from rig.description.reference import Reference
 from rig.description.profile import Direction, GilbertElliott, LinkProfile
 from rig.description import tuningspec
 from rig.description.tuningspec import CC_NAMES, Tuning  # noqa: F401  (Tuning: scenario.Tuning)
 from rig.description import caches, userpath
 from rig.description.storage import Storage
-from rig.description.rootfile.plan import MODES as READ_MODES
 from rig.errors import InputError
 from rig import netaddr
 from rig.description import kinds
@@ -456,12 +454,10 @@ class ServerSpec:
 
 
 DIRECTIONS = ("download", "upload")
-_OPTIONS = ("page_checksum", "block", "buffer", "mode", "library", "cache_size", "segment",
-            "branches", "sources", "multiplex", "shadow_dir", "dest_dir", "congestion", "cipher",
-            "trigger_factor", "tpc_mode")
 
 
-def _branch_fraction(v: Any) -> float:
+def branch_fraction(v: Any) -> float:
+    """A fraction of branches read (sweep.branches, a replay client's `branches:`)."""
     f = S.fraction(v)
     if f <= 0:
         raise ValueError("must be more than 0%")
@@ -492,45 +488,19 @@ class ClientSpec:
     # which endpoint of the server (root, http, ...): the tool's first protocol by default
     protocol: str = S.spec(S.optional(S.text), None)
     binary: str | None = S.spec(S.optional(S.path_text), None)   # compare two versions
-    page_checksum: bool | None = S.spec(S.optional(S.boolean), None)  # xrdcp XRD_CPUSEPGWRTRD
-    block: int | None = S.spec(S.optional(S.size_in(L.MIN_BLOCK, L.MAX_BLOCK)), None)
-    buffer: int | None = S.spec(S.optional(S.size_in(L.MIN_SOCKET_BUFFER, L.MAX_BUFFER)),
-                                None)
     # iperf3 -t takes whole seconds
     duration_s: float = S.spec(S.duration_in(1.0, L.MAX_IPERF_S, whole=True), 10.0,
                                key="duration")
     env: dict = S.spec(_env, {})
-    # tool replay (caching modes): docs/caching-modes.md
-    mode: str | None = S.spec(S.optional(S.choice(*READ_MODES)), None)
-    library: str | None = S.spec(S.optional(S.choice(*READ_LIBRARIES)), None)
-    cache_size: int | None = S.spec(S.optional(S.size_in(L.MIN_CACHE, L.MAX_CACHE)), None)
-    segment: int | None = S.spec(S.optional(S.size_in(L.MIN_SEGMENT, L.MAX_SEGMENT)), None)
-    branches: float | None = S.spec(S.optional(_branch_fraction), None)
-    # replay: CMSSW IOExerciser's triggerFactor, every N-th event reads every branch
-    trigger_factor: int | None = S.spec(S.optional(S.integer(0, L.MAX_TRIGGER_FACTOR)), None)
-    # lazy-download's shadow file: a directory, or `memory` (docs/caching-modes.md)
-    shadow_dir: str | None = S.spec(S.optional(S.path_text), None)
-    # a plain download written into a file in this directory instead of /dev/null
-    # (removed after each transfer): compare it with a lazy-download's shadow file there
-    dest_dir: str | None = S.spec(S.optional(S.path_text), None)
     # off | control | all; None: sweep.tls decides (off without one)
     tls: str | None = S.spec(S.optional(_tls_mode), None)
     # taskset -c, as seed 000 pinned: one set for every instance, or one per instance
     cpus: str | tuple[str, ...] | None = S.spec(S.optional(S.with_ctx(_client_cpus)), None)
-    # xrdcp extreme copy (seed 001): a metalink listing the file K times, `-y K`; each
-    # source a different user (root://uN@...) so each gets its own connection, unless
-    # `multiplex: true` (one user: the client multiplexes every source over one channel)
-    sources: int | None = S.spec(S.optional(S.integer(1, L.MAX_SOURCES)), None)
-    multiplex: bool | None = S.spec(S.optional(S.boolean), None)
     # tcpdump of the router's interfaces (headers only) while this client runs
     capture: str | None = S.spec(S.optional(S.choice(*CAPTURE_MODES)), None)
     # the paths (by name) this client runs on; None: every path
     paths: list[str] | None = S.spec(S.optional(S.list_of(S.name, max_len=L.MAX_PATHS)), None)
     sweep: ClientSweep | None = S.spec(S.optional(S.section(ClientSweep)), None)
-    # this client's connections' congestion control (iperf3 -C), whatever tuning's default
-    congestion: str | None = S.spec(S.optional(S.choice(*CC_NAMES)), None)
-    # scp: the SSH cipher (`ssh -c`), checked by the tool (rig/services/tools/scp.py)
-    cipher: str | None = S.spec(S.optional(S.text), None)
     # reading through a cache (xcache): emptied of the file before each group (cold) or
     # holding all of it (warm); None: as the reads before left it (rig.description.caches)
     cache: str | None = S.spec(S.optional(S.choice("cold", "warm")), None)
@@ -539,8 +509,33 @@ class ClientSpec:
     # download (from the server) | upload (to it: the file written to the server's
     # upload/ folder, checked by its checksum there, then removed); None: sweep.direction
     direction: str | None = S.spec(S.optional(S.choice(*DIRECTIONS)), None)
-    # HTTP third-party copy: the destination pulls (default) or the source pushes
-    tpc_mode: str | None = S.spec(S.optional(S.choice("pull", "push")), None)
+    # the tool's own keys (page_checksum, block, mode, ...): an instance of the option
+    # section its module declares (rig.description.kinds; none: kinds.NoOptions)
+    options: Any = kinds.NoOptions()
+
+    @classmethod
+    def extra_fields(cls) -> dict[str, tuple[str, S.Field]]:
+        """Every registered tool's own keys: read for any client, refused below for a
+        tool that does not take them."""
+        return kinds.option_fields()
+
+    def __post_init__(self) -> None:
+        # built in code (tests, bench) without options: its tool's defaults
+        if type(self.options) is kinds.NoOptions and self.tool in kinds.CLIENTS.items:
+            object.__setattr__(self, "options", kinds.client(self.tool).options())
+
+    @classmethod
+    def of(cls, **kw: Any) -> "ClientSpec":
+        """A client built in code, its tool's own keys given beside the common ones
+        (`ClientSpec.of(name="c", tool="xrdcp", sources=4)`); not checked."""
+        section = kinds.client(kw["tool"]).options
+        own = {a for a, _ in kinds.section_fields(section).values()}
+        opts = section(**{k: kw.pop(k) for k in list(kw) if k in own})
+        return cls(**kw, options=opts)
+
+    def option(self, key: str) -> Any:
+        """The value of one of the tool's own keys (None: its tool has no such key)."""
+        return getattr(self.options, key, None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
@@ -550,12 +545,6 @@ class ClientSpec:
             users = sorted(t.name for t in kinds.CLIENTS.all() if t.caps.upload)
             raise ctx.child("direction").error(f"{tool} cannot upload (only "
                                                f"{', '.join(users)})", "upload")
-        if d["direction"] == "upload" and d["sources"] is not None:
-            raise ctx.child("sources").error("an extreme copy reads from several sources: "
-                                             "it does not upload", d["sources"])
-        if d["direction"] == "upload" and d["dest_dir"] is not None:
-            raise ctx.child("dest_dir").error("an upload reads the served file and writes "
-                                              "to the server: no dest_dir", d["dest_dir"])
         if d["tls"] not in (None, "off") and d["tls"] not in caps.tls:
             users = sorted(t.name for t in kinds.CLIENTS.all() if d["tls"] in t.caps.tls)
             raise ctx.child("tls").error(f"{tool} cannot use TLS mode {d['tls']} "
@@ -568,25 +557,24 @@ class ClientSpec:
             if n > caps.max_streams:
                 raise ctx.child("sweep").child("streams").child(i).error(
                     f"{tool} supports at most {caps.max_streams} stream(s)", n)
-        for key in _OPTIONS:
-            if d[key] is not None and key not in caps.options:
-                users = sorted(t.name for t in kinds.CLIENTS.all() if key in t.caps.options)
-                raise ctx.child(key).error(f"only for {', '.join(users)}", d[key])
+        takes = kinds.option_keys(tool)
+        for key, (attr, _) in kinds.option_fields().items():
+            if d[attr] is not None and key not in takes:
+                raise ctx.child(key).error(f"only for {', '.join(kinds.option_users(key))}",
+                                           d[attr])
         d = kinds.client(tool).checked(ctx, d)
         proto = d["protocol"] or (caps.protocols[0] if caps.protocols else "")
         if d["protocol"] is not None and proto not in caps.protocols:
             speaks = " or ".join(f"{p}://" if p == "root" else p
                                  for p in caps.protocols) or "nothing"
             raise ctx.child("protocol").error(f"{tool} here speaks {speaks}", proto)
-        if d["dest_dir"] is not None and not (os.path.isabs(d["dest_dir"])
-                                              and os.path.isdir(d["dest_dir"])):
-            raise ctx.child("dest_dir").error("not an existing absolute directory",
-                                              d["dest_dir"])
-        if d["multiplex"] is not None and d["sources"] is None:
-            raise ctx.child("multiplex").error("only with sources (extreme copy)", d["multiplex"])
         if caps.needs_file and not d["file"]:
             raise ctx.child("file").error(f"{tool} needs a file to fetch")
-        return dict(d, protocol=proto)
+        section = kinds.section_fields(kinds.client(tool).options)
+        opts = kinds.client(tool).options(**{a: d[a] for a, _ in section.values()})
+        for attr, _ in kinds.option_fields().values():
+            d.pop(attr)
+        return dict(d, protocol=proto, options=opts)
 
 
 @dataclass(frozen=True)
@@ -611,7 +599,7 @@ class Sweep:
     streams: list[int] | None = S.spec(S.optional(S.list_of(S.integer(1, L.MAX_STREAMS),
                                                             max_len=L.MAX_SWEEP_VALUES)), None)
     # fraction of branches read, for clients that read branches (tool replay)
-    branches: list[float] | None = S.spec(S.optional(S.list_of(_branch_fraction,
+    branches: list[float] | None = S.spec(S.optional(S.list_of(branch_fraction,
                                                                max_len=L.MAX_SWEEP_VALUES)), None)
     # TLS modes swept for clients whose tool can use them (others run each mode they can)
     tls: list[str] | None = S.spec(S.optional(S.list_of(_tls_mode,
@@ -1051,7 +1039,7 @@ def client_directions(sc: Scenario, c: ClientSpec) -> list[str]:
     its tool can (uploads; an extreme copy does not), else download."""
     if c.direction is not None:
         return [c.direction]
-    if sc.sweep.direction and kinds.client(c.tool).caps.upload and not c.sources:
+    if sc.sweep.direction and kinds.client(c.tool).caps.upload and not c.option("sources"):
         return list(sc.sweep.direction)
     return ["download"]
 
@@ -1177,7 +1165,7 @@ def _check_tpc(cc: S.Ctx, c: ClientSpec, caps: Any, servers: dict[str, ServerSpe
     if servers[c.source].kind not in caps.servers:
         raise cc.child("source").error(f"{c.tool} cannot pull from a "
                                        f"{servers[c.source].kind} server", c.source)
-    if c.tpc_mode == "push":          # the source's XrdHttpTPC sends to the destination
+    if c.option("tpc_mode") == "push":          # the source's XrdHttpTPC sends to the destination
         if not servers[c.source].tpc:
             raise cc.child("source").error("the source pushes: it needs third-party copy "
                                            "(give it tpc: true)", c.source)
@@ -1254,8 +1242,8 @@ def measurements(sc: Scenario) -> int:
         steps = 1 if p.kind == "real" else len(p.rtts_s)
         total += steps * sum(len(client_streams(sc, c)) * len(client_concurrency(sc, c))
                              * (len(sc.sweep.branches) if sc.sweep.branches
-                                and c.branches is None
-                                and "branches" in kinds.client(c.tool).caps.options else 1)
+                                and c.option("branches") is None
+                                and "branches" in kinds.option_keys(c.tool) else 1)
                              * len(tls_modes(sc, c)) * client_repeats(sc, c)
                              * len(client_directions(sc, c))
                              for c in sc.clients if runs_on(c, p))

@@ -416,9 +416,9 @@ def _replay_plans(sc: Scenario) -> list[str]:
                 f"replay {c.name}: {f.name} is not generated yet (rig run makes it once); "
                 f"to see the plan now: rig plan --generate --size {g.size_bytes} "
                 f"--nbranches {g.n_branches} --cluster {g.cluster_bytes} --seed {g.seed} "
-                f"--mode {c.mode} --percent {(c.branches or 1.0) * 100:g}"))
+                f"--mode {c.option('mode')} --percent {(c.option('branches') or 1.0) * 100:g}"))
             continue
         p = plan_for(c, str(src))
-        out.append(comment(f"replay {c.name} ({c.library}, {c.server}):"))
+        out.append(comment(f"replay {c.name} ({c.option('library')}, {c.server}):"))
         out += [comment("  " + line) for line in p.summary().splitlines()]
     return out

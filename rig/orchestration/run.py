@@ -127,7 +127,8 @@ class Run:
         self.lives: list[Live] = []
         self.state = RunState(self.prefix, out_dir)
         # plain downloads' files (`dest_dir`): `rig clean` removes <prefix>-* there
-        self.state.data["dest_dirs"] = sorted({c.dest_dir for c in sc.clients if c.dest_dir})
+        self.state.data["dest_dirs"] = sorted({c.option("dest_dir") for c in sc.clients
+                                                   if c.option("dest_dir")})
         self.tcp_cost: dict[str, Any] = {"interval_s": sc.sampling.tcp_info_s, "groups": 0, "ticks": 0,
                          "cpu_s": 0.0, "wall_s": 0.0, "samples": 0, "errors": 0}
         self.thread_cost = threadsample.Cost()      # per-thread CPU sampling (issue 27)
