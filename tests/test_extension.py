@@ -65,9 +65,12 @@ class Httpd(ServerKind):
     kind = "httpd-test"
     ports = {"http": 8180}
     version_argv = ["httpd-test", "-v"]
+    settings = {"keepalive": True}      # its own scenario key, with its default
 
     def files(self, p: ServerPlan) -> dict[str, str]:
-        return {"httpd.conf": f"root {p.datadir}\nlisten {p.addr}:{p.ports['http']}\n"}
+        on = "on" if self.setting(p, "keepalive") else "off"
+        return {"httpd.conf": f"root {p.datadir}\nlisten {p.addr}:{p.ports['http']}\n"
+                              f"keepalive {on}\n"}
 
     def argv(self, p: ServerPlan) -> list[str]:
         return ["httpd-test", "-f", str(p.workdir / "httpd.conf")]
@@ -93,7 +96,7 @@ class Delayline:
 DOC = {"name": "t",
        "paths": [{"name": "p", "rtt": ["10ms", "40ms"], "backend": "delayline-test"}],
        "files": [{"name": "f", "size": "1MiB"}],
-       "servers": [{"name": "web", "kind": "httpd-test"}],
+       "servers": [{"name": "web", "kind": "httpd-test", "keepalive": False}],
        "clients": [{"name": "g", "tool": "getter-test", "file": "f", "bwlimit": "100mbit",
                     "retries": 3}]}
 
@@ -126,6 +129,8 @@ def test_a_new_tool_server_kind_and_backend_work_everywhere(extended):
                                 servers.default_ports("httpd-test", 0), Path("/w"), Path("/d"))]}
     job = transfer.build_jobs(sc, g, plans, "10.0.0.1", 5201)[0]
     assert job.url == "http://10.0.0.1:8180/f"
+    assert sc.servers[0].settings == {"keepalive": False}
+    assert "keepalive off" in servers.server_files(plans["web"][0])["httpd.conf"]
     o = transfer.Outcome(job, ["getter"], {}, None, 0.0, 0.0, error="boom")
     assert transfer.rows([o], {})[0].page_checksum == 0
     assert hostinfo.version_argvs()["getter-test"] == ["getter", "--version"]
@@ -147,6 +152,10 @@ def test_its_options_are_its_own_and_checked_in_one_line(extended):
     d = dict(DOC, clients=[{"name": "c", "tool": "xrdcp", "file": "f", "retries": 1}],
              servers=[{"name": "x", "kind": "xrootd"}])
     with pytest.raises(InputError, match=r"clients\[0\]\.retries: only for getter-test"):
+        scenario.parse(d, source="t.yaml")
+    d = dict(DOC, servers=[{"name": "web", "kind": "nginx", "keepalive": True}])
+    with pytest.raises(InputError, match=r"servers\[0\]\.keepalive: a nginx server has no "
+                                         r"keepalive setting \(has it: httpd-test\)"):
         scenario.parse(d, source="t.yaml")
 
 

@@ -28,8 +28,9 @@ from rig.description import kinds
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TOPOLOGY_DIR = ROOT / "topologies"
-# What each client tool can do (servers, protocols, streams, options) and which server
-# kinds exist is declared by the tool and server modules themselves (pure registries).
+# What each client tool can do (servers, protocols, streams, its own option section) and
+# which server kinds and emulation backends exist is declared by their own modules, which
+# fill rig.description.kinds (this module never imports them).
 
 
 Topology = T.Topology         # nodes and links: rig/description/topology.py
@@ -410,21 +411,31 @@ class ServerSpec:
     node: str | None = S.spec(S.optional(S.text), None)   # a server node of the topology
     # HTTP third-party copy: accepts COPY requests and pulls from the Source (XrdHttpTPC)
     tpc: bool = S.spec(S.boolean, False)
-    # how an HTTP server writes its answers (None: the Debian default of its kind; see
-    # rig/services/servers/{apache,nginx}.py): sendfile(2) for file data (Apache
-    # EnableSendfile, nginx sendfile), TCP_CORK while writing an answer (nginx tcp_nopush)
-    sendfile: bool | None = S.spec(S.optional(S.boolean), None)
-    tcp_nopush: bool | None = S.spec(S.optional(S.boolean), None)
     # a cache (kind xcache): the server it fetches from (rig.description.caches)
     origin: str | None = S.spec(S.optional(S.name), None)
+    # the kind's own on/off settings the scenario gave (key -> value; a kind declares
+    # them with their defaults, `ServerKind.settings`): how an HTTP server writes its
+    # answers, e.g. sendfile(2) for file data (Apache EnableSendfile, nginx sendfile),
+    # TCP_CORK while writing an answer (nginx tcp_nopush)
+    settings: dict = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def extra_fields(cls) -> dict[str, tuple[str, S.Field]]:
+        """Every registered kind's settings: read for any server, refused below for a
+        kind without them."""
+        return {k: (k, S.Field(S.optional(S.boolean), None)) for kind in kinds.SERVERS.all()
+                for k in kind.settings}
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
-        for key in ("sendfile", "tcp_nopush"):
+        keys = list(cls.extra_fields())
+        for key in keys:
             if d[key] is not None and key not in kinds.server(d["kind"]).settings:
                 can = ", ".join(k.kind for k in kinds.SERVERS.all() if key in k.settings)
                 raise ctx.child(key).error(f"a {d['kind']} server has no {key} setting "
                                            f"(has it: {can})", d[key])
+        settings = {k: v for k in keys if (v := d.pop(k)) is not None}
+        d = dict(d, settings=settings)
         if d["tpc"] and not kinds.server(d["kind"]).tpc:
             can = ", ".join(k.kind for k in kinds.SERVERS.all() if k.tpc)
             raise ctx.child("tpc").error(f"a {d['kind']} server cannot do third-party copy "

@@ -12,29 +12,22 @@ Must not import services, orchestration or reports.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar, Mapping, Protocol
+from typing import Any, Mapping
 
 import rig.realization.emul as _package
 from rig.description import kinds
 
-
-class BackendClass(Protocol):
-    name: ClassVar[str]
-    auto_rank: ClassVar[int | None]
-    auto_note: ClassVar[str]
-    needs: ClassVar[str]
-    doctor_key: ClassVar[str]
-    takes_options: ClassVar[bool]
-    usable: ClassVar[Callable[[], bool]]
-
-    def __call__(self, **options: Any) -> Any: ...
-
-
+# what a backend class declares besides the Backend contract's methods
+DECLARES = ("name", "auto_rank", "auto_note", "needs", "doctor_key", "takes_options", "usable",
+            "plan")
 _BACKENDS: dict[str, Any] = {}
 
 
 def register(cls: type) -> type:
     """Enter a backend class (its `name`) here and in the description's registry."""
+    missing = [a for a in DECLARES if not hasattr(cls, a)]
+    if missing:
+        raise ValueError(f"emulation backend {cls.__name__} lacks {', '.join(missing)}")
     kinds.BACKENDS.add(cls)
     _BACKENDS[cls.name] = cls   # type: ignore[attr-defined]
     return cls
@@ -57,7 +50,8 @@ def names() -> tuple[str, ...]:
 
 def ranked() -> list[Any]:
     """The backends `auto` considers, in the order it tries them."""
-    return sorted((b for b in _BACKENDS.values() if b.auto_rank is not None), key=kinds.backend_order)
+    return sorted((b for b in _BACKENDS.values() if b.auto_rank is not None),
+                  key=kinds.backend_order)
 
 
 def auto_choice(usable: Mapping[str, bool]) -> str | None:

@@ -11,7 +11,8 @@ folder; the scenario schema, the run, `rig plan`, `rig doctor` and the reports r
 this registry.
 
 Pure: argv builders and parsers only; must not import rig.process.proc, orchestration or
-reports (the scenario loader imports it to validate client configurations).
+reports. Each tool registered here is also entered in rig.description.kinds, which the
+scenario schema reads (rig.catalog imports this package before scenarios are loaded).
 """
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ from rig.services.servers import UPLOAD_DIR
 from rig.services.registry import Registry
 from rig.description import kinds
 
-if TYPE_CHECKING:  # the scenario imports this registry; types only, no cycle
+if TYPE_CHECKING:
     from rig.description.scenario import ClientSpec, FileSpec
     from rig.services.servers import ServerPlan
 
