@@ -35,6 +35,7 @@ class Capabilities:
     protocols: tuple[str, ...] = ()         # endpoints of those servers; first = default
     max_streams: int = 1                    # parallel TCP streams for one file
     needs_file: bool = True
+    reads_root: bool = False                # reads a ROOT file's baskets (kind: root only)
     # The data phase is dated by the kernel's count of bytes the process wrote
     # (/proc/PID/io), for tools that print nothing useful when stdout is not a tty.
     timed_by_written_bytes: bool = False

@@ -985,7 +985,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
                 f"a {servers[c.server].kind} server does not serve {c.protocol}", c.server)
         if c.file not in files:
             raise cc.child("file").error("no file of that name", c.file)
-        if c.tool == "replay" and file_kinds[c.file] != "root":
+        if caps.reads_root and file_kinds[c.file] != "root":
             raise cc.child("file").error("a caching-mode replay reads a ROOT file: give the file "
                                          "kind: root (generated) or a path", c.file)
         if c.tls not in (None, "off") and not kinds.server(servers[c.server].kind).tls_ports:

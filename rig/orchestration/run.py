@@ -357,7 +357,8 @@ class Run:
             stack.callback(s3.stop)
             self.state.record_pid(s3)
             live.bg_ports[b.name] = port
-        iperfs = [c for c in self.sc.clients if c.tool == "iperf3" and runs_on(c, live.spec)]
+        iperfs = [c for c in self.sc.clients
+                  if tools.get(c.tool).caps.uses_iperf_servers and runs_on(c, live.spec)]
         most = max((n for c in iperfs for n in client_concurrency(self.sc, c)), default=1)
         for extra in range(1, most):
             if iperfs:

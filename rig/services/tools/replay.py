@@ -58,7 +58,7 @@ class Replay(ClientTool):
     name = "replay"
     version_argv = None          # a module of this package: doctor lists rig-replay-http
     caps = Capabilities(servers=frozenset({"xrootd", "nginx", "apache"}),
-                        protocols=("root", "http"), tls=frozenset({"all"}))
+                        protocols=("root", "http"), tls=frozenset({"all"}), reads_root=True)
     options = ReplayOptions
     columns = (Column("cache_mode", str), Column("read_library", str),
                Column("branch_fraction", float, "fraction"),
