@@ -168,6 +168,13 @@ def test_a_shared_key_must_be_one_declaration(extended):
         tools.register(odd)
     assert "odd-test" not in kinds.CLIENTS.names() and "odd-test" not in tools.names()
 
+    @dataclass(frozen=True)
+    class Needy:
+        level: int = S.spec(S.integer(0, 3))                      # no default
+    needy = type("Needy", (Getter,), {"name": "needy-test", "options": Needy})
+    with pytest.raises(ValueError, match="client option 'level' of needy-test needs a default"):
+        tools.register(needy)
+
 
 def test_without_them_nothing_of_theirs_is_known():
     assert "getter-test" not in kinds.CLIENTS.names()

@@ -121,9 +121,13 @@ class ClientRegistry(Registry[ClientKind]):
 
     def add(self, item: ClientKind) -> ClientKind:
         mine = section_fields(item.options)
+        for key, (_, field) in mine.items():
+            if field.required:    # every client reads every section's keys: none is required
+                raise ValueError(f"client option {key!r} of {item.name} needs a default "
+                                 "(a key the tool requires is checked in its checked())")
         for other in self.all():
-            for key, f in section_fields(other.options).items():
-                if key in mine and mine[key] != f:
+            for key, theirs in section_fields(other.options).items():
+                if key in mine and mine[key] != theirs:
                     raise ValueError(f"client option {key!r} of {item.name} differs from "
                                      f"{other.name}'s: declare it once and share it")
         return super().add(item)
