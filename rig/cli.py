@@ -14,6 +14,14 @@ from rig.description import limits as L
 from rig.errors import ExitStatus, InputError, RigError, clip, quote
 
 
+def _load(path: str):
+    """A scenario, checked against every client tool, server kind and emulation backend
+    (rig.catalog fills the description's registries first)."""
+    import rig.catalog  # noqa: F401
+    from rig.description import scenario
+    return scenario.load(path)
+
+
 def _need_root(what: str) -> None:
     if os.geteuid() != 0:
         raise RigError(f"{what} needs root (network namespaces, tc, iptables)")
@@ -114,7 +122,7 @@ def _doctor_host(a) -> int:
     from rig.description import scenario
     from rig.orchestration import hostinfo, hosts
     if a.scenario:
-        sc = scenario.load(a.scenario)
+        sc = _load(a.scenario)
         if a.host not in sc.hosts:
             raise InputError(f"no such host (declared: {', '.join(sc.hosts) or 'none'})",
                              file=a.scenario, key="hosts", value=a.host, has_value=True)
@@ -143,8 +151,7 @@ def cmd_plan(a) -> int:
         from rig.description.rootfile import cli as rootfile_cli   # caching-mode read plans
         return rootfile_cli.run(a)
     from rig.orchestration import plan
-    from rig.description import scenario
-    sc = scenario.load(a.scenario)
+    sc = _load(a.scenario)
     p = plan.build_plan(sc)
     print("\n".join(p.described() if a.actions else p.lines()))
     return 0
@@ -152,8 +159,7 @@ def cmd_plan(a) -> int:
 
 def cmd_run(a) -> int:
     from rig.orchestration import run as orchestrate
-    from rig.description import scenario
-    sc = scenario.load(a.scenario)   # invalid input fails here, before anything is made
+    sc = _load(a.scenario)   # invalid input fails here, before anything is made
     from rig.description.storage import check_room
     check_room(sc)                   # storage: disk: the files fit its free space now
     from rig.services.tools.replay import require_helper

@@ -9,6 +9,8 @@ import shutil
 
 import pytest
 
+import rig.catalog  # noqa: F401  (every tool, server kind and backend, registered)
+
 ROOT = os.geteuid() == 0
 
 

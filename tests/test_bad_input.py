@@ -296,8 +296,9 @@ def check_in_range(sc: scenario.Scenario) -> None:
     for c in sc.clients:
         assert 1 <= c.streams <= L.MAX_STREAMS
         assert 1 <= c.duration_s <= L.MAX_IPERF_S and c.duration_s == int(c.duration_s)
-        assert c.block is None or L.MIN_BLOCK <= c.block <= L.MAX_BLOCK
-        assert c.buffer is None or L.MIN_SOCKET_BUFFER <= c.buffer <= L.MAX_BUFFER
+        block, buffer = c.option("block"), c.option("buffer")
+        assert block is None or L.MIN_BLOCK <= block <= L.MAX_BLOCK
+        assert buffer is None or L.MIN_SOCKET_BUFFER <= buffer <= L.MAX_BUFFER
         assert all(re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) for k in c.env)
     sw, tu, va = sc.sweep, sc.tuning, sc.validation
     assert 1 <= sw.repeats <= L.MAX_REPEATS

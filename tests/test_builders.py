@@ -93,7 +93,7 @@ def test_nginx_config_listens_on_the_plan():
 
 
 def _job(tool, **kw):
-    c = ClientSpec(name="c", tool=tool, server="s", file="f", **kw)
+    c = ClientSpec.of(name="c", tool=tool, server="s", file="f", **kw)
     return Job(c, kw.get("streams", 1), url="root://a:1//f", addr="a", port=5201, file_bytes=10)
 
 

@@ -41,7 +41,7 @@ def _client(**kw):
 def test_replay_client_and_root_file_load(tmp_path):
     sc = _load(tmp_path)
     c = sc.clients[0]
-    assert (c.mode, c.library, c.protocol, c.branches) == ("storage", "davix", "http", None)
+    assert (c.option("mode"), c.option("library"), c.protocol, c.option("branches")) == ("storage", "davix", "http", None)
     f = sc.files[0]
     assert f.kind == "root" and f.root_spec().n_branches == 20 and f.root_spec().seed == 0
 
@@ -113,7 +113,7 @@ def test_branch_sweep_applies_to_replay_clients_only(tmp_path):
                clients=[BASE["clients"][0], {"name": "curl", "tool": "curl", "file": "aod",
                                              "server": "nginx"}])
     gs = steps.groups(sc)
-    assert [(g.client.name, g.client.branches) for g in gs] == [
+    assert [(g.client.name, g.client.option("branches")) for g in gs] == [
         ("st@1%", 0.01), ("st@100%", 1.0), ("curl", None)]
     assert scenario.measurements(sc) == 2 * 3
 
@@ -123,7 +123,7 @@ def test_a_clients_own_branches_win_over_the_sweep(tmp_path):
                clients=[BASE["clients"][0], _client(name="lz", mode="lazy-download",
                                                     branches="100%")])
     gs = steps.groups(sc)
-    assert [(g.client.name, g.client.branches) for g in gs] == [
+    assert [(g.client.name, g.client.option("branches")) for g in gs] == [
         ("st@1%", 0.01), ("st@100%", 1.0), ("lz@100%", 1.0)]
     assert scenario.measurements(sc) == 2 * 3
 

@@ -139,6 +139,6 @@ def test_a_deadlocked_extreme_copy_row_says_so_with_the_known_bug():
     assert not m["ok"] and m["error"].startswith("deadlocked, ended after 3.3s: threads 1, 2")
     assert "xrootd/xrootd#2619" in m["error"] and m["extra"]["deadlock_stacks"] == ["1: a < b"]
     # one source cannot steal from another: no known bug to name
-    y1 = Job(client=dataclasses.replace(y4, sources=None), streams=1, file_bytes=8 << 20)
+    y1 = Job(client=dataclasses.replace(y4, options=dataclasses.replace(y4.options, sources=None)), streams=1, file_bytes=8 << 20)
     m1 = transfer.measure(transfer.Outcome(y1, ["xrdcp"], {}, res, 0.0, 0.0))
     assert "deadlocked" in m1["error"] and "#2619" not in m1["error"]

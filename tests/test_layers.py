@@ -17,7 +17,8 @@ LAYERS = ("description", "realization", "services", "process", "orchestration", 
           "report")
 # layer -> layers (and top-level modules) it must not import
 FORBIDDEN = {
-    "description": {"realization", "process", "orchestration", "results", "report", "cli"},
+    "description": {"realization", "services", "process", "orchestration", "results", "report",
+                    "cli"},
     "realization": {"services", "orchestration", "results", "report", "cli"},
     "services": {"orchestration", "results", "report", "cli"},
     "process": {"description", "realization", "services", "orchestration", "results",
@@ -26,9 +27,6 @@ FORBIDDEN = {
     "results": {"realization", "services", "process", "orchestration", "report", "cli"},
     "report": {"realization", "services", "process", "orchestration", "cli"},
 }
-# Pure registries of the services layer that the description may read (they build argv
-# and parse output; starting servers lives in rig.services.servers.start).
-DESCRIPTION_MAY_READ = {"rig.services.tools", "rig.services.servers"}
 PROCESS_STARTERS = {"subprocess", "multiprocessing", "pty"}
 PROCESS_CALLS = {"fork", "forkpty", "execv", "execve", "execvp", "execvpe", "execl", "execle",
                  "execlp", "execlpe", "posix_spawn", "posix_spawnp", "system", "popen",
@@ -75,9 +73,7 @@ def _violations(layer: str) -> list[str]:
     for f in _files(layer):
         for i in sorted(_imports(f)):
             target = _layer(i)
-            if target in FORBIDDEN[layer] and not (
-                    layer == "description" and any(i == m or i.startswith(m + ".")
-                                                   for m in DESCRIPTION_MAY_READ)):
+            if target in FORBIDDEN[layer]:
                 bad.append(f"{f.relative_to(PKG.parent)} imports {i}")
     return bad
 
@@ -89,9 +85,6 @@ def test_every_layer_folder_exists_and_holds_code():
 
 def test_description_imports_nothing_that_runs():
     assert not _violations("description")
-    for f in _files("description"):
-        bad = {i for i in _imports(f) if i.startswith("rig.services.servers.start")}
-        assert not bad, f"{f}: {bad}"
 
 
 def test_realization_does_not_import_services_or_above():
@@ -173,8 +166,7 @@ def test_measurement_runs_with_matplotlib_unavailable():
 
 def test_loading_a_scenario_loads_nothing_that_runs():
     loaded = _loaded_after_import(["rig.description.scenario", "rig.description.steps"], [])
-    bad = [m for m in loaded if _layer(m) in FORBIDDEN["description"]
-           or m.startswith("rig.services.servers.start")]
+    bad = [m for m in loaded if _layer(m) in FORBIDDEN["description"]]
     assert not bad, bad
 
 
@@ -187,13 +179,6 @@ def test_the_checker_sees_a_violation(tmp_path: Path):
                                          "rig/report/_layer_probe_tmp.py imports rig.realization.netns"]
     finally:
         f.unlink()
-
-
-# The one cycle left (issue 25, item 2): the description parses clients and servers
-# through the services' registries, which name the description's types. It goes when
-# services fill a registry the description owns.
-KNOWN_CYCLE = frozenset({"rig.description.caches", "rig.description.scenario",
-                         "rig.services.servers", "rig.services.tools"})
 
 
 def _graph() -> dict[str, set[str]]:
@@ -265,7 +250,7 @@ def _cycles(g: dict[str, set[str]]) -> list[frozenset[str]]:
 
 def test_no_import_cycle_even_inside_functions():
     """Issue 25: a cycle hidden in a function-level import is still a cycle."""
-    cycles = [c for c in _cycles(_graph()) if c != KNOWN_CYCLE]
+    cycles = _cycles(_graph())
     assert not cycles, [sorted(c) for c in cycles]
 
 

@@ -90,7 +90,7 @@ CLAIMS: list[tuple[str, Check]] = [
     (r"FDT-style (\d+(?:/\d+)*) streams",
      lambda sc, m: _set([c.streams for c in sc.clients if c.tool == "fdt"], m.group(1))),
     (r"-y (\d+(?:/\d+)*)",
-     lambda sc, m: _set([c.sources for c in sc.clients if c.sources], m.group(1))),
+     lambda sc, m: _set([c.option("sources") for c in sc.clients if c.option("sources")], m.group(1))),
     (r"(\d+) repeats", lambda sc, m: _set([sc.sweep.repeats], m.group(1))),
     (r"branches (\d+(?:/\d+)*) %",
      lambda sc, m: _set([round(b * 100, 6) for b in sc.sweep.branches or []], m.group(1))),
@@ -111,7 +111,7 @@ CLAIMS: list[tuple[str, Check]] = [
      lambda sc, m: _sameset(sc.sweep.tls, m.group(1).split("/"))),
     (r"TLS off and on", lambda sc, m: _sameset(sc.sweep.tls, ["off", "all"])),
     (r"page checksums on and off",
-     lambda sc, m: _sameset([c.page_checksum is not False for c in sc.clients
+     lambda sc, m: _sameset([c.option("page_checksum") is not False for c in sc.clients
                              if c.tool == "xrdcp"], [True, False])),
     (r"\btwo xrdcp variants",
      lambda sc, m: _sameset([len([c for c in sc.clients if c.tool == "xrdcp"])], [2])),

@@ -9,7 +9,7 @@ from rig.orchestration import hostinfo, plan, transfer
 from rig.description import scenario, steps
 from rig.errors import InputError, RigError
 from rig.services import servers, tools
-from rig.services.tools import Capabilities, ClientTool, Job, Parsed
+from rig.services.tools import Capabilities, ClientTool, Column, Job, Parsed
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -22,6 +22,7 @@ def wget():
         caps = Capabilities(servers=frozenset({"nginx"}), protocols=("http",),
                             timed_by_written_bytes=True)
         version_argv = ["wget", "--version"]
+        columns = (Column("page_checksum", int),)
 
         def argv(self, job: Job) -> list[str]:
             return ["wget", "-q", "-O", job.dest, job.url]
@@ -32,7 +33,7 @@ def wget():
         def row_fields(self, job, env):
             return {"page_checksum": 7}
     yield Wget
-    del tools._REGISTRY["wget-test"]
+    tools.unregister("wget-test")
 
 
 def _scenario(tool: str) -> scenario.Scenario:

@@ -243,7 +243,7 @@ def test_replays_read_over_tls_trusting_only_the_run_ca(tmp_path):
     for kind, lib, proto, url in (("xrootd", "xrootd", "root", "roots://198.18.0.6:1094//aod"),
                                   ("nginx", "davix", "http", "https://198.18.0.6:8443/aod"),
                                   ("apache", "curl", "http", "https://198.18.0.6:8473/aod")):
-        c = scenario.ClientSpec(name="r", tool="replay", protocol=proto, mode="lazy-download",
+        c = scenario.ClientSpec.of(name="r", tool="replay", protocol=proto, mode="lazy-download",
                                 library=lib)
         j = t.job(c, 1, 0, server=_plan(kind, TLSF, tmp_path), file=f, iperf=("", 0),
                   timeout_s=10, tls="all")

@@ -24,7 +24,7 @@ SCEN = DATA / "scenarios/clients-small.yaml"
 
 
 def _client(**kw) -> ClientSpec:
-    return ClientSpec(**{"name": "c", "tool": "wget", "file": "f", **kw})
+    return ClientSpec.of(**{"name": "c", "tool": "wget", "file": "f", **kw})
 
 
 def _sshd_plan(workdir: Path) -> servers.ServerPlan:
@@ -100,7 +100,7 @@ def test_scp_job_and_argv_use_only_the_run_keys(tmp_path):
     assert {"StrictHostKeyChecking=yes", "BatchMode=yes", "GlobalKnownHostsFile=/dev/null"} \
         <= set(argv)
     assert argv[argv.index("-c") + 1] == DEFAULT_CIPHER == "aes256-gcm@openssh.com"
-    chacha = Job(ClientSpec(name="s", tool="scp", cipher="chacha20-poly1305@openssh.com"), 1,
+    chacha = Job(ClientSpec.of(name="s", tool="scp", cipher="chacha20-poly1305@openssh.com"), 1,
                  addr="a", port=1, relpath="/d/f", keys="/k")
     assert scp.argv(chacha)[scp.argv(chacha).index("-c") + 1] == "chacha20-poly1305@openssh.com"
 

@@ -22,7 +22,7 @@ TOOL = X.Xrdcl()
 
 
 def _job(**kw) -> Job:
-    return Job(ClientSpec(name="x6", tool="xrdcl", **kw), 4, url="root://10.0.0.2:1094//f",
+    return Job(ClientSpec.of(name="x6", tool="xrdcl", **kw), 4, url="root://10.0.0.2:1094//f",
                relpath="f", file_bytes=1 << 20, timeout_s=60.0)
 
 

@@ -15,17 +15,27 @@ Must not import anything that runs.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol, Sequence
 
-from rig.description import schema as S
-from rig.services import servers as server_kinds
+from rig.description import kinds, schema as S
+from rig.description.topology import Topology
 
-if TYPE_CHECKING:
-    from rig.description.scenario import Scenario
+
+class Scenario(Protocol):
+    """What these checks read of a rig.description.scenario.Scenario (which calls them:
+    naming the type here would make the two modules import each other)."""
+    @property
+    def servers(self) -> Sequence[Any]: ...
+    @property
+    def clients(self) -> Sequence[Any]: ...
+    @property
+    def paths(self) -> Sequence[Any]: ...
+    @property
+    def topology(self) -> Topology: ...
 
 
 def is_cache(kind: str) -> bool:
-    return bool(server_kinds.get(kind).caches)
+    return bool(kinds.server(kind).caches)
 
 
 def check(ctx: S.Ctx, sc: "Scenario") -> None:
@@ -45,7 +55,7 @@ def check(ctx: S.Ctx, sc: "Scenario") -> None:
         if o is None:
             raise sctx.child("origin").error("no server of that name", s.origin)
         if o.name == s.name or is_cache(o.kind) or \
-                "root" not in server_kinds.get(o.kind).ports:
+                "root" not in kinds.server(o.kind).ports:
             can = ", ".join(n for n, x in servers.items() if _can_origin(x.kind)) or "none"
             raise sctx.child("origin").error(
                 f"a cache reads root:// from an origin that is not a cache (here: {can})",
@@ -61,7 +71,7 @@ def check(ctx: S.Ctx, sc: "Scenario") -> None:
 
 
 def _can_origin(kind: str) -> bool:
-    return not is_cache(kind) and "root" in server_kinds.get(kind).ports
+    return not is_cache(kind) and "root" in kinds.server(kind).ports
 
 
 def _check_placement(sctx: S.Ctx, sc: "Scenario", s, o) -> None:

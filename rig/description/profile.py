@@ -9,9 +9,6 @@ import dataclasses
 from dataclasses import dataclass, field
 
 JITTER_DISTS = ("uniform", "normal")
-# Emulation backends a path may ask for; "auto" is netem where the kernel has sch_netem,
-# else the userspace engine; "none" emulates nothing (real paths).
-BACKENDS = ("auto", "netem", "userspace", "none")
 MTU_WIRE_BYTES = 1514          # Ethernet frame for a 1500-byte MTU packet
 
 

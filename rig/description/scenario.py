@@ -16,22 +16,21 @@ from typing import Any
 from rig.description import limits as L, safeyaml, schema as S
 from rig.description import topology as T
 from rig.description import reference
-from rig.description.libraries import READ_LIBRARIES
 from rig.description.reference import Reference
-from rig.description.profile import BACKENDS, Direction, GilbertElliott, LinkProfile
+from rig.description.profile import Direction, GilbertElliott, LinkProfile
 from rig.description import tuningspec
 from rig.description.tuningspec import CC_NAMES, Tuning  # noqa: F401  (Tuning: scenario.Tuning)
 from rig.description import caches, userpath
 from rig.description.storage import Storage
-from rig.description.rootfile.plan import MODES as READ_MODES
 from rig.errors import InputError
 from rig import netaddr
-from rig.services import servers as server_kinds, tools
+from rig.description import kinds
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 TOPOLOGY_DIR = ROOT / "topologies"
-# What each client tool can do (servers, protocols, streams, options) and which server
-# kinds exist is declared by the tool and server modules themselves (pure registries).
+# What each client tool can do (servers, protocols, streams, its own option section) and
+# which server kinds and emulation backends exist is declared by their own modules, which
+# fill rig.description.kinds (this module never imports them).
 
 
 Topology = T.Topology         # nodes and links: rig/description/topology.py
@@ -71,18 +70,22 @@ def _arg(v: Any) -> str:
 
 
 def _tool(v: Any) -> str:
-    return S.choice(*tools.names())(v)        # the registry as it is at load time
+    return S.choice(*kinds.CLIENTS.names())(v)        # the registry as it is at load time
+
+
+def _backend(v: Any) -> str:
+    return S.choice(*kinds.backend_names())(v)     # auto, netem, userspace, none, ...
 
 
 def _server_kind(v: Any) -> str:
-    return S.choice(*server_kinds.kinds())(v)
+    return S.choice(*kinds.SERVERS.names())(v)
 
 
 def _tls_mode(v: Any) -> str:
     """off | control | all; YAML reads a bare off/on as a boolean: off, or all (on)."""
     if isinstance(v, bool):
         return "all" if v else "off"
-    return S.choice(*tools.TLS_MODES)(v)
+    return S.choice(*kinds.TLS_MODES)(v)
 
 
 _REAL_ONLY = ("client_ns", "server_ns", "server_addr")
@@ -195,7 +198,7 @@ class PathSpec:
     rate_bps: float | None = S.spec(S.optional(S.rate), None, key="rate")
     queue_pkts: int | None = S.spec(S.optional(S.integer(1, L.MAX_QUEUE_PKTS)), None,
                                     key="queue")
-    backend: str = S.spec(S.choice(*BACKENDS), "auto")
+    backend: str = S.spec(_backend, kinds.AUTO)
     # real paths: where the client runs, where the server listens (existing, used as-is)
     client_ns: str | None = S.spec(S.optional(S.ns_name), None)
     server_ns: str | None = S.spec(S.optional(S.ns_name), None)
@@ -408,23 +411,33 @@ class ServerSpec:
     node: str | None = S.spec(S.optional(S.text), None)   # a server node of the topology
     # HTTP third-party copy: accepts COPY requests and pulls from the Source (XrdHttpTPC)
     tpc: bool = S.spec(S.boolean, False)
-    # how an HTTP server writes its answers (None: the Debian default of its kind; see
-    # rig/services/servers/{apache,nginx}.py): sendfile(2) for file data (Apache
-    # EnableSendfile, nginx sendfile), TCP_CORK while writing an answer (nginx tcp_nopush)
-    sendfile: bool | None = S.spec(S.optional(S.boolean), None)
-    tcp_nopush: bool | None = S.spec(S.optional(S.boolean), None)
     # a cache (kind xcache): the server it fetches from (rig.description.caches)
     origin: str | None = S.spec(S.optional(S.name), None)
+    # the kind's own on/off settings the scenario gave (key -> value; a kind declares
+    # them with their defaults, `ServerKind.settings`): how an HTTP server writes its
+    # answers, e.g. sendfile(2) for file data (Apache EnableSendfile, nginx sendfile),
+    # TCP_CORK while writing an answer (nginx tcp_nopush)
+    settings: dict = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def extra_fields(cls) -> dict[str, tuple[str, S.Field]]:
+        """Every registered kind's settings: read for any server, refused below for a
+        kind without them."""
+        return {k: (k, S.Field(S.optional(S.boolean), None)) for kind in kinds.SERVERS.all()
+                for k in kind.settings}
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
-        for key in ("sendfile", "tcp_nopush"):
-            if d[key] is not None and key not in server_kinds.get(d["kind"]).settings:
-                can = ", ".join(k.kind for k in server_kinds.all_kinds() if key in k.settings)
+        keys = list(cls.extra_fields())
+        for key in keys:
+            if d[key] is not None and key not in kinds.server(d["kind"]).settings:
+                can = ", ".join(k.kind for k in kinds.SERVERS.all() if key in k.settings)
                 raise ctx.child(key).error(f"a {d['kind']} server has no {key} setting "
                                            f"(has it: {can})", d[key])
-        if d["tpc"] and not server_kinds.get(d["kind"]).tpc:
-            can = ", ".join(k.kind for k in server_kinds.all_kinds() if k.tpc)
+        settings = {k: v for k in keys if (v := d.pop(k)) is not None}
+        d = dict(d, settings=settings)
+        if d["tpc"] and not kinds.server(d["kind"]).tpc:
+            can = ", ".join(k.kind for k in kinds.SERVERS.all() if k.tpc)
             raise ctx.child("tpc").error(f"a {d['kind']} server cannot do third-party copy "
                                          f"(can: {can})", True)
         if d["cpus"] == [PER_INSTANCE]:
@@ -452,12 +465,10 @@ class ServerSpec:
 
 
 DIRECTIONS = ("download", "upload")
-_OPTIONS = ("page_checksum", "block", "buffer", "mode", "library", "cache_size", "segment",
-            "branches", "sources", "multiplex", "shadow_dir", "dest_dir", "congestion", "cipher",
-            "trigger_factor", "tpc_mode")
 
 
-def _branch_fraction(v: Any) -> float:
+def branch_fraction(v: Any) -> float:
+    """A fraction of branches read (sweep.branches, a replay client's `branches:`)."""
     f = S.fraction(v)
     if f <= 0:
         raise ValueError("must be more than 0%")
@@ -488,45 +499,19 @@ class ClientSpec:
     # which endpoint of the server (root, http, ...): the tool's first protocol by default
     protocol: str = S.spec(S.optional(S.text), None)
     binary: str | None = S.spec(S.optional(S.path_text), None)   # compare two versions
-    page_checksum: bool | None = S.spec(S.optional(S.boolean), None)  # xrdcp XRD_CPUSEPGWRTRD
-    block: int | None = S.spec(S.optional(S.size_in(L.MIN_BLOCK, L.MAX_BLOCK)), None)
-    buffer: int | None = S.spec(S.optional(S.size_in(L.MIN_SOCKET_BUFFER, L.MAX_BUFFER)),
-                                None)
     # iperf3 -t takes whole seconds
     duration_s: float = S.spec(S.duration_in(1.0, L.MAX_IPERF_S, whole=True), 10.0,
                                key="duration")
     env: dict = S.spec(_env, {})
-    # tool replay (caching modes): docs/caching-modes.md
-    mode: str | None = S.spec(S.optional(S.choice(*READ_MODES)), None)
-    library: str | None = S.spec(S.optional(S.choice(*READ_LIBRARIES)), None)
-    cache_size: int | None = S.spec(S.optional(S.size_in(L.MIN_CACHE, L.MAX_CACHE)), None)
-    segment: int | None = S.spec(S.optional(S.size_in(L.MIN_SEGMENT, L.MAX_SEGMENT)), None)
-    branches: float | None = S.spec(S.optional(_branch_fraction), None)
-    # replay: CMSSW IOExerciser's triggerFactor, every N-th event reads every branch
-    trigger_factor: int | None = S.spec(S.optional(S.integer(0, L.MAX_TRIGGER_FACTOR)), None)
-    # lazy-download's shadow file: a directory, or `memory` (docs/caching-modes.md)
-    shadow_dir: str | None = S.spec(S.optional(S.path_text), None)
-    # a plain download written into a file in this directory instead of /dev/null
-    # (removed after each transfer): compare it with a lazy-download's shadow file there
-    dest_dir: str | None = S.spec(S.optional(S.path_text), None)
     # off | control | all; None: sweep.tls decides (off without one)
     tls: str | None = S.spec(S.optional(_tls_mode), None)
     # taskset -c, as seed 000 pinned: one set for every instance, or one per instance
     cpus: str | tuple[str, ...] | None = S.spec(S.optional(S.with_ctx(_client_cpus)), None)
-    # xrdcp extreme copy (seed 001): a metalink listing the file K times, `-y K`; each
-    # source a different user (root://uN@...) so each gets its own connection, unless
-    # `multiplex: true` (one user: the client multiplexes every source over one channel)
-    sources: int | None = S.spec(S.optional(S.integer(1, L.MAX_SOURCES)), None)
-    multiplex: bool | None = S.spec(S.optional(S.boolean), None)
     # tcpdump of the router's interfaces (headers only) while this client runs
     capture: str | None = S.spec(S.optional(S.choice(*CAPTURE_MODES)), None)
     # the paths (by name) this client runs on; None: every path
     paths: list[str] | None = S.spec(S.optional(S.list_of(S.name, max_len=L.MAX_PATHS)), None)
     sweep: ClientSweep | None = S.spec(S.optional(S.section(ClientSweep)), None)
-    # this client's connections' congestion control (iperf3 -C), whatever tuning's default
-    congestion: str | None = S.spec(S.optional(S.choice(*CC_NAMES)), None)
-    # scp: the SSH cipher (`ssh -c`), checked by the tool (rig/services/tools/scp.py)
-    cipher: str | None = S.spec(S.optional(S.text), None)
     # reading through a cache (xcache): emptied of the file before each group (cold) or
     # holding all of it (warm); None: as the reads before left it (rig.description.caches)
     cache: str | None = S.spec(S.optional(S.choice("cold", "warm")), None)
@@ -535,25 +520,44 @@ class ClientSpec:
     # download (from the server) | upload (to it: the file written to the server's
     # upload/ folder, checked by its checksum there, then removed); None: sweep.direction
     direction: str | None = S.spec(S.optional(S.choice(*DIRECTIONS)), None)
-    # HTTP third-party copy: the destination pulls (default) or the source pushes
-    tpc_mode: str | None = S.spec(S.optional(S.choice("pull", "push")), None)
+    # the tool's own keys (page_checksum, block, mode, ...): an instance of the option
+    # section its module declares (rig.description.kinds; none: kinds.NoOptions)
+    options: Any = kinds.NoOptions()
+
+    @classmethod
+    def extra_fields(cls) -> dict[str, tuple[str, S.Field]]:
+        """Every registered tool's own keys: read for any client, refused below for a
+        tool that does not take them."""
+        return kinds.option_fields()
+
+    def __post_init__(self) -> None:
+        # built in code (tests, bench) without options: its tool's defaults
+        if type(self.options) is kinds.NoOptions and self.tool in kinds.CLIENTS.items:
+            object.__setattr__(self, "options", kinds.client(self.tool).options())
+
+    @classmethod
+    def of(cls, **kw: Any) -> "ClientSpec":
+        """A client built in code, its tool's own keys given beside the common ones
+        (`ClientSpec.of(name="c", tool="xrdcp", sources=4)`); not checked."""
+        section = kinds.client(kw["tool"]).options
+        own = {a for a, _ in kinds.section_fields(section).values()}
+        opts = section(**{k: kw.pop(k) for k in list(kw) if k in own})
+        return cls(**kw, options=opts)
+
+    def option(self, key: str) -> Any:
+        """The value of one of the tool's own keys (None: its tool has no such key)."""
+        return getattr(self.options, key, None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
         tool = d["tool"]
-        caps = tools.get(tool).caps
+        caps = kinds.client(tool).caps
         if d["direction"] == "upload" and not caps.upload:
-            users = sorted(t.name for t in tools.all_tools() if t.caps.upload)
+            users = sorted(t.name for t in kinds.CLIENTS.all() if t.caps.upload)
             raise ctx.child("direction").error(f"{tool} cannot upload (only "
                                                f"{', '.join(users)})", "upload")
-        if d["direction"] == "upload" and d["sources"] is not None:
-            raise ctx.child("sources").error("an extreme copy reads from several sources: "
-                                             "it does not upload", d["sources"])
-        if d["direction"] == "upload" and d["dest_dir"] is not None:
-            raise ctx.child("dest_dir").error("an upload reads the served file and writes "
-                                              "to the server: no dest_dir", d["dest_dir"])
         if d["tls"] not in (None, "off") and d["tls"] not in caps.tls:
-            users = sorted(t.name for t in tools.all_tools() if d["tls"] in t.caps.tls)
+            users = sorted(t.name for t in kinds.CLIENTS.all() if d["tls"] in t.caps.tls)
             raise ctx.child("tls").error(f"{tool} cannot use TLS mode {d['tls']} "
                                          f"(only {', '.join(users)})", d["tls"])
         if d["streams"] > caps.max_streams:
@@ -564,25 +568,24 @@ class ClientSpec:
             if n > caps.max_streams:
                 raise ctx.child("sweep").child("streams").child(i).error(
                     f"{tool} supports at most {caps.max_streams} stream(s)", n)
-        for key in _OPTIONS:
-            if d[key] is not None and key not in caps.options:
-                users = sorted(t.name for t in tools.all_tools() if key in t.caps.options)
-                raise ctx.child(key).error(f"only for {', '.join(users)}", d[key])
-        d = tools.get(tool).checked(ctx, d)
+        takes = kinds.option_keys(tool)
+        for key, (attr, _) in kinds.option_fields().items():
+            if d[attr] is not None and key not in takes:
+                raise ctx.child(key).error(f"only for {', '.join(kinds.option_users(key))}",
+                                           d[attr])
+        d = kinds.client(tool).checked(ctx, d)
         proto = d["protocol"] or (caps.protocols[0] if caps.protocols else "")
         if d["protocol"] is not None and proto not in caps.protocols:
             speaks = " or ".join(f"{p}://" if p == "root" else p
                                  for p in caps.protocols) or "nothing"
             raise ctx.child("protocol").error(f"{tool} here speaks {speaks}", proto)
-        if d["dest_dir"] is not None and not (os.path.isabs(d["dest_dir"])
-                                              and os.path.isdir(d["dest_dir"])):
-            raise ctx.child("dest_dir").error("not an existing absolute directory",
-                                              d["dest_dir"])
-        if d["multiplex"] is not None and d["sources"] is None:
-            raise ctx.child("multiplex").error("only with sources (extreme copy)", d["multiplex"])
         if caps.needs_file and not d["file"]:
             raise ctx.child("file").error(f"{tool} needs a file to fetch")
-        return dict(d, protocol=proto)
+        section = kinds.section_fields(kinds.client(tool).options)
+        opts = kinds.client(tool).options(**{a: d[a] for a, _ in section.values()})
+        for attr, _ in kinds.option_fields().values():
+            d.pop(attr)
+        return dict(d, protocol=proto, options=opts)
 
 
 @dataclass(frozen=True)
@@ -607,11 +610,11 @@ class Sweep:
     streams: list[int] | None = S.spec(S.optional(S.list_of(S.integer(1, L.MAX_STREAMS),
                                                             max_len=L.MAX_SWEEP_VALUES)), None)
     # fraction of branches read, for clients that read branches (tool replay)
-    branches: list[float] | None = S.spec(S.optional(S.list_of(_branch_fraction,
+    branches: list[float] | None = S.spec(S.optional(S.list_of(branch_fraction,
                                                                max_len=L.MAX_SWEEP_VALUES)), None)
     # TLS modes swept for clients whose tool can use them (others run each mode they can)
     tls: list[str] | None = S.spec(S.optional(S.list_of(_tls_mode,
-                                                        max_len=len(tools.TLS_MODES))), None)
+                                                        max_len=len(kinds.TLS_MODES))), None)
     # download and upload, for clients whose tool can upload (each its own configuration,
     # NAME and NAME@upload); others download
     direction: list[str] | None = S.spec(S.optional(S.list_of(S.choice(*DIRECTIONS),
@@ -859,7 +862,7 @@ def _sweep_servers(ctx: S.Ctx, paths: list[PathSpec], clients: list[ClientSpec],
     if sw.server_cpus and max(sw.server_cpus) > have:
         raise ctx.child("sweep").child("server_cpus").error(
             f"{max(sw.server_cpus)} CPUs per origin: this host has {have}", sw.server_cpus)
-    origin_servers = [(i, s) for i, s in enumerate(srv) if not server_kinds.get(s.kind).caches]
+    origin_servers = [(i, s) for i, s in enumerate(srv) if not kinds.server(s.kind).caches]
     if not origin_servers:
         raise cc.error("no origin server to sweep (caches follow their origin)", value)
     for i, s in origin_servers:
@@ -889,7 +892,7 @@ def path_servers(sc: Scenario, p: PathSpec | None = None) -> list[ServerSpec]:
     cpus = sorted(S.host_cpus())
     out = []
     for s in sc.servers:
-        if server_kinds.get(s.kind).caches:
+        if kinds.server(s.kind).caches:
             out.append(s)
             continue
         n = p.origins or s.count
@@ -962,7 +965,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
     clients = []
     for i, c in enumerate(sc.clients):
         cc = ctx.child("clients").child(i)
-        caps = tools.get(c.tool).caps
+        caps = kinds.client(c.tool).caps
         if caps.uses_iperf_servers:
             clients.append(c)
             continue
@@ -977,16 +980,16 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
         if servers[c.server].kind not in caps.servers:
             raise cc.child("server").error(
                 f"{c.tool} cannot talk to a {servers[c.server].kind} server", c.server)
-        if c.protocol and c.protocol not in server_kinds.get(servers[c.server].kind).ports:
+        if c.protocol and c.protocol not in kinds.server(servers[c.server].kind).ports:
             raise cc.child("server").error(
                 f"a {servers[c.server].kind} server does not serve {c.protocol}", c.server)
         if c.file not in files:
             raise cc.child("file").error("no file of that name", c.file)
-        if c.tool == "replay" and file_kinds[c.file] != "root":
+        if caps.reads_root and file_kinds[c.file] != "root":
             raise cc.child("file").error("a caching-mode replay reads a ROOT file: give the file "
                                          "kind: root (generated) or a path", c.file)
-        if c.tls not in (None, "off") and not server_kinds.get(servers[c.server].kind).tls_ports:
-            have = [k for k in server_kinds.kinds() if server_kinds.get(k).tls_ports]
+        if c.tls not in (None, "off") and not kinds.server(servers[c.server].kind).tls_ports:
+            have = [k for k in kinds.SERVERS.names() if kinds.server(k).tls_ports]
             raise cc.child("tls").error(f"a {servers[c.server].kind} server does not serve TLS "
                                         f"({', '.join(have)} do)", c.tls)
         _check_tpc(cc, c, caps, servers)
@@ -998,7 +1001,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
                 raise ctx.child("clients").child(i).child("paths").child(j).error(
                     f"no such path (have: {', '.join(names)})", pn)
     for c in sc.clients:
-        limit = tools.get(c.tool).caps.max_streams
+        limit = kinds.client(c.tool).caps.max_streams
         if c.sweep is not None and c.sweep.streams:
             continue               # its own streams, checked with the client
         for s in sc.sweep.streams or []:
@@ -1047,7 +1050,7 @@ def client_directions(sc: Scenario, c: ClientSpec) -> list[str]:
     its tool can (uploads; an extreme copy does not), else download."""
     if c.direction is not None:
         return [c.direction]
-    if sc.sweep.direction and tools.get(c.tool).caps.upload and not c.sources:
+    if sc.sweep.direction and kinds.client(c.tool).caps.upload and not c.option("sources"):
         return list(sc.sweep.direction)
     return ["download"]
 
@@ -1075,9 +1078,9 @@ def _check_uploads(ctx: S.Ctx, sc: Scenario) -> None:
     fams = sc.sweep.direction or []
     if len(set(fams)) != len(fams):
         raise cd.error("a direction named twice", fams)
-    if "upload" in fams and not any(tools.get(c.tool).caps.upload for c in sc.clients):
+    if "upload" in fams and not any(kinds.client(c.tool).caps.upload for c in sc.clients):
         raise cd.error("no client can upload (" + ", ".join(sorted(
-            t.name for t in tools.all_tools() if t.caps.upload)) + " can)", fams)
+            t.name for t in kinds.CLIENTS.all() if t.caps.upload)) + " can)", fams)
     servers = {s.name: s for s in sc.servers}
     for i, c in enumerate(sc.clients):
         if "upload" not in client_directions(sc, c) or c.server not in servers:
@@ -1085,7 +1088,7 @@ def _check_uploads(ctx: S.Ctx, sc: Scenario) -> None:
         at = ctx.child("clients").child(i)
         at = at.child("direction") if c.direction else cd
         kind = servers[c.server].kind
-        if kind not in tools.get(c.tool).caps.upload or not server_kinds.get(kind).writes:
+        if kind not in kinds.client(c.tool).caps.upload or not kinds.server(kind).writes:
             raise at.error(f"client {c.name}: a {kind} server does not accept {c.tool}'s "
                            "writes", "upload")
         if sc.storage.on_disk:
@@ -1129,7 +1132,7 @@ def _check_tls_sweep(ctx: S.Ctx, sc: Scenario) -> None:
         raise cc.error("a TLS mode is listed twice", modes)
     for m in modes:
         if m != "off" and not any(_can_tls(sc, c, m) for c in sc.clients):
-            users = sorted(t.name for t in tools.all_tools() if m in t.caps.tls)
+            users = sorted(t.name for t in kinds.CLIENTS.all() if m in t.caps.tls)
             raise cc.error(f"no client can use TLS mode {m} (only {', '.join(users)}, "
                            "against an xrootd or nginx server)", m)
 
@@ -1146,10 +1149,10 @@ def tls_modes(sc: Scenario, c: ClientSpec) -> list[str]:
 
 def _can_tls(sc: Scenario, c: ClientSpec, mode: str) -> bool:
     """Whether client `c` can run TLS mode `mode`: its tool can, and its server serves TLS."""
-    if mode not in tools.get(c.tool).caps.tls:
+    if mode not in kinds.client(c.tool).caps.tls:
         return False
     kind = next((s.kind for s in sc.servers if s.name == c.server), None)
-    return kind is None or bool(server_kinds.get(kind).tls_ports)
+    return kind is None or bool(kinds.server(kind).tls_ports)
 
 
 def uses_tls(sc: Scenario) -> bool:
@@ -1173,11 +1176,11 @@ def _check_tpc(cc: S.Ctx, c: ClientSpec, caps: Any, servers: dict[str, ServerSpe
     if servers[c.source].kind not in caps.servers:
         raise cc.child("source").error(f"{c.tool} cannot pull from a "
                                        f"{servers[c.source].kind} server", c.source)
-    if c.tpc_mode == "push":          # the source's XrdHttpTPC sends to the destination
+    if c.option("tpc_mode") == "push":          # the source's XrdHttpTPC sends to the destination
         if not servers[c.source].tpc:
             raise cc.child("source").error("the source pushes: it needs third-party copy "
                                            "(give it tpc: true)", c.source)
-        if c.server is None or not server_kinds.get(servers[c.server].kind).writes:
+        if c.server is None or not kinds.server(servers[c.server].kind).writes:
             raise cc.child("server").error("the destination takes the pushed file: a kind "
                                            "that accepts writes", c.server)
         return
@@ -1250,8 +1253,8 @@ def measurements(sc: Scenario) -> int:
         steps = 1 if p.kind == "real" else len(p.rtts_s)
         total += steps * sum(len(client_streams(sc, c)) * len(client_concurrency(sc, c))
                              * (len(sc.sweep.branches) if sc.sweep.branches
-                                and c.branches is None
-                                and "branches" in tools.get(c.tool).caps.options else 1)
+                                and c.option("branches") is None
+                                and "branches" in kinds.option_keys(c.tool) else 1)
                              * len(tls_modes(sc, c)) * client_repeats(sc, c)
                              * len(client_directions(sc, c))
                              for c in sc.clients if runs_on(c, p))
@@ -1304,7 +1307,7 @@ def client_streams(sc: Scenario, c: ClientSpec) -> list[int]:
     multi-stream tool, else its `streams`."""
     if c.sweep is not None and c.sweep.streams:
         return list(c.sweep.streams)
-    if sc.sweep.streams and tools.get(c.tool).caps.max_streams > 1:
+    if sc.sweep.streams and kinds.client(c.tool).caps.max_streams > 1:
         return list(sc.sweep.streams)   # limits checked when the scenario was loaded
     return [c.streams]
 

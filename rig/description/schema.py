@@ -121,8 +121,14 @@ def load(ctx: Ctx, data: Any, cls: type) -> Any:
 
     A class may define `checked(cls, ctx, values) -> values` (a classmethod) for what
     one field cannot say alone: checks across fields, values derived from others; it
-    gets and returns a dict of attribute -> value."""
+    gets and returns a dict of attribute -> value. A class may also define
+    `extra_fields(cls) -> {key: (attribute, Field)}` (a classmethod): keys it reads
+    besides its own fields (a client's tool options, declared by the tools), whose
+    values `checked` folds into the fields it has."""
     fields = _doc_fields(cls)
+    extra = getattr(cls, "extra_fields", None)
+    if extra is not None:
+        fields = {**fields, **{k: v for k, v in extra().items() if k not in fields}}
     d = check_mapping(ctx, data, {k: f for k, (_, f) in fields.items()})
     values = {}
     for k, (attr, f) in fields.items():

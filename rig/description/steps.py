@@ -14,7 +14,7 @@ from rig.description.profile import LinkProfile
 from rig.description.scenario import (ClientSpec, PathSpec, Scenario, client_concurrency,
                                       client_directions, client_repeats, client_streams,
                                       runs_on, tls_modes)
-from rig.services import tools
+from rig.description import kinds
 
 
 def shown_step(index: int) -> int:
@@ -100,11 +100,13 @@ def branch_configs(sc: Scenario, c: ClientSpec) -> list[ClientSpec]:
     """`sweep.branches` applied to a client that reads branches (tool replay): one
     configuration per fraction, named `NAME@F%` so each is a point of its own. A client's
     own `branches:` wins over the sweep (as its own `tls:` does): one configuration."""
-    if not sc.sweep.branches or "branches" not in tools.get(c.tool).caps.options:
+    if not sc.sweep.branches or "branches" not in kinds.option_keys(c.tool):
         return [c]
-    if c.branches is not None:
-        return [dataclasses.replace(c, name=f"{c.name}@{c.branches * 100:g}%")]
-    return [dataclasses.replace(c, name=f"{c.name}@{f * 100:g}%", branches=f)
+    own = c.option("branches")
+    if own is not None:
+        return [dataclasses.replace(c, name=f"{c.name}@{own * 100:g}%")]
+    return [dataclasses.replace(c, name=f"{c.name}@{f * 100:g}%",
+                                options=dataclasses.replace(c.options, branches=f))
             for f in sc.sweep.branches]
 
 

@@ -135,9 +135,7 @@ def _read(path: str) -> str | None:
 
 def emulation() -> dict:
     """Which backends work here and which `auto` picks (probes throwaway namespaces)."""
-    from rig.realization.emul.choose import auto_choice
-    from rig.realization.emul.netem import kernel_has_netem
-    from rig.realization.emul.userspace import kernel_has_nfqueue
-    netem, nfq = kernel_has_netem(), kernel_has_nfqueue()
-    auto = auto_choice(netem, nfq)
-    return {"kernel_netem": netem, "userspace_nfqueue": nfq, "auto": auto}
+    from rig.realization.emul import registry
+    usable = {b.name: b.usable() for b in registry.ranked()}
+    out: dict = {b.doctor_key: usable[b.name] for b in registry.ranked()}
+    return {**out, "auto": registry.auto_choice(usable)}

@@ -101,6 +101,7 @@ def parse_options(name: str, *, rtt: str, jitter: str = "0ms", loss: str = "0%",
            for k, v in given.items() if v is not None}
     doc["kind"] = "emulated"
     from rig.description.scenario import parse_path
+    from rig.realization.emul import registry  # noqa: F401  (the backends `backend:` names)
     try:
         spec = parse_path(schema.Ctx(WHERE), doc)
         profile = spec.profile(spec.rtts_s[0])

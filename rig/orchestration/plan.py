@@ -14,8 +14,8 @@ from rig.realization import cgroups, netns, remote_router, tls, tuning
 
 from rig.description import steps as S
 from rig.process.proc import ns_argv, pinned_argv
-from rig.realization.emul.netem import NetemBackend
-from rig.realization.emul.userspace import UserspaceBackend
+from rig.description.kinds import AUTO
+from rig.realization.emul import registry as emul_registry
 from rig.description.scenario import (LOCAL, Scenario, background_on, path_mtu, path_tuning,
                                       runs_on, server_count, upload_servers, uses_tls)
 from rig.services.tools.iperf3 import background_argv
@@ -386,14 +386,13 @@ def _emulation(step: S.Step, site) -> list[Item]:
     out: list[Item] = []
     if step.profile is None:
         return out
-    if be in ("auto", "netem"):
-        out.append(text("# backend netem" + (" (auto: where the kernel has sch_netem)"
-                                             if be == "auto" else "")))
-        out += [cmd(a) for a in NetemBackend().plan(site, step.profile)]
-    if be in ("auto", "userspace"):
-        out.append(text("# backend userspace" + (" (auto: where the kernel lacks sch_netem)"
-                                                 if be == "auto" else "")))
-        out += [cmd(a) for a in UserspaceBackend().plan(site, step.profile)]
+    shown = emul_registry.ranked() if be == AUTO else [emul_registry.get(be)]
+    for b in shown:
+        lines = b().plan(site, step.profile)
+        if lines:
+            out.append(text(f"# backend {b.name}" + (f" (auto: {b.auto_note})"
+                                                     if be == AUTO else "")))
+            out += [cmd(a) for a in lines]
     return out
 
 
@@ -417,9 +416,9 @@ def _replay_plans(sc: Scenario) -> list[str]:
                 f"replay {c.name}: {f.name} is not generated yet (rig run makes it once); "
                 f"to see the plan now: rig plan --generate --size {g.size_bytes} "
                 f"--nbranches {g.n_branches} --cluster {g.cluster_bytes} --seed {g.seed} "
-                f"--mode {c.mode} --percent {(c.branches or 1.0) * 100:g}"))
+                f"--mode {c.option('mode')} --percent {(c.option('branches') or 1.0) * 100:g}"))
             continue
         p = plan_for(c, str(src))
-        out.append(comment(f"replay {c.name} ({c.library}, {c.server}):"))
+        out.append(comment(f"replay {c.name} ({c.option('library')}, {c.server}):"))
         out += [comment("  " + line) for line in p.summary().splitlines()]
     return out

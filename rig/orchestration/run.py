@@ -137,7 +137,8 @@ class Run:
         self.lives: list[Live] = []
         self.state = RunState(self.prefix, out_dir)
         # plain downloads' files (`dest_dir`): `rig clean` removes <prefix>-* there
-        self.state.data["dest_dirs"] = sorted({c.dest_dir for c in sc.clients if c.dest_dir})
+        self.state.data["dest_dirs"] = sorted({c.option("dest_dir") for c in sc.clients
+                                                   if c.option("dest_dir")})
         self.tcp_cost: dict[str, Any] = {"interval_s": sc.sampling.tcp_info_s, "groups": 0, "ticks": 0,
                          "cpu_s": 0.0, "wall_s": 0.0, "samples": 0, "errors": 0}
         self.thread_cost = threadsample.Cost()      # per-thread CPU sampling (issue 27)
@@ -366,7 +367,8 @@ class Run:
             stack.callback(s3.stop)
             self.state.record_pid(s3)
             live.bg_ports[b.name] = port
-        iperfs = [c for c in self.sc.clients if c.tool == "iperf3" and runs_on(c, live.spec)]
+        iperfs = [c for c in self.sc.clients
+                  if tools.get(c.tool).caps.uses_iperf_servers and runs_on(c, live.spec)]
         most = max((n for c in iperfs for n in client_concurrency(self.sc, c)), default=1)
         for extra in range(1, most):
             if iperfs:

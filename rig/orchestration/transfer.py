@@ -65,8 +65,9 @@ def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, list[ServerPlan]]
                                                               tls=g.tls != "off"))
         if isinstance(c.cpus, tuple):        # per-instance pinning: a set of its own
             job = dataclasses.replace(job, cpus=instance_cpus(c, i))
-        if c.dest_dir:
-            job = dataclasses.replace(job, dest=dest_path(c.dest_dir, prefix, c.name, i))
+        if c.option("dest_dir"):
+            job = dataclasses.replace(job, dest=dest_path(c.option("dest_dir"), prefix,
+                                                          c.name, i))
         if c.direction == "upload" and server is not None and file is not None:
             job = tool.as_upload(job, server, file, upload_name(prefix, c.name, i))
         jobs.append(job)
@@ -156,7 +157,7 @@ def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list,
     except Exception as e:  # noqa: BLE001 - recorded as a failed transfer, not fatal
         out[i] = Outcome(job, argv, env, None, started_at, t0, error=str(e)[:300])
     finally:
-        if job.client.dest_dir and not where:        # a local client's file
+        if job.client.option("dest_dir") and not where:        # a local client's file
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(job.dest)
 
@@ -284,10 +285,15 @@ def rows(outcomes: list[Outcome], common: dict,
         if server_cpu is not None:
             row.server_cpu_user_s = server_cpu[0] / len(outcomes)
             row.server_cpu_sys_s = server_cpu[1] / len(outcomes)
-        cols = {**tools.get(o.job.client.tool).row_fields(o.job, env), **m.get("columns", {})}
+        tool = tools.get(o.job.client.tool)
+        cols = {**tool.row_fields(o.job, env), **m.get("columns", {})}
         unknown = sorted(set(cols) - ROW_COLUMNS)
         if unknown:     # a tool's misspelt column would otherwise be dropped unseen
             raise RigError(f"tool {o.job.client.tool} fills transfers columns that do not "
                            f"exist: {', '.join(unknown)} (rig.results.store.TransferRow)")
+        bad = tools.undeclared(tool, cols)
+        if bad:         # a column is the tool's declaration (ClientTool.columns), typed
+            raise RigError(f"tool {o.job.client.tool} fills transfers columns it does not "
+                           f"declare as such: {', '.join(bad)} (ClientTool.columns)")
         out.append(dataclasses.replace(row, **cols))
     return out

@@ -190,7 +190,7 @@ def begin(g: Group, jobs: list[Job], plans: dict[str, list[ServerPlan]], path: R
     by_name = {p.origin: p for p in mine}
     used = [by_name[j.origin] for j in jobs]
     cg = CacheGroup(g.client.cache, used, jobs[0].relpath, jobs[0].file_bytes,
-                    origin_ifaces(path, mine), spread=bool(g.client.sources))
+                    origin_ifaces(path, mine), spread=bool(g.client.option("sources")))
     if cg.spread:       # an extreme copy reads from every instance (xrdcp -y)
         cg.plans = mine
     try:

@@ -74,7 +74,7 @@ def backend_name(choice: str, kernel_netem: bool) -> str:
     """`auto` on a router host: the one rule (rig.realization.emul.choose.auto_choice);
     NFQUEUE there is checked below with the engine's other needs (iptables)."""
     if choice == "auto":
-        return auto_choice(kernel_netem, nfqueue=True) or "userspace"
+        return auto_choice({"netem": kernel_netem, "userspace": True}) or "userspace"
     return choice
 
 

@@ -1,45 +1,48 @@
-"""Pick an emulation backend by name: "netem", "userspace" or "auto" (netem where the
-kernel has it, else the userspace engine where NFQUEUE works).
+"""Pick an emulation backend by name: one of the registry's (rig.realization.emul.registry)
+or "auto" (the first by rank the kernel can run: netem where the kernel has it, else the
+userspace engine where NFQUEUE works).
 
 Must not import services, orchestration or reports.
 """
 from __future__ import annotations
 
+from typing import Any, Mapping
+
+from rig.description.kinds import AUTO
 from rig.errors import InputError, RigError
+from rig.realization.emul import registry
 from rig.realization.emul.base import Backend
-from rig.realization.emul.netem import NetemBackend, kernel_has_netem
-from rig.realization.emul.none import NoneBackend
-from rig.description.profile import BACKENDS
-from rig.realization.emul.userspace import UserspaceBackend, kernel_has_nfqueue
 
 
-def auto_choice(netem: bool, nfqueue: bool) -> str | None:
-    """What `auto` means on a kernel with (or without) sch_netem and NFQUEUE."""
-    return "netem" if netem else ("userspace" if nfqueue else None)
+def auto_choice(usable: Mapping[str, bool]) -> str | None:
+    """What `auto` means, given which backends this kernel can run (by name)."""
+    return registry.auto_choice(usable)
 
 
 def auto_backend_name() -> str:
-    """Probe the kernel (a throwaway namespace each; ~50 ms)."""
-    name = auto_choice(kernel_has_netem(), kernel_has_nfqueue())
-    if name:
-        return name
-    raise RigError("no link emulation possible here: the kernel has neither sch_netem "
-                   "nor the iptables NFQUEUE target")
+    """Probe the kernel for each backend auto considers, in rank order (a throwaway
+    namespace each; ~50 ms), up to the first that works."""
+    for b in registry.ranked():
+        if b.usable():
+            return str(b.name)
+    needs = [b.needs for b in registry.ranked()]
+    have = (f"neither {needs[0]} nor {needs[1]}" if len(needs) == 2
+            else f"none of {', '.join(needs)}")
+    raise RigError(f"no link emulation possible here: the kernel has {have}")
 
 
-def make_backend(name: str, **userspace_options) -> Backend:
-    """A backend instance; `userspace_options` go to UserspaceBackend (python, seed,
-    ready_timeout, bypass_passthrough)."""
-    if name not in BACKENDS:
-        raise InputError(f"unknown emulation backend (use one of {', '.join(BACKENDS)})",
+def make_backend(name: str, **options: Any) -> Backend:
+    """A backend instance; `options` go to a backend that takes them (the userspace
+    engine's python, seed, ready_timeout, bypass_passthrough, local_logs)."""
+    names = (AUTO, *registry.names())
+    if name not in names:
+        raise InputError(f"unknown emulation backend (use one of {', '.join(names)})",
                          key="backend", value=name)
-    if name == "none":
-        return NoneBackend()
-    if name == "auto":
+    if name == AUTO:
         name = auto_backend_name()
-    if name == "netem":
-        if userspace_options:
-            raise InputError("options given are for the userspace backend only",
-                             key="backend", value=name)
-        return NetemBackend()
-    return UserspaceBackend(**userspace_options)
+    cls = registry.get(name)
+    if options and not cls.takes_options:
+        takers = [n for n in registry.names() if registry.get(n).takes_options]
+        raise InputError(f"options given are for the {', '.join(takers)} backend only",
+                         key="backend", value=name)
+    return cls(**options) if options else cls()

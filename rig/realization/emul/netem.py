@@ -26,6 +26,7 @@ import json
 from rig.process import proc
 from rig.errors import RigError, StepAborted
 from rig.description.linkstats import EmulStats, StatsFormatError, qdisc_dir_stats
+from rig.realization.emul import registry
 from rig.realization.emul.base import (LinkSite, egress_direction, ifb_setup_argv,
                                        ifb_teardown_argv, qdisc_del_argv, tbf_argv, where)
 from rig.description.profile import Direction, LinkProfile
@@ -135,10 +136,20 @@ def netem_stats(per_dir: dict[str, list[dict] | str]) -> EmulStats:
     return EmulStats("netem", dirs, error="; ".join(errors) or None)
 
 
+@registry.register
 class NetemBackend:
     """Backend protocol implementation on sch_netem (+ TBF)."""
 
     name = "netem"
+    auto_rank = 0                  # auto: netem where the kernel has it
+    auto_note = "where the kernel has sch_netem"
+    needs = "sch_netem"
+    doctor_key = "kernel_netem"
+    takes_options = False
+
+    @staticmethod
+    def usable() -> bool:
+        return kernel_has_netem()
 
     def __init__(self) -> None:
         self._rated: dict[str, set[str]] = {}

@@ -2,12 +2,23 @@
 from __future__ import annotations
 
 from rig.description.linkstats import EmulStats
+from rig.realization.emul import registry
 from rig.realization.emul.base import LinkSite
 from rig.description.profile import LinkProfile
 
 
+@registry.register
 class NoneBackend:
     name = "none"
+    auto_rank = None               # nothing emulated: only when a path asks for it
+    auto_note = ""
+    needs = ""
+    doctor_key = ""
+    takes_options = False
+
+    @staticmethod
+    def usable() -> bool:
+        return True
 
     def plan(self, site: LinkSite, profile: LinkProfile) -> list[list[str]]:
         return []

@@ -26,6 +26,7 @@ from pathlib import Path
 from rig.process import proc
 from rig.errors import RigError, StepAborted
 from rig.description.linkstats import EmulStats, StatsFormatError
+from rig.realization.emul import registry
 from rig.realization.emul.base import (LinkSite, egress_direction, ifb_setup_argv,
                                        ifb_teardown_argv, qdisc_del_argv, tbf_argv, where)
 from rig.realization.emul.engine import control
@@ -180,6 +181,7 @@ def _write_profile(site: LinkSite, profile: LinkProfile) -> None:
 
 # --- the backend -------------------------------------------------------------------------
 
+@registry.register
 class UserspaceBackend:
     """Backend protocol implementation; one engine process per LinkSite.
 
@@ -189,6 +191,15 @@ class UserspaceBackend:
     """
 
     name = "userspace"
+    auto_rank = 1                  # auto: the engine where the kernel lacks netem
+    auto_note = "where the kernel lacks sch_netem"
+    needs = "the iptables NFQUEUE target"
+    doctor_key = "userspace_nfqueue"
+    takes_options = True           # python, seed, ready_timeout, bypass_passthrough, ...
+
+    @staticmethod
+    def usable() -> bool:
+        return kernel_has_nfqueue()
 
     def __init__(self, *, python: str = sys.executable, seed: int | None = None,
                  ready_timeout: float = READY_TIMEOUT, bypass_passthrough: bool = True,

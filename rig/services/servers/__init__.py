@@ -4,7 +4,8 @@ A kind module declares a subclass of `ServerKind` with `@register`: its protocol
 base ports, the config files it needs (pure text), its argv, the user it runs as and
 the log files worth quoting when it fails to start. `ServerPlan` is one instance as it
 will run. Starting and probing live in `start.py` (it runs processes); this module and
-the kind modules are pure, so the scenario loader can validate server kinds from here.
+the kind modules are pure. Each kind registered here is also entered in
+rig.description.kinds, against which the scenario schema checks servers.
 
 Must not import rig.process.proc, orchestration or reports.
 """
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
 from rig.netaddr import hostport
+from rig.description import kinds as described
 from rig.services.registry import Registry
 
 if TYPE_CHECKING:
@@ -102,7 +104,7 @@ class ServerKind:
 
     def setting(self, p: ServerPlan, name: str) -> bool:
         """A send setting of this instance: the scenario's value, else the kind's default."""
-        v = getattr(p.spec, name, None)
+        v = p.spec.settings.get(name)
         return self.settings[name] if v is None else bool(v)
 
     def plan_ports(self, spec: "ServerSpec", ports: dict[str, int]) -> dict[str, int]:
@@ -138,8 +140,9 @@ class ServerKind:
         return f"{protocol}://{hostport(p.addr, port)}/{relpath}"
 
 
-_KINDS: Registry[ServerKind] = Registry("server kind", lambda cls: cls.kind)
+_KINDS: Registry[ServerKind] = Registry("server kind", lambda cls: cls.kind, described.SERVERS)
 register = _KINDS.register
+unregister = _KINDS.unregister
 get = _KINDS.get
 kinds = _KINDS.names
 all_kinds = _KINDS.all

@@ -1,26 +1,33 @@
 """Client tools: one module per tool, found here and registered by name.
 
 A tool module declares a subclass of `ClientTool` with the `@register` decorator: its
-capabilities (which server kinds and protocols it speaks, how many streams, which
-per-client options it accepts, how its data phase is timed), how it builds the argv
-and environment of one `Job`, how it parses its own output, and which extra columns it
-adds to a transfers row. Adding a tool is adding one module to this folder; the
-scenario schema, the run, `rig plan`, `rig doctor` and the reports read this registry.
+capabilities (which server kinds and protocols it speaks, how many streams, how its
+data phase is timed), its own client keys as an option section (a frozen dataclass
+whose fields carry their parser, limits and default: `options`, read by the scenario
+schema through rig.description.kinds), how it builds the argv and environment of one
+`Job`, how it parses its own output, and the extra columns of a transfers row it fills
+(`columns`, typed, with their units). Adding a tool is adding one module to this
+folder; the scenario schema, the run, `rig plan`, `rig doctor` and the reports read
+this registry.
 
 Pure: argv builders and parsers only; must not import rig.process.proc, orchestration or
-reports (the scenario loader imports it to validate client configurations).
+reports. Each tool registered here is also entered in rig.description.kinds, which the
+scenario schema reads (rig.catalog imports this package before scenarios are loaded).
 """
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from rig.description import limits as L, schema as S
 from rig.netaddr import hostport
 from rig.services.servers import UPLOAD_DIR
 from rig.services.registry import Registry
+from rig.description import kinds
 
-if TYPE_CHECKING:  # the scenario imports this registry; types only, no cycle
+if TYPE_CHECKING:
     from rig.description.scenario import ClientSpec, FileSpec
     from rig.services.servers import ServerPlan
 
@@ -68,39 +75,43 @@ class Parsed:
 # HTTP servers that take a PUT there (XrdHttp, nginx's dav module, Apache's mod_dav)
 HTTP_WRITERS = frozenset({"xrootd", "nginx", "apache"})
 
-# TLS modes a scenario can ask for: `control` encrypts xrootd's control stream only
-# (xrdcp --tlsnodata), `all` every stream (roots://, https://).
-TLS_MODES = ("off", "control", "all")
+# Capabilities and TLS_MODES are the description's (rig.description.kinds): the scenario
+# schema checks clients against them; tools declare them here.
+Capabilities = kinds.Capabilities
+TLS_MODES = kinds.TLS_MODES
+
+# Parsers of client keys several tools take: one declaration each, shared, so the key
+# reads alike whichever tool a client names (rig.description.kinds.ClientRegistry).
+BUFFER = S.optional(S.size_in(L.MIN_SOCKET_BUFFER, L.MAX_BUFFER))   # socket buffer
+DEST_DIR = S.optional(S.path_text)
 
 
 @dataclass(frozen=True)
-class Capabilities:
-    servers: frozenset[str] = frozenset()   # server kinds it can talk to
-    protocols: tuple[str, ...] = ()         # endpoints of those servers; first = default
-    max_streams: int = 1                    # parallel TCP streams for one file
-    options: frozenset[str] = frozenset()   # optional client keys it accepts (block, ...)
-    needs_file: bool = True
-    # The data phase is dated by the kernel's count of bytes the process wrote
-    # (/proc/PID/io), for tools that print nothing useful when stdout is not a tty.
-    timed_by_written_bytes: bool = False
-    # Talks to the path's iperf3 servers (one per concurrent instance) instead of a
-    # scenario server.
-    uses_iperf_servers: bool = False
-    # Which end sends the data, where tcp_info is sampled: server (downloads, iperf3 -R)
-    # or client (uploads).
-    sender: str = "server"
-    tls: frozenset[str] = frozenset()       # TLS modes besides "off" it can use
-    # Third-party copy: the client asks its server (the destination) to pull the file
-    # from the client's `source:` server; nothing passes through the client.
-    third_party: bool = False
-    # server kinds it can upload to (`direction: upload`); empty: downloads only
-    upload: frozenset[str] = frozenset()
+class DestDir:
+    """The option section of a download tool that can keep what it fetched: written into
+    a file in `dest_dir` instead of /dev/null (removed after each transfer), to compare
+    it with a lazy-download's shadow file there."""
+    dest_dir: str | None = S.spec(DEST_DIR, None)
+
+
+@dataclass(frozen=True)
+class Column:
+    """An extra column of the transfers table a tool fills (rig.results.store.TransferRow
+    holds it): its name, Python type and unit ("" for a flag or a label)."""
+    name: str
+    type: type
+    unit: str = ""
 
 
 class ClientTool:
     """The contract of a client tool; subclasses override what differs."""
     name: ClassVar[str]
     caps: ClassVar[Capabilities]
+    # its own client keys (a frozen dataclass of schema.spec fields); a client's values
+    # are ClientSpec.options, an instance of it
+    options: ClassVar[type] = kinds.NoOptions
+    # the transfers columns `row_fields` fills, declared with their types and units
+    columns: ClassVar[tuple[Column, ...]] = ()
     # for `rig doctor` and run metadata; None: the tool is part of the rig
     version_argv: ClassVar[list[str] | None] = None
 
@@ -134,7 +145,14 @@ class ClientTool:
 
     def checked(self, ctx: Any, d: dict[str, Any]) -> dict[str, Any]:
         """What spans this tool's own client keys (scenario loading; ctx: schema.Ctx);
-        returns the client's values, completed."""
+        returns the client's values, completed. Default: a `dest_dir` (DestDir) is an
+        existing absolute directory, and not for an upload."""
+        dest = d.get("dest_dir")
+        if dest is not None and d["direction"] == "upload":
+            raise ctx.child("dest_dir").error("an upload reads the served file and writes "
+                                              "to the server: no dest_dir", dest)
+        if dest is not None and not (os.path.isabs(dest) and os.path.isdir(dest)):
+            raise ctx.child("dest_dir").error("not an existing absolute directory", dest)
         return d
 
     def with_origins(self, job: Job, origins: "list[ServerPlan]", instance: int) -> Job:
@@ -164,7 +182,8 @@ class ClientTool:
         return Parsed(bytes=None, error=last_line(stderr)[:300] or f"exit {returncode}")
 
     def row_fields(self, job: Job, env: dict[str, str]) -> dict[str, Any]:
-        """Columns of the transfers row this tool fills (others stay NULL)."""
+        """Columns of the transfers row this tool fills (others stay NULL): those it
+        declares in `columns`, each of its declared type."""
         return {}
 
     def known_deadlock(self, job: Job) -> str | None:
@@ -173,14 +192,29 @@ class ClientTool:
         return None
 
 
+def undeclared(tool: ClientTool, cols: dict[str, Any]) -> list[str]:
+    """Columns a tool filled that it does not declare, or with a value not of the
+    declared type (None always fits), each as `name` or `name (type)`."""
+    decl = {c.name: c.type for c in tool.columns}
+    out = []
+    for k, v in sorted(cols.items()):
+        t = decl.get(k)
+        if t is None:
+            out.append(k)
+        elif v is not None and not (isinstance(v, t) or (t is float and isinstance(v, int))):
+            out.append(f"{k} ({type(v).__name__}, declared {t.__name__})")
+    return out
+
+
 def last_line(text: str) -> str:
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
     return lines[-1].strip() if lines else ""
 
 
-_TOOLS: Registry[ClientTool] = Registry("client tool", lambda cls: cls.name)
+_TOOLS: Registry[ClientTool] = Registry("client tool", lambda cls: cls.name, kinds.CLIENTS)
 _REGISTRY = _TOOLS.items
 register = _TOOLS.register
+unregister = _TOOLS.unregister
 get = _TOOLS.get
 names = _TOOLS.names
 all_tools = _TOOLS.all
@@ -188,7 +222,6 @@ all_tools = _TOOLS.all
 # Capabilities shared by the plain HTTP fetchers (one stream, data phase from /proc io).
 HTTP_FETCHER = Capabilities(servers=frozenset({"xrootd", "nginx", "apache", "xcache"}),
                             protocols=("http",),
-                            timed_by_written_bytes=True, tls=frozenset({"all"}),
-                            options=frozenset({"dest_dir"}))
+                            timed_by_written_bytes=True, tls=frozenset({"all"}))
 
 _TOOLS.load(__name__, __path__)

@@ -6,7 +6,7 @@ import json
 
 import dataclasses
 
-from rig.services.tools import (HTTP_FETCHER, HTTP_WRITERS, ClientTool, Job, Parsed, last_line,
+from rig.services.tools import (HTTP_FETCHER, DestDir, HTTP_WRITERS, ClientTool, Job, Parsed, last_line,
                                 register)
 
 
@@ -14,6 +14,7 @@ from rig.services.tools import (HTTP_FETCHER, HTTP_WRITERS, ClientTool, Job, Par
 class Curl(ClientTool):
     name = "curl"
     caps = dataclasses.replace(HTTP_FETCHER, upload=HTTP_WRITERS)
+    options = DestDir
 
     def argv(self, job: Job) -> list[str]:
         ca = ["--cacert", job.ca_file] if job.tls != "off" else []

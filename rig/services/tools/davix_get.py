@@ -6,7 +6,7 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from rig.services.tools import HTTP_FETCHER, HTTP_WRITERS, ClientTool, Job, register
+from rig.services.tools import HTTP_FETCHER, DestDir, HTTP_WRITERS, ClientTool, Job, register
 
 
 @register
@@ -14,6 +14,7 @@ class DavixGet(ClientTool):
     """One whole-file GET; libdavix retries are off so a failure shows at once."""
     name = "davix-get"
     caps = dataclasses.replace(HTTP_FETCHER, upload=HTTP_WRITERS)
+    options = DestDir
 
     def argv(self, job: Job) -> list[str]:
         ca = ["--capath", job.ca_dir] if job.tls != "off" else []

@@ -1,15 +1,24 @@
 """rig-fdt: the rig's FDT-style multi-stream copy (control + N data streams)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from rig.fdt import adapter
 from rig.description.limits import MAX_STREAMS
-from rig.services.tools import Capabilities, ClientTool, Job, Parsed, last_line, register
+from rig.description import limits as L, schema as S
+from rig.services.tools import BUFFER, Capabilities, ClientTool, Job, Parsed, last_line, register
 
 if TYPE_CHECKING:
     from rig.description.scenario import ClientSpec, FileSpec
     from rig.services.servers import ServerPlan
+
+
+@dataclass(frozen=True)
+class FdtOptions:
+    """rig-fdt's own client keys: its block size and its sockets' buffer."""
+    block: int | None = S.spec(S.optional(S.size_in(L.MIN_BLOCK, L.MAX_BLOCK)), None)
+    buffer: int | None = S.spec(BUFFER, None)
 
 
 @register
@@ -17,7 +26,8 @@ class Fdt(ClientTool):
     name = "fdt"
     version_argv = None                 # part of the rig: its version is the rig's
     caps = Capabilities(servers=frozenset({"fdt"}), protocols=("fdt",), max_streams=MAX_STREAMS,
-                        options=frozenset({"block", "buffer"}), upload=frozenset({"fdt"}))
+                        upload=frozenset({"fdt"}))
+    options = FdtOptions
 
     def job(self, c: "ClientSpec", streams: int, instance: int, *,
             server: "ServerPlan | None", file: "FileSpec | None",
@@ -29,12 +39,12 @@ class Fdt(ClientTool):
     def argv(self, job: Job) -> list[str]:
         if job.direction == "upload":        # rig-fdt put SRC as upload/NAME
             return adapter.put_argv(job.addr, job.port, job.src, job.relpath,
-                                    streams=job.streams, block_bytes=job.client.block,
-                                    bufsize=job.client.buffer, timeout_s=job.timeout_s,
+                                    streams=job.streams, block_bytes=job.client.options.block,
+                                    bufsize=job.client.options.buffer, timeout_s=job.timeout_s,
                                     program=job.client.binary)
         return adapter.client_argv(job.addr, job.port, job.relpath, job.dest,
-                                   streams=job.streams, block_bytes=job.client.block,
-                                   bufsize=job.client.buffer, timeout_s=job.timeout_s,
+                                   streams=job.streams, block_bytes=job.client.options.block,
+                                   bufsize=job.client.options.buffer, timeout_s=job.timeout_s,
                                    program=job.client.binary)
 
     def parse(self, stdout: str, stderr: str, returncode: int, job: Job) -> Parsed:

@@ -20,19 +20,27 @@ third-party copy), answering with the same markers.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any
 
+from rig.description import schema as S
 from rig.services.tools import Capabilities, ClientTool, Job, Parsed, last_line, register
 
 INCOMING = "incoming"        # the destination writes below this folder of its data dir
+
+
+@dataclass(frozen=True)
+class HttpTpcOptions:
+    """http-tpc's own client key: the destination pulls (default) or the source pushes."""
+    tpc_mode: str | None = S.spec(S.optional(S.choice("pull", "push")), None)
 
 
 @register
 class HttpTpc(ClientTool):
     name = "http-tpc"
     caps = Capabilities(servers=frozenset({"xrootd"}), protocols=("http",),
-                        third_party=True, tls=frozenset({"all"}),
-                        options=frozenset({"tpc_mode"}))
+                        third_party=True, tls=frozenset({"all"}))
+    options = HttpTpcOptions
     version_argv = ["curl", "--version"]
 
     def job(self, c: Any, streams: int, instance: int, *, server: Any, file: Any,
@@ -53,7 +61,7 @@ class HttpTpc(ClientTool):
                 "--connect-timeout", "5", "--max-time", str(int(job.timeout_s)),
                 *(("--request", "COPY", "--header", f"Destination: {job.url}",
                    "--header", "Overwrite: T", job.source_url)
-                  if job.client.tpc_mode == "push" else
+                  if job.client.options.tpc_mode == "push" else
                   ("--request", "COPY", "--header", f"Source: {job.source_url}",
                    "--header", "Overwrite: T", job.url))]
 
@@ -61,7 +69,7 @@ class HttpTpc(ClientTool):
         marks = [int(m) for m in re.findall(r"Stripe Bytes Transferred:\s*(\d+)", stdout)]
         remote = re.findall(r"RemoteConnections:\s*(\S+)", stdout)
         extra = {"perf_markers": len(marks), "remote": sorted(set(remote)),
-                 "tpc_mode": job.client.tpc_mode or "pull"}
+                 "tpc_mode": job.client.options.tpc_mode or "pull"}
         end = last_line(stdout)
         if returncode == 0 and end.startswith("success"):
             return Parsed(bytes=job.file_bytes, extra=extra)

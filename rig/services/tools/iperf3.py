@@ -3,21 +3,32 @@ rig's reference for what the path can carry."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from rig.description import schema as S
 from rig.description.limits import MAX_STREAMS
-from rig.services.tools import Capabilities, ClientTool, Job, Parsed, register
+from rig.description.tuningspec import CC_NAMES
+from rig.services.tools import BUFFER, Capabilities, ClientTool, Job, Parsed, register
 
 if TYPE_CHECKING:
     from rig.description.scenario import ClientSpec, FileSpec
     from rig.services.servers import ServerPlan
 
 
+@dataclass(frozen=True)
+class Iperf3Options:
+    """iperf3's own client keys (its `duration:` is a client key of every tool)."""
+    buffer: int | None = S.spec(BUFFER, None)                       # -w
+    # this client's connections' congestion control (-C), whatever tuning's default
+    congestion: str | None = S.spec(S.optional(S.choice(*CC_NAMES)), None)
+
+
 @register
 class Iperf3(ClientTool):
     name = "iperf3"
-    caps = Capabilities(max_streams=MAX_STREAMS, options=frozenset({"buffer", "duration", "congestion"}),
-                        needs_file=False, uses_iperf_servers=True)
+    caps = Capabilities(max_streams=MAX_STREAMS, needs_file=False, uses_iperf_servers=True)
+    options = Iperf3Options
 
     def job(self, c: "ClientSpec", streams: int, instance: int, *,
             server: "ServerPlan | None", file: "FileSpec | None",
@@ -27,10 +38,11 @@ class Iperf3(ClientTool):
         return Job(c, streams, addr=addr, port=port + instance, timeout_s=c.duration_s + 30)
 
     def argv(self, job: Job) -> list[str]:
-        buf = ["-w", str(job.client.buffer)] if job.client.buffer else []
+        o: Iperf3Options = job.client.options
+        buf = ["-w", str(o.buffer)] if o.buffer else []
         # -C travels to the server in the test's parameters: in reverse mode (-R) the
         # sending server's sockets use it (end.sender_tcp_congestion says what was used)
-        buf += ["-C", job.client.congestion] if job.client.congestion else []
+        buf += ["-C", o.congestion] if o.congestion else []
         return [job.client.binary or "iperf3", "-c", job.addr, "-p", str(job.port), "-J",
                 "--get-server-output", "-R", "-P", str(job.streams),
                 "-t", f"{job.client.duration_s:g}", "--connect-timeout", "5000", *buf]

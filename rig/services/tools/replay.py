@@ -17,8 +17,11 @@ import os
 import sys
 from typing import TYPE_CHECKING, Any
 
+from rig.description import limits as L, scenario, schema as S
 from rig.description.libraries import READ_LIBRARIES
-from rig.services.tools import Capabilities, ClientTool, Job, Parsed, last_line, register
+from rig.description.rootfile.plan import MODES as READ_MODES
+from rig.services.tools import (Capabilities, ClientTool, Column, Job, Parsed, last_line,
+                                register)
 
 if TYPE_CHECKING:
     from rig.description.scenario import ClientSpec, FileSpec, Scenario
@@ -35,15 +38,34 @@ TRANSPORT = {"xrootd": "XRootD Python bindings (XrdCl)",
              "curl": "libcurl Range GET (rig-replay-http)"}
 
 
+@dataclasses.dataclass(frozen=True)
+class ReplayOptions:
+    """The caching-mode replayer's own client keys (docs/caching-modes.md)."""
+    mode: str | None = S.spec(S.optional(S.choice(*READ_MODES)), None)      # required
+    library: str | None = S.spec(S.optional(S.choice(*READ_LIBRARIES)), None)
+    cache_size: int | None = S.spec(S.optional(S.size_in(L.MIN_CACHE, L.MAX_CACHE)), None)
+    segment: int | None = S.spec(S.optional(S.size_in(L.MIN_SEGMENT, L.MAX_SEGMENT)), None)
+    # the fraction of branches read (None: sweep.branches, else all)
+    branches: float | None = S.spec(S.optional(scenario.branch_fraction), None)
+    # CMSSW IOExerciser's triggerFactor, every N-th event reads every branch
+    trigger_factor: int | None = S.spec(S.optional(S.integer(0, L.MAX_TRIGGER_FACTOR)), None)
+    # lazy-download's shadow file: a directory, or `memory`
+    shadow_dir: str | None = S.spec(S.optional(S.path_text), None)
+
+
 @register
 class Replay(ClientTool):
     name = "replay"
     version_argv = None          # a module of this package: doctor lists rig-replay-http
     caps = Capabilities(servers=frozenset({"xrootd", "nginx", "apache"}),
-                        protocols=("root", "http"),
-                        options=frozenset({"mode", "library", "cache_size", "segment",
-                                           "branches", "shadow_dir", "trigger_factor"}),
-                        tls=frozenset({"all"}))
+                        protocols=("root", "http"), tls=frozenset({"all"}), reads_root=True)
+    options = ReplayOptions
+    columns = (Column("cache_mode", str), Column("read_library", str),
+               Column("branch_fraction", float, "fraction"),
+               # from its output (parse): the read plan as it ran
+               Column("requests", int, "count"), Column("round_trips", int, "count"),
+               Column("bytes_useful", int, "bytes"), Column("bytes_wire", int, "bytes"),
+               Column("cpu_user_s", float, "s"), Column("cpu_sys_s", float, "s"))
 
     def checked(self, ctx: Any, d: dict[str, Any]) -> dict[str, Any]:
         if d["mode"] is None:
@@ -79,16 +101,17 @@ class Replay(ClientTool):
 
     def argv(self, job: Job) -> list[str]:
         c = job.client
+        o: ReplayOptions = c.options
         out = [c.binary or sys.executable, "-m", "rig.services.replay", "--url", job.url,
-               "--file", job.local, "--mode", c.mode or "", "--library", c.library or "xrootd",
+               "--file", job.local, "--mode", o.mode or "", "--library", o.library or "xrootd",
                "--branches", f"{branch_fraction(c):g}",
                "--timeout", f"{max(1.0, job.timeout_s - 5):g}"]
-        if c.cache_size:
-            out += ["--cache-size", str(c.cache_size)]
-        if c.segment:
-            out += ["--segment", str(c.segment)]
-        if c.trigger_factor:
-            out += ["--trigger-factor", str(c.trigger_factor)]
+        if o.cache_size:
+            out += ["--cache-size", str(o.cache_size)]
+        if o.segment:
+            out += ["--segment", str(o.segment)]
+        if o.trigger_factor:
+            out += ["--trigger-factor", str(o.trigger_factor)]
         if shadow_dir(c):
             out += ["--shadow-dir", shadow_dir(c) or ""]
         if job.tls != "off":
@@ -122,9 +145,9 @@ class Replay(ClientTool):
         return Parsed(bytes=useful, seconds=wall, error=err, extra=extra, columns=cols)
 
     def row_fields(self, job: Job, env: dict[str, str]) -> dict:
-        c = job.client
-        return {"cache_mode": c.mode, "read_library": c.library,
-                "branch_fraction": branch_fraction(c)}
+        o: ReplayOptions = job.client.options
+        return {"cache_mode": o.mode, "read_library": o.library,
+                "branch_fraction": branch_fraction(job.client)}
 
 
 def require_helper(sc: "Scenario") -> None:
@@ -133,9 +156,10 @@ def require_helper(sc: "Scenario") -> None:
     from rig.errors import InputError
     from rig.services.replay import http_helper
     for i, c in enumerate(sc.clients):
-        if c.tool == "replay" and c.library in http_helper.LIBRARIES and http_helper.path() is None:
-            raise InputError(f"library {c.library} {http_helper.MISSING}", file=sc.source,
-                             key=f"clients[{i}].library", value=c.library)
+        lib = c.option("library") if c.tool == "replay" else None
+        if lib in http_helper.LIBRARIES and http_helper.path() is None:
+            raise InputError(f"library {lib} {http_helper.MISSING}", file=sc.source,
+                             key=f"clients[{i}].library", value=lib)
 
 
 # CMSSW's LocalCacheFile puts its shadow file in the first of ".:$TMPDIR" (the job's
@@ -149,13 +173,15 @@ SHADOW_MEMORY = "memory"
 def shadow_dir(c: "ClientSpec") -> str | None:
     """Where a lazy-download replay writes its shadow file (None: not a lazy client, or
     `memory`)."""
-    if c.mode != "lazy-download" or c.shadow_dir == SHADOW_MEMORY:
+    o: ReplayOptions = c.options
+    if o.mode != "lazy-download" or o.shadow_dir == SHADOW_MEMORY:
         return None
-    return c.shadow_dir or SHADOW_DEFAULT
+    return o.shadow_dir or SHADOW_DEFAULT
 
 
 def branch_fraction(c: "ClientSpec") -> float:
-    return c.branches if c.branches is not None else 1.0
+    f = c.option("branches")
+    return f if f is not None else 1.0
 
 
 def plan_options(mode: str, library: str, cache_size: int | None, segment: int | None) -> Any:
@@ -178,7 +204,8 @@ def plan_for(c: "ClientSpec", file_path: str, seed: int = 0) -> Any:
     client process computes, for `rig plan`)."""
     from rig.description.rootfile import layout, plan, select
     lay = layout.load(file_path)
-    assert c.mode is not None, "the schema gives every replay client a mode"
+    o: ReplayOptions = c.options
+    assert o.mode is not None, "the schema gives every replay client a mode"
     return plan.make(lay, select.by_percent(lay, branch_fraction(c) * 100.0, seed=seed),
-                     c.mode, plan_options(c.mode, c.library or "xrootd", c.cache_size,
-                                          c.segment), trigger_factor=c.trigger_factor or 0)
+                     o.mode, plan_options(o.mode, o.library or "xrootd", o.cache_size,
+                                          o.segment), trigger_factor=o.trigger_factor or 0)

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import os
 import re
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from rig.netaddr import host
 from rig.services.servers.sshd import CIPHERS, CLIENT_KEY, KNOWN_HOSTS, USER
-from rig.services.tools import Capabilities, ClientTool, Job, Parsed, last_line, register
+from rig.description import schema as S
+from rig.services.tools import (Capabilities, ClientTool, DestDir, Job, Parsed, last_line,
+                                register)
 
 if TYPE_CHECKING:
     from rig.description.scenario import ClientSpec, FileSpec
@@ -29,18 +32,24 @@ _CIPHER = re.compile(r"kex: server->client cipher: (\S+)")
 _TRANSFERRED = re.compile(r"Transferred: sent (\d+), received (\d+) bytes, in ([\d.]+) seconds")
 
 
+@dataclass(frozen=True)
+class ScpOptions(DestDir):
+    """scp's own client keys: the SSH cipher (`ssh -c`, one of sshd.CIPHERS)."""
+    cipher: str | None = S.spec(S.optional(S.text), None)
+
+
 @register
 class Scp(ClientTool):
     name = "scp"
     caps = Capabilities(servers=frozenset({"sshd"}), protocols=("ssh",),
-                        options=frozenset({"cipher", "dest_dir"}), timed_by_written_bytes=True,
-                        upload=frozenset({"sshd"}))
+                        timed_by_written_bytes=True, upload=frozenset({"sshd"}))
+    options = ScpOptions
     version_argv = ["ssh", "-V"]
 
     def checked(self, ctx: Any, d: dict[str, Any]) -> dict[str, Any]:
         if d["cipher"] is not None and d["cipher"] not in CIPHERS:
             raise ctx.child("cipher").error(f"must be one of {', '.join(CIPHERS)}", d["cipher"])
-        return d
+        return super().checked(ctx, d)
 
     def job(self, c: "ClientSpec", streams: int, instance: int, *,
             server: "ServerPlan | None", file: "FileSpec | None",
@@ -58,7 +67,7 @@ class Scp(ClientTool):
                 "-o", "GlobalKnownHostsFile=/dev/null", "-o", "StrictHostKeyChecking=yes",
                 "-o", "BatchMode=yes", "-o", "ConnectTimeout=5",
                 "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4",
-                "-c", job.client.cipher or DEFAULT_CIPHER,
+                "-c", job.client.options.cipher or DEFAULT_CIPHER,
                 *((job.src, f"{USER}@{host(job.addr)}:{job.stored}") if job.direction == "upload"
                   else (f"{USER}@{host(job.addr)}:{job.relpath}", job.dest))]
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 
-from rig.services.tools import HTTP_FETCHER, ClientTool, Job, Parsed, last_line, register
+from rig.services.tools import HTTP_FETCHER, DestDir, ClientTool, Job, Parsed, last_line, register
 
 _SAVED = re.compile(r"saved \[(\d+)(?:/(\d+))?\]")
 _STATUS = re.compile(r"awaiting response\.\.\. (\d{3})")
@@ -24,6 +24,7 @@ _ERROR = re.compile(r"^(?:\S+ \S+ ERROR .*|.*failed: .*|wget: .*)$", re.M)
 class Wget(ClientTool):
     name = "wget"
     caps = HTTP_FETCHER
+    options = DestDir
 
     def argv(self, job: Job) -> list[str]:
         ca = [f"--ca-certificate={job.ca_file}"] if job.tls != "off" else []

@@ -17,7 +17,8 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rig.services.tools import Capabilities, ClientTool, Job, Parsed, last_line, register
+from rig.services.tools import (Capabilities, ClientTool, Column, DestDir, Job, Parsed, last_line,
+                                register)
 from rig.services.tools.xrdcp import XRD_FAIL_FAST
 
 if TYPE_CHECKING:
@@ -35,8 +36,9 @@ class Xrdcl(ClientTool):
     name = "xrdcl"
     version_argv = [str(SIDE_PYTHON), str(HELPER), "--version"]
     caps = Capabilities(servers=frozenset({"xrootd"}), protocols=("root",), max_streams=15,
-                        options=frozenset({"dest_dir"}),
                         timed_by_written_bytes=True)
+    options = DestDir
+    columns = (Column("page_checksum", int),)    # 1: pages checksummed, 0: not
 
     def argv(self, job: Job) -> list[str]:
         return [job.client.binary or str(SIDE_PYTHON), str(HELPER), "--streams",

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from xml.sax.saxutils import escape
 
 if TYPE_CHECKING:
     from rig.services.servers import ServerPlan
 
-from rig.services.tools import Capabilities, ClientTool, Job, Parsed, last_line, register
+from rig.description import limits as L, schema as S
+from rig.services.tools import (Capabilities, ClientTool, Column, DestDir, Job, Parsed,
+                                last_line, register)
 
 # xrdcp 5.5 retries a refused connection for ~8 minutes by default; fail fast instead.
 XRD_FAIL_FAST = {"XRD_CONNECTIONRETRY": "1", "XRD_CONNECTIONWINDOW": "5",
@@ -20,26 +22,49 @@ XRD_FAIL_FAST = {"XRD_CONNECTIONRETRY": "1", "XRD_CONNECTIONWINDOW": "5",
                  "XRD_TIMEOUTRESOLUTION": "1"}
 
 
+@dataclasses.dataclass(frozen=True)
+class XrdcpOptions(DestDir):
+    """xrdcp's own client keys."""
+    # XRD_CPUSEPGWRTRD: checksum every 4 KiB page (None: the client's default, on)
+    page_checksum: bool | None = S.spec(S.optional(S.boolean), None)
+    # extreme copy (seed 001): a metalink listing the file K times, `-y K`; each source a
+    # different user (root://uN@...) so each gets its own connection, unless
+    # `multiplex: true` (one user: the client multiplexes every source over one channel)
+    sources: int | None = S.spec(S.optional(S.integer(1, L.MAX_SOURCES)), None)
+    multiplex: bool | None = S.spec(S.optional(S.boolean), None)
+
+
 @register
 class Xrdcp(ClientTool):
     name = "xrdcp"
     caps = Capabilities(servers=frozenset({"xrootd", "xcache"}), protocols=("root",),
                         max_streams=15,
-                        options=frozenset({"page_checksum", "sources", "multiplex", "dest_dir"}),
                         timed_by_written_bytes=True, tls=frozenset({"control", "all"}),
                         upload=frozenset({"xrootd"}))
+    options = XrdcpOptions
+    columns = (Column("page_checksum", int),)    # 1: pages checksummed, 0: not
+
+    def checked(self, ctx: Any, d: dict[str, Any]) -> dict[str, Any]:
+        if d["direction"] == "upload" and d["sources"] is not None:
+            raise ctx.child("sources").error("an extreme copy reads from several sources: "
+                                             "it does not upload", d["sources"])
+        d = super().checked(ctx, d)
+        if d["multiplex"] is not None and d["sources"] is None:
+            raise ctx.child("multiplex").error("only with sources (extreme copy)", d["multiplex"])
+        return d
 
     def with_origins(self, job: Job, origins: "list[ServerPlan]", instance: int) -> Job:
         """Extreme copy: a metalink in the run's directory naming the file K times,
         spread round-robin over the server's origins, each as user uN (its own
         connection) or all as one user (multiplexed over one connection)."""
-        k = job.client.sources
+        opts: XrdcpOptions = job.client.options
+        k = opts.sources
         if not k:
             return job
         urls = []
         for n in range(k):
             o = origins[(instance + n) % len(origins)]
-            user = "u1" if job.client.multiplex else f"u{n + 1}"
+            user = "u1" if opts.multiplex else f"u{n + 1}"
             urls.append(o.url("root", job.relpath).replace("root://", f"root://{user}@", 1))
         path = origins[0].workdir.parent / "metalinks" / f"{job.client.name}-{instance}.meta4"
         return dataclasses.replace(job, url=str(path), files=((str(path),
@@ -49,8 +74,9 @@ class Xrdcp(ClientTool):
         extra = ["-S", str(job.streams)] if job.streams > 1 else []
         if job.tls == "control":
             extra.append("--tlsnodata")
-        if job.client.sources:
-            extra += ["-y", str(job.client.sources)]
+        o: XrdcpOptions = job.client.options
+        if o.sources:
+            extra += ["-y", str(o.sources)]
         ends = [job.src, job.url] if job.direction == "upload" else [job.url, job.dest]
         return [job.client.binary or "xrdcp", "--force", "--nopbar", *extra, *ends]
 
@@ -58,8 +84,9 @@ class Xrdcp(ClientTool):
         env = dict(XRD_FAIL_FAST)
         if job.tls != "off":
             env["X509_CERT_DIR"] = job.ca_dir
-        if job.client.page_checksum is not None:
-            env["XRD_CPUSEPGWRTRD"] = "1" if job.client.page_checksum else "0"
+        o: XrdcpOptions = job.client.options
+        if o.page_checksum is not None:
+            env["XRD_CPUSEPGWRTRD"] = "1" if o.page_checksum else "0"
         env.update(job.client.env)
         return env
 
@@ -78,7 +105,7 @@ class Xrdcp(ClientTool):
         return {"page_checksum": self.page_checksum(env)}
 
     def known_deadlock(self, job: Job) -> str | None:
-        if (job.client.sources or 0) < 2:
+        if (job.client.options.sources or 0) < 2:
             return None
         return ("XrdCl before 5.9.2: two extreme-copy sources stealing work from each "
                 "other take their locks in opposite order, XCpSrc::Steal, "
