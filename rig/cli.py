@@ -142,7 +142,7 @@ def cmd_plan(a) -> int:
     if a.generate or not a.scenario or a.scenario.endswith(".root"):
         from rig.description.rootfile import cli as rootfile_cli   # caching-mode read plans
         return rootfile_cli.run(a)
-    from rig.orchestration import plan
+    from rig.orchestration import plan     # (its realization reads Mininet topologies)
     from rig.description import scenario
     sc = scenario.load(a.scenario)
     p = plan.build_plan(sc)

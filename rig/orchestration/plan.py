@@ -14,6 +14,7 @@ from rig.realization import cgroups, netns, remote_router, tls, tuning
 
 from rig.description import steps as S
 from rig.process.proc import ns_argv, pinned_argv
+from rig.realization.emul import chain
 from rig.realization.emul.netem import NetemBackend
 from rig.realization.emul.userspace import UserspaceBackend
 from rig.description.scenario import (LOCAL, Scenario, background_on, path_mtu, path_tuning,
@@ -148,7 +149,7 @@ def build_plan(sc: Scenario) -> Plan:
         out += [text(f"# write {netns.ETC_NETNS / ns / 'resolv.conf'} (no resolver in the "
                      "namespace)") for ns in n.namespaces]
         for node in n.nodes:
-            if node.role != "router" and node.ns is not None:
+            if node.role not in ("router", "switch") and node.ns is not None:
                 out += [cmd(a) for a in tuning.ns_argv(path_tuning(sc, p), node.ns)]
         names[p.name] = n
         add(f"path:{p.name}", "path", out, path=p.name, deps=setup)
@@ -389,11 +390,11 @@ def _emulation(step: S.Step, site) -> list[Item]:
     if be in ("auto", "netem"):
         out.append(text("# backend netem" + (" (auto: where the kernel has sch_netem)"
                                              if be == "auto" else "")))
-        out += [cmd(a) for a in NetemBackend().plan(site, step.profile)]
+        out += [cmd(a) for a in chain.over(NetemBackend(), site).plan(site, step.profile)]
     if be in ("auto", "userspace"):
         out.append(text("# backend userspace" + (" (auto: where the kernel lacks sch_netem)"
                                                  if be == "auto" else "")))
-        out += [cmd(a) for a in UserspaceBackend().plan(site, step.profile)]
+        out += [cmd(a) for a in chain.over(UserspaceBackend(), site).plan(site, step.profile)]
     return out
 
 

@@ -49,6 +49,10 @@ class LinkSite:
     # are a lab's own hosts, whose interfaces the rig does not change
     client_ends: tuple[tuple[str, str], ...] = ()
     server_ends: tuple[tuple[str, str], ...] = ()
+    # a path with several emulated links (a Mininet topology's): each link's own site
+    # and fixed profile, client side first; the fields above are then the first hop's
+    # on the way to the server (rig.realization.emul.chain applies them all)
+    hops: tuple[tuple["LinkSite", LinkProfile], ...] = ()
 
     def senders(self, direction: str) -> tuple[tuple[str, str], ...]:
         """Who puts `direction`'s packets on the path: forward, the client side."""
