@@ -9,6 +9,10 @@ import shutil
 
 import pytest
 
+from rig.realization import mininet as _mininet  # noqa: F401  (fills the Mininet topology
+#   reader: a test that loads every shipped scenario through rig.description alone reads
+#   scenarios/mininet-two-bottlenecks.yaml too, as the CLI does)
+
 ROOT = os.geteuid() == 0
 
 

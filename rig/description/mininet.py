@@ -201,7 +201,7 @@ def from_export(doc: Any, ctx: Ctx, *, file: str, cls: str, client: str | None,
         raise ctx.child("class").error(f"{len(doc['links'])} links: at most {MAX_LINKS}", cls)
     known = set(hosts) | set(switches)
     links = []
-    for a, b, key, info in doc["links"]:
+    for a, b, _key, info in doc["links"]:
         lc = ctx.child("class").child(f"link {a}-{b}")
         if a not in known or b not in known:
             raise lc.error("a link to a node the topology does not name", [a, b])
@@ -213,7 +213,7 @@ def from_export(doc: Any, ctx: Ctx, *, file: str, cls: str, client: str | None,
         if n != 1:
             raise ctx.child("class").error(f"host {h} is on {n} links: the rig's hosts sit on "
                                            "exactly one", h)
-    for key, v, dflt in (("client", client, hosts[0]), ("server", server, hosts[-1])):
+    for key, v in (("client", client), ("server", server)):
         if v is not None and v not in hosts:
             raise ctx.child(key).error(f"not a host of {cls} (hosts: {', '.join(hosts)})", v)
     c, s = client or hosts[0], server or hosts[-1]

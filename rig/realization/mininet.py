@@ -22,8 +22,9 @@ TIMEOUT_S = 20.0
 
 
 def export_argv(file: Path, cls: str) -> list[str]:
-    # -I: no PYTHONPATH, no user site, not the current folder: Debian's mininet only
-    return [PYTHON, "-I", str(EXPORTER), str(file), cls]
+    # -I: no PYTHONPATH, no user site, not the current folder: Debian's mininet only;
+    # -B: no __pycache__ written beside the user's file (reading creates nothing)
+    return [PYTHON, "-I", "-B", str(EXPORTER), str(file), cls]
 
 
 def export(file: Path, cls: str) -> dict:

@@ -16,7 +16,9 @@ imported, 4 when it names no such class, or the class is not a Topo or fails to 
 """
 import importlib.util
 import json
+import os
 import sys
+from typing import NoReturn
 
 
 def _plain(v):
@@ -31,7 +33,7 @@ def _plain(v):
     return repr(v)
 
 
-def _fail(msg, code=2):
+def _fail(msg: str, code: int = 2) -> NoReturn:
     sys.stderr.write(" ".join(str(msg).split())[:300] + "\n")
     sys.exit(code)
 
@@ -44,11 +46,11 @@ def main(argv):
         from mininet.topo import Topo
     except ImportError as e:
         _fail(f"the mininet module is missing ({e}): apt-get install mininet", 3)
-    sys.path.insert(0, str(__import__("os").path.dirname(path) or "."))
+    sys.path.insert(0, os.path.dirname(path) or ".")    # the user's own modules beside it
     try:
         spec = importlib.util.spec_from_file_location("rig_mininet_topo", path)
         if spec is None or spec.loader is None:
-            _fail("not a Python file")
+            _fail("not a Python file (name it *.py)")
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
     except SystemExit:

@@ -249,7 +249,7 @@ def _lay_out_mininet(topology: Topology, prefix: str, index: int, name: str, sub
     routes = tuple((m, nets[dst], links[next(i for i, s in enumerate(lay.segments)
                                              if m in s.members and r in s.members)].addr_of(r))
                    for m, dst, r in lay.routes)
-    ns_of = {x.name: x.ns for x in nodes}
+    ns_of: dict[str, str] = {x.name: x.ns for x in nodes if x.ns}
     wd = workdir or STATE_DIR / prefix / name
     ends = tuple(((ns_of[h], links[i].dev_of(h)),) for h in (mt.client, mt.server)
                  for i, s in enumerate(lay.segments) if h in s.members)

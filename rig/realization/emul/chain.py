@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rig.description.linkstats import DirStats, EmulStats, Lateness, widen_hist
+from rig.description.linkstats import DirStats, EmulStats, Lateness
 from rig.description.profile import LinkProfile
 from rig.realization.emul.base import Backend, LinkSite
 
@@ -37,16 +37,14 @@ def merge_lateness(ls: list[Lateness]) -> Lateness | None:
     if not ls:
         return None
     n = sum(x.count for x in ls)
-    hists = [widen_hist(x.hist) for x in ls]
-    width = max(len(h) for h in hists)
-    hist = tuple(sum(h[i] if i < len(h) else 0 for h in hists) for i in range(width))
+    hist = tuple(sum(col) for col in zip(*(x.hist for x in ls)))   # one width: linkstats
     tols = {x.tol_s for x in ls}
     over = [x.over_tol for x in ls]
     mins = [x.min_s for x in ls if x.min_s is not None]
     return Lateness(count=n, mean_s=sum(x.mean_s * x.count for x in ls) / n if n else 0.0,
                     max_s=max(x.max_s for x in ls), hist=hist,
                     tol_s=tols.pop() if len(tols) == 1 else None,
-                    over_tol=sum(o for o in over if o is not None)  # type: ignore[misc]
+                    over_tol=sum(o for o in over if o is not None)
                     if len(tols) <= 1 and None not in over else None,
                     min_s=min(mins) if mins else None)
 
