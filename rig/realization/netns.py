@@ -12,6 +12,10 @@ with `ip: 6` takes the same lease and layout in the unique-local prefix fd72:696
 ("rig"), the IPv4 layout's address in its low 32 bits (198.18.0.1 is fd72:6967::c612:1,
 a /30 is a /126): prefix ownership and cleanup are the IPv4 ones.
 
+A Mininet topology (rig.description.mininet) is laid out here too (`_lay_out_mininet`):
+a namespace per host, per link router (`l1`, ...) and per switch segment, static routes,
+and one LinkSite per link with options in `site.hops` (rig.realization.emul.chain).
+
 `RealizedPath` is the one type for a path's names and addresses; `lay_out` and
 `build_argv` are pure; `path_net()` is the context manager that builds and always tears
 down. Must not import services, orchestration or reports.
