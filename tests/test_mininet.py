@@ -236,6 +236,9 @@ BAD_FILES = {
     "no-class": ("from mininet.topo import Topo\nclass U(Topo):\n    pass\n",
                  "no class T (Topo subclasses there: U)"),
     "missing": (None, "topology.mininet: t.py: no such file"),
+    "exits": ("import sys\nsys.exit(0)\n", "cannot import: SystemExit: 0"),
+    "prints": ("from mininet.topo import Topo\nprint('hello')\nclass T(Topo):\n"
+               "    def build(self):\n        print('{}')\n", "T names no hosts"),
     "htb": ("from mininet.topo import Topo\nclass T(Topo):\n    def build(self):\n"
             "        self.addLink(self.addHost('h1'), self.addHost('h2'), use_htb=True)\n",
             "use_htb: link option the rig does not apply"),

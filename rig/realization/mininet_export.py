@@ -38,7 +38,7 @@ def _fail(msg: str, code: int = 2) -> NoReturn:
     sys.exit(code)
 
 
-def main(argv):
+def main(argv: list) -> None:
     if len(argv) != 3:
         _fail("usage: mininet_export.py FILE CLASS")
     path, cls_name = argv[1], argv[2]
@@ -47,15 +47,15 @@ def main(argv):
     except ImportError as e:
         _fail(f"the mininet module is missing ({e}): apt-get install mininet", 3)
     sys.path.insert(0, os.path.dirname(path) or ".")    # the user's own modules beside it
+    spec = importlib.util.spec_from_file_location("rig_mininet_topo", path)
+    if spec is None or spec.loader is None:
+        _fail("not a Python file (name it *.py)")
+    out = sys.stdout
+    sys.stdout = sys.stderr          # what the user's code prints never mixes with the JSON
     try:
-        spec = importlib.util.spec_from_file_location("rig_mininet_topo", path)
-        if spec is None or spec.loader is None:
-            _fail("not a Python file (name it *.py)")
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
-    except SystemExit:
-        raise
-    except BaseException as e:      # a broken user file: one line, never a traceback
+    except BaseException as e:      # a broken user file (even sys.exit): one line, no traceback
         _fail(f"cannot import: {type(e).__name__}: {e}")
     cls = getattr(mod, cls_name, None)
     if cls is None:
@@ -66,13 +66,13 @@ def main(argv):
         _fail(f"{cls_name} is not a subclass of mininet.topo.Topo", 4)
     try:
         topo = cls()
-        out = {"hosts": [[h, _plain(topo.nodeInfo(h))] for h in topo.hosts(sort=False)],
+        doc = {"hosts": [[h, _plain(topo.nodeInfo(h))] for h in topo.hosts(sort=False)],
                "switches": [[s, _plain(topo.nodeInfo(s))] for s in topo.switches(sort=False)],
                "links": [[a, b, _plain(k), _plain(info)]
                          for a, b, k, info in topo.links(withKeys=True, withInfo=True)]}
     except BaseException as e:
         _fail(f"{cls_name}() failed: {type(e).__name__}: {e}", 4)
-    sys.stdout.write(json.dumps(out) + "\n")
+    out.write(json.dumps(doc) + "\n")
 
 
 if __name__ == "__main__":
