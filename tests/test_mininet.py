@@ -273,3 +273,15 @@ def test_the_exporter_imports_nothing_of_the_rig_and_runs_no_mininet_runtime(tmp
                  "        assert 'mininet.net' not in sys.modules\n")
     doc = reader.export(f, "T")
     assert [h for h, _ in doc["hosts"]] == ["h1", "h2"] and len(doc["links"]) == 1
+
+
+def test_without_debian_s_mininet_the_error_says_what_to_install(monkeypatch):
+    """A fresh machine before `make deps`: one line naming the package (exit 1: the host
+    lacks it, the scenario is not wrong). The rig's own venv python has no mininet."""
+    import sys
+
+    from rig.errors import RigError
+    monkeypatch.setattr(reader, "PYTHON", sys.executable)
+    with pytest.raises(RigError, match="apt-get install mininet") as e:
+        reader.export(REPO / "topologies" / "two-bottlenecks.py", "TwoBottlenecks")
+    assert not isinstance(e.value, InputError) and "\n" not in str(e.value)
