@@ -233,30 +233,31 @@ def _lay_out_mininet(topology: Topology, prefix: str, index: int, name: str, sub
         raise ValueError(f"at most {256 // lay.block} paths of topology {topology.name} per run")
     base = ipaddress.ip_network(subnet).network_address + lay.block * index
     tag = f"{prefix}{index}"
-    nets, links, n = [], [], 0
-    for k, seg in enumerate(lay.segments):
-        sub = ipaddress.ip_network(f"{base + seg.offset}/{32 - (seg.size.bit_length() - 1)}")
+    nets: list[str] = []
+    links: list[Link] = []
+    n = 0
+    for k, sg in enumerate(lay.segments):
+        sub = ipaddress.ip_network(f"{base + sg.offset}/{32 - (sg.size.bit_length() - 1)}")
         nets.append(str(sub))
-        addrs = tuple(str(sub.network_address + 1 + j) for j in range(len(seg.members)))
-        devs = tuple(f"{tag}e{n + j}" for j in range(len(seg.members)))
-        if seg.switches:           # the bridge holds no address
-            links.append(Link("bridge", str(sub), (seg.switches[0],) + seg.members,
+        addrs = tuple(str(sub.network_address + 1 + j) for j in range(len(sg.members)))
+        devs = tuple(f"{tag}e{n + j}" for j in range(len(sg.members)))
+        if sg.switches:            # the bridge holds no address
+            links.append(Link("bridge", str(sub), (sg.switches[0],) + sg.members,
                               (f"{tag}b{k}",) + devs, ("",) + addrs,
-                              tuple(f"{tag}p{n + j}" for j in range(len(seg.members))), False))
+                              tuple(f"{tag}p{n + j}" for j in range(len(sg.members))), False))
         else:
-            links.append(Link("veth", str(sub), seg.members, devs, addrs, (), False))
-        n += len(seg.members)
+            links.append(Link("veth", str(sub), sg.members, devs, addrs, (), False))
+        n += len(sg.members)
+    def seg(*members: str) -> Link:      # the (first) segment holding all of them
+        return links[next(i for i, s in enumerate(lay.segments)
+                          if set(members) <= set(s.members))]
     nodes = tuple(Node(x, role, f"{prefix}-{index}{x}",
-                       None if role in ("router", "switch") else
-                       links[next(i for i, s in enumerate(lay.segments) if x in s.members)]
-                       .addr_of(x)) for x, role in lay.roles.items())
-    routes = tuple((m, nets[dst], links[next(i for i, s in enumerate(lay.segments)
-                                             if m in s.members and r in s.members)].addr_of(r))
-                   for m, dst, r in lay.routes)
+                       None if role in ("router", "switch") else seg(x).addr_of(x))
+                  for x, role in lay.roles.items())
+    routes = tuple((m, nets[dst], seg(m, r).addr_of(r)) for m, dst, r in lay.routes)
     ns_of: dict[str, str] = {x.name: x.ns for x in nodes if x.ns}
     wd = workdir or STATE_DIR / prefix / name
-    ends = tuple(((ns_of[h], links[i].dev_of(h)),) for h in (mt.client, mt.server)
-                 for i, s in enumerate(lay.segments) if h in s.members)
+    ends = [((ns_of[h], seg(h).dev_of(h)),) for h in (mt.client, mt.server)]  # the senders
     hops = tuple((LinkSite(path=f"{name}.{h.router}", prefix=prefix, router_ns=ns_of[h.router],
                            to_client_if=links[h.client_seg].dev_of(h.router),
                            to_server_if=links[h.server_seg].dev_of(h.router),
