@@ -5,7 +5,10 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 APT_PKGS := xrootd-server xrootd-client davix curl wget iperf3 iptables iputils-ping nginx openssh-server \
             procps iproute2 python3-venv python3-pip chromium apache2 openssl tcpdump \
-            g++ make pkg-config davix-dev libcurl4-openssl-dev zlib1g-dev sudo
+            g++ make pkg-config davix-dev libcurl4-openssl-dev zlib1g-dev sudo mininet
+# installed without their recommendations: mininet recommends openvswitch-switch (a daemon
+# and a kernel module), which the rig never uses (Linux bridges; README "Mininet topologies")
+APT_LEAN := mininet
 SCENARIO ?= scenarios/quick.yaml
 
 .PHONY: install deps venv helpers xrdcl6 run test test-fast lint test-netem netem-deps bench clean-leftovers
@@ -40,7 +43,11 @@ deps:
 	  missing=$$(for p in $(APT_PKGS); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	  if [ -n "$$missing" ]; then \
 	    echo "installing Debian packages:" $$missing; \
-	    apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; \
+	    rest=$$(for p in $$missing; do case " $(APT_LEAN) " in *" $$p "*) ;; *) echo $$p;; esac; done); \
+	    lean=$$(for p in $$missing; do case " $(APT_LEAN) " in *" $$p "*) echo $$p;; esac; done); \
+	    apt-get update -q && \
+	    { [ -z "$$rest" ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$rest; } && \
+	    { [ -z "$$lean" ] || DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $$lean; }; \
 	  fi; \
 	fi
 

@@ -44,6 +44,9 @@ PACKAGES: dict = {
     "libcurl headers":    ("libcurl4-openssl-dev", "libcurl-devel", "appstream"),
     "zlib headers":       ("zlib1g-dev", "zlib-devel", "appstream"),
     "sudo":               ("sudo", "sudo", "baseos"),
+    # Mininet topologies (rig.description.mininet): its Topo API under /usr/bin/python3;
+    # EL9 has no package (pip's mininet under the system python3 would do)
+    "mininet topologies": ("mininet", None, None),
 }
 # EL9 only: the kernel's netem lives outside the base kernel package there
 EL9_EXTRA = {"kernel netem (sch_netem)": ("kernel-modules-extra", "baseos")}

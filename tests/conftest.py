@@ -9,7 +9,9 @@ import shutil
 
 import pytest
 
-import rig.catalog  # noqa: F401  (every tool, server kind and backend, registered)
+import rig.catalog  # noqa: F401  (every tool, server kind and backend, registered, and the
+#   Mininet topology reader: a test that loads every shipped scenario through
+#   rig.description alone reads scenarios/mininet-two-bottlenecks.yaml too, as the CLI does)
 
 ROOT = os.geteuid() == 0
 

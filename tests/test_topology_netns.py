@@ -103,3 +103,37 @@ def test_emulation_applies_to_every_origin(name, tmp_path):
         finally:
             be.remove(path.site)
     assert _leftovers(prefix) == []
+
+
+def test_a_branched_mininet_topology_routes_every_host_through_its_links(tmp_path):
+    """A Mininet Topo with a third host behind its own emulated link and a second
+    switch segment (rig.description.mininet): every host reaches every other through
+    the links between them, each link's engine adding its delay both ways, and the
+    whole is removed."""
+    from rig.description import mininet as MN
+    from rig.description.schema import Ctx
+    from rig.realization.emul import chain
+    from rig.realization.emul.choose import make_backend
+    doc = {"hosts": [["h1", {}], ["h2", {}], ["h3", {}]],
+           "switches": [["s1", {}], ["s2", {}], ["s3", {}]],
+           "links": [[a, b, 1, info] for a, b, info in (
+               ("h1", "s1", {}), ("s1", "s2", {"delay": "4ms"}), ("s2", "s3", {}),
+               ("s3", "h2", {"delay": "6ms", "bw": 200}), ("h3", "s2", {"delay": "1ms"}))]}
+    mt = MN.from_export(doc, Ctx("t"), file="t.py", cls="T", client="h1", server="h2")
+    topo = scenario.T.Topology("mininet-T", "mininet", "", (), mininet=mt)
+    prefix = netns.new_prefix()
+    backend = None
+    with netns.path_net(prefix, "p", 0, workdir=tmp_path, topology=topo) as path:
+        backend = chain.over(make_backend("auto"), path.site)
+        backend.apply(path.site, LinkProfile())
+        try:
+            backend.check(path.site)
+            hosts = {n.name: n for n in path.nodes if n.name.startswith("h")}
+            want = {("h1", "h2"): 20.0, ("h1", "h3"): 10.0, ("h3", "h2"): 14.0}
+            for (a, b), ms in want.items():
+                got = _ping(hosts[a].ns, hosts[b].addr, count=5)
+                assert got["received"] == 5, (a, b, got)
+                assert ms - 0.2 <= got["min_ms"] <= ms + 5.0, (a, b, got)
+        finally:
+            backend.remove(path.site)
+    assert _leftovers(prefix) == []

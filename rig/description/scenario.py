@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from rig.description import limits as L, safeyaml, schema as S
 from rig.description import topology as T
+from rig.description import mininet as MN
 from rig.description import reference
 from rig.description.reference import Reference
 from rig.description.profile import Direction, GilbertElliott, LinkProfile
@@ -225,6 +227,7 @@ class PathSpec:
     tuning: Tuning | None = S.spec(S.optional(S.section(Tuning)), None)
     # the family was the path's own (`ip:` or server_addr), which `sweep.ip` leaves alone
     ip_stated: bool = False
+    rtt_stated: bool = False     # `rtt:` was given (a Mininet topology's links set it)
     # set by sweep.origins / sweep.server_cpus on a path's copies (path_servers)
     origins: int | None = None
     server_cpus: int | None = None
@@ -295,7 +298,7 @@ class PathSpec:
             raise ctx.child("gemodel").error("give either loss or gemodel, not both")
         if d["loss"] >= 1.0:
             raise ctx.child("loss").error("100% loss moves nothing", d["loss"])
-        return dict(d, rtts_s=rtts)
+        return dict(d, rtts_s=rtts, rtt_stated=d["rtts_s"] is not None)
 
     def profile(self, rtt_s: float) -> LinkProfile:
         half_j = self.jitter_s / 2.0
@@ -737,7 +740,10 @@ def _items(cls: type, limit: int, min_len: int = 1) -> S.Parser:
 class Scenario:
     name: str = S.spec(S.name)
     description: str = S.spec(S.text, "")
-    topology: Topology = S.spec(S.name, "client-router-server")   # a file in topologies/
+    # a file in topologies/, or {mininet: FILE, class: NAME, client:, server:}: a Mininet
+    # Topo (rig.description.mininet)
+    topology: Topology = S.spec(S.with_ctx(lambda c, v: _topology_ref(c, v)),
+                                "client-router-server")
     hosts: dict[str, HostSpec] = S.spec(_hosts, {})                 # remote hosts over SSH
     paths: list[PathSpec] = S.spec(_items(PathSpec, L.MAX_PATHS))
     files: list[FileSpec] = S.spec(_items(FileSpec, L.MAX_FILES, 0), [])
@@ -762,6 +768,8 @@ class Scenario:
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
+        if isinstance(d["topology"], dict):
+            return _mininet_scenario(ctx, d)
         tp = TOPOLOGY_DIR / f"{d['topology']}.yaml"
         if not tp.is_file():
             raise ctx.child("topology").error(
@@ -802,6 +810,76 @@ class Scenario:
         used = [h for p in self.paths for h in (p.server_host, p.client_host, p.router_host)
                 if h is not None and h != LOCAL]
         return {h: self.hosts[h] for h in dict.fromkeys(used)}
+
+
+_PY_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,99}")
+
+
+def _py_name(v: Any) -> str:
+    if not isinstance(v, str) or not _PY_NAME.fullmatch(v):
+        raise ValueError("expected a Python class name")
+    return v
+
+
+def _topology_ref(ctx: S.Ctx, v: Any) -> str | dict:
+    """A topology's name (a file in topologies/) or a Mininet Topo reference."""
+    if not isinstance(v, dict):
+        return S.call(ctx, S.name, v)
+    return S.check_mapping(ctx, v, {"mininet": S.Field(S.path_text),
+                                    "class": S.Field(_py_name),
+                                    "client": S.Field(S.optional(S.text), None),
+                                    "server": S.Field(S.optional(S.text), None)})
+
+
+# path keys a Mininet topology's links set (PathSpec attribute, YAML key)
+_MININET_SETS = (("gemodel", "gemodel"), ("rate_bps", "rate"), ("queue_pkts", "queue"),
+                 ("router_host", "router_host"), ("router_ifaces", "router_ifaces"),
+                 ("router_iface", "router_iface"))
+
+
+def _mininet_scenario(ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
+    """The scenario's topology read from a Mininet Topo, and each path's RTT, rate,
+    jitter and loss from the links between the client and the server (pure: the file is
+    read through rig.description.mininet's reader)."""
+    tc = ctx.child("topology")
+    ref = d["topology"]
+    shown = ref["mininet"]
+    file = Path(shown) if os.path.isabs(shown) else Path(ctx.file).parent / shown
+    doc = MN.read(file, ref["class"], tc, shown)
+    mt = MN.from_export(doc, tc, file=shown, cls=ref["class"], client=ref["client"],
+                        server=ref["server"])
+    nodes = tuple(T.NodeSpec(h, "client" if h == mt.client else "server")
+                  for h in sorted(mt.hosts, key=lambda h: (h != mt.client, h != mt.server)))
+    topo = T.Topology(f"mininet-{ref['class']}", "mininet",
+                      f"Mininet {ref['class']} from {shown}", nodes, mininet=mt)
+    for key in ("ip", "origins", "server_cpus"):
+        if getattr(d["sweep"], key):
+            raise ctx.child("sweep").child(key).error(
+                f"copies paths of a topology built from the scenario; {shown} is one network",
+                getattr(d["sweep"], key))
+    vals = MN.path_values(mt)
+    paths = []
+    for i, p in enumerate(d["paths"]):
+        pc = ctx.child("paths").child(i)
+        if p.kind == "real":
+            raise pc.child("kind").error("a Mininet topology builds emulated paths", p.kind)
+        if p.rtt_stated:
+            raise pc.child("rtt").error(f"set by the links of {shown}", p.rtts_s)
+        for attr, key in _MININET_SETS:
+            if getattr(p, attr) is not None:
+                raise pc.child(key).error(f"set by the links of {shown}", getattr(p, attr))
+        if p.loss or p.jitter_s:
+            raise pc.child("loss" if p.loss else "jitter").error(
+                f"set by the links of {shown}", p.loss or p.jitter_s)
+        if p.ip != 4:
+            raise pc.child("ip").error("a Mininet topology is built with IPv4", p.ip)
+        if p.client_host != LOCAL or p.server_host != LOCAL:
+            raise pc.child("client_host" if p.client_host != LOCAL else "server_host").error(
+                "a Mininet topology's hosts are namespaces on this host",
+                p.client_host if p.client_host != LOCAL else p.server_host)
+        paths.append(dataclasses.replace(p, rtts_s=[vals["rtt_s"]], rate_bps=vals["rate_bps"],
+                                         jitter_s=vals["jitter_s"], loss=vals["loss"]))
+    return dict(d, topology=topo, paths=paths)
 
 
 def _sweep_ip(ctx: S.Ctx, paths: list[PathSpec], clients: list[ClientSpec],
@@ -1197,6 +1275,14 @@ def server_count(sc: Scenario, p: PathSpec | None = None) -> int:
 
 def _check_placement(ctx: S.Ctx, sc: Scenario) -> None:
     t = sc.topology
+    if t.layout == "mininet":
+        hosts = {n.name for n in t.by_role("server")}
+        for i, s in enumerate(sc.servers):
+            if s.node is not None and s.node not in hosts:
+                raise ctx.child("servers").child(i).child("node").error(
+                    f"not a host of {t.name} but the client ({', '.join(sorted(hosts))})",
+                    s.node)
+        return
     if t.layout != "netns":
         return
     n = max(server_count(sc, p) for p in sc.paths)

@@ -75,6 +75,9 @@ class Topology:
     nodes: tuple[NodeSpec, ...] = ()
     links: tuple[LinkSpec, ...] = ()
     block: int | None = None       # addresses per path; None: the smallest that fits
+    # layout "mininet": the Topo read from a user's file (rig.description.mininet.MininetTopo);
+    # `nodes` then holds its hosts (client, server, other hosts as servers), no links
+    mininet: Any = None
 
     def node(self, name: str) -> NodeSpec:
         return next(n for n in self.nodes if n.name == name)

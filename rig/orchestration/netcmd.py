@@ -188,7 +188,7 @@ def up(name: str, *, rtt: str, jitter: str = "0ms", loss: str = "0%", rate: str 
                              workdir=netns.STATE_DIR / prefix / "net", ip=ip)
         net = netns.build(path, mtu=t.mtu)
         for node in path.nodes:
-            if node.role != "router" and node.ns is not None:
+            if node.role not in ("router", "switch") and node.ns is not None:
                 tuning.apply_ns(t, node.ns)
         assert net.site is not None
         be = make_backend(backend)

@@ -15,6 +15,7 @@ from rig.realization import cgroups, netns, remote_router, tls, tuning
 from rig.description import steps as S
 from rig.process.proc import ns_argv, pinned_argv
 from rig.description.kinds import AUTO
+from rig.realization.emul import chain
 from rig.realization.emul import registry as emul_registry
 from rig.description.scenario import (LOCAL, Scenario, background_on, path_mtu, path_tuning,
                                       runs_on, server_count, upload_servers, uses_tls)
@@ -148,7 +149,7 @@ def build_plan(sc: Scenario) -> Plan:
         out += [text(f"# write {netns.ETC_NETNS / ns / 'resolv.conf'} (no resolver in the "
                      "namespace)") for ns in n.namespaces]
         for node in n.nodes:
-            if node.role != "router" and node.ns is not None:
+            if node.role not in ("router", "switch") and node.ns is not None:
                 out += [cmd(a) for a in tuning.ns_argv(path_tuning(sc, p), node.ns)]
         names[p.name] = n
         add(f"path:{p.name}", "path", out, path=p.name, deps=setup)
@@ -388,7 +389,7 @@ def _emulation(step: S.Step, site) -> list[Item]:
         return out
     shown = emul_registry.ranked() if be == AUTO else [emul_registry.get(be)]
     for b in shown:
-        lines = b().plan(site, step.profile)
+        lines = chain.over(b(), site).plan(site, step.profile)
         if lines:
             out.append(text(f"# backend {b.name}" + (f" (auto: {b.auto_note})"
                                                      if be == AUTO else "")))

@@ -33,6 +33,7 @@ from rig.orchestration import threadsample      # per-thread CPU (issue 27)
 
 from rig.description import steps as S, userpath
 from rig.realization.emul.base import Backend, LinkSite
+from rig.realization.emul import chain
 from rig.realization.emul.choose import make_backend
 from rig.realization.emul.none import NoneBackend
 from rig.errors import OutputFull, RigError, StepAborted
@@ -292,9 +293,10 @@ class Run:
                 mtu=path_mtu(self.sc, p), subnet=self.subnet, topology=self.sc.topology,
                 servers=server_count(self.sc, p), ip=p.ip or 4))
             for node in path.nodes:
-                if node.role != "router" and node.ns is not None:
+                if node.role not in ("router", "switch") and node.ns is not None:
                     tuning.apply_ns(path_tuning(self.sc, p), node.ns)
-            live = Live(p, path, make_backend(p.backend), client=self.here, server=self.here)
+            live = Live(p, path, chain.over(make_backend(p.backend), path.site),
+                        client=self.here, server=self.here)
             stack.callback(self._remove_backend, live)
         self.say(f"path {p.name}: client {live.client_ns or 'host'} on {p.client_host} -> "
                  f"server {live.server_addr} ({live.server_ns or 'host'}) on {p.server_host}, "
@@ -1065,10 +1067,10 @@ class Run:
     def _host_cpu(self, live: Live) -> HostCpuMark:
         """The hosts' and the engine's CPU so far, before a group (_host_cpu_columns)."""
         other = live.server.host != live.client.host
-        pid = live.backend.engine_pid(live.site) if live.site is not None else None
+        pids = live.backend.engine_pids(live.site) if live.site is not None else []
         return HostCpuMark(time.monotonic(), live.client.host_cpu(),
                            live.server.host_cpu() if other else None,
-                           sides.tree_cpu([pid]) if pid else None)
+                           sides.tree_cpu(pids) if pids else None)
 
     def _host_cpu_columns(self, live: Live, before: HostCpuMark) -> dict:
         """The group's host CPU columns (the same on each of its rows): how busy the

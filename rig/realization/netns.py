@@ -12,6 +12,10 @@ with `ip: 6` takes the same lease and layout in the unique-local prefix fd72:696
 ("rig"), the IPv4 layout's address in its low 32 bits (198.18.0.1 is fd72:6967::c612:1,
 a /30 is a /126): prefix ownership and cleanup are the IPv4 ones.
 
+A Mininet topology (rig.description.mininet) is laid out here too (`_lay_out_mininet`):
+a namespace per host, per link router (`l1`, ...) and per switch segment, static routes,
+and one LinkSite per link with options in `site.hops` (rig.realization.emul.chain).
+
 `RealizedPath` is the one type for a path's names and addresses; `lay_out` and
 `build_argv` are pure; `path_net()` is the context manager that builds and always tears
 down. Must not import services, orchestration or reports.
@@ -32,7 +36,8 @@ from pathlib import Path
 from typing import Iterator
 
 from rig.process import owner, proc
-from rig.description import topology as T
+from rig.realization import mininet as _mininet_reader  # noqa: F401  (fills the Mininet reader)
+from rig.description import mininet as MN, topology as T
 from rig.realization.emul.base import LinkSite
 from rig.errors import RigError
 from rig.description.limits import MAX_PATHS  # noqa: F401  (of the default topology: 8 addresses each in a /24)
@@ -98,6 +103,10 @@ class RealizedPath:
     prefix: str | None = None
     subnet: str | None = None
     site: LinkSite | None = None
+    # a Mininet topology's: (node, destination CIDR, via address) static routes, and the
+    # (client, server) nodes (the path's ends; other topologies find them by the router)
+    routes: tuple[tuple[str, str, str], ...] = ()
+    ends: tuple[str, str] | None = None
 
     def node(self, name: str) -> Node:
         return next(n for n in self.nodes if n.name == name)
@@ -120,6 +129,8 @@ class RealizedPath:
     @property
     def server(self) -> Node:
         """The primary server: the first one on the server side of the router."""
+        if self.ends is not None:
+            return self.node(self.ends[1])
         if not self.links:
             return self.by_role("server")[0]
         side = self._side(client=False)
@@ -171,6 +182,10 @@ def lay_out(topology: Topology, prefix: str, index: int, name: str, subnet: str,
     """
     if not PREFIX_RE.match(prefix):
         raise ValueError(f"bad prefix {prefix!r}")
+    if topology.layout == "mininet":
+        if ip != 4:
+            raise ValueError("a Mininet topology is built with IPv4")
+        return _lay_out_mininet(topology, prefix, index, name, subnet, workdir=workdir)
     if topology.layout != "netns":
         raise ValueError(f"topology {topology.name} builds nothing")
     links, block = T.lay_out(topology, servers)
@@ -206,6 +221,56 @@ def lay_out(topology: Topology, prefix: str, index: int, name: str, subnet: str,
     return dataclasses.replace(path, site=site)
 
 
+def _lay_out_mininet(topology: Topology, prefix: str, index: int, name: str, subnet: str, *,
+                     workdir: Path | None) -> RealizedPath:
+    """Names and addresses of a Mininet topology's path (rig.description.mininet.lay_out):
+    a namespace per host, per link router and per segment with switches (named after
+    its first switch, holding its bridge `b<k>`); interfaces `e<n>` (an address holder's
+    end) and `p<n>` (its bridge port); one LinkSite per link router in `site.hops`."""
+    mt = topology.mininet
+    lay = MN.lay_out(mt)
+    if not 0 <= index < 256 // lay.block:
+        raise ValueError(f"at most {256 // lay.block} paths of topology {topology.name} per run")
+    base = ipaddress.ip_network(subnet).network_address + lay.block * index
+    tag = f"{prefix}{index}"
+    nets: list[str] = []
+    links: list[Link] = []
+    n = 0
+    for k, sg in enumerate(lay.segments):
+        sub = ipaddress.ip_network(f"{base + sg.offset}/{32 - (sg.size.bit_length() - 1)}")
+        nets.append(str(sub))
+        addrs = tuple(str(sub.network_address + 1 + j) for j in range(len(sg.members)))
+        devs = tuple(f"{tag}e{n + j}" for j in range(len(sg.members)))
+        if sg.switches:            # the bridge holds no address
+            links.append(Link("bridge", str(sub), (sg.switches[0],) + sg.members,
+                              (f"{tag}b{k}",) + devs, ("",) + addrs,
+                              tuple(f"{tag}p{n + j}" for j in range(len(sg.members))), False))
+        else:
+            links.append(Link("veth", str(sub), sg.members, devs, addrs, (), False))
+        n += len(sg.members)
+    def seg(*members: str) -> Link:      # the (first) segment holding all of them
+        return links[next(i for i, s in enumerate(lay.segments)
+                          if set(members) <= set(s.members))]
+    nodes = tuple(Node(x, role, f"{prefix}-{index}{x}",
+                       None if role in ("router", "switch") else seg(x).addr_of(x))
+                  for x, role in lay.roles.items())
+    routes = tuple((m, nets[dst], seg(m, r).addr_of(r)) for m, dst, r in lay.routes)
+    ns_of: dict[str, str] = {x.name: x.ns for x in nodes if x.ns}
+    wd = workdir or STATE_DIR / prefix / name
+    ends = [((ns_of[h], seg(h).dev_of(h)),) for h in (mt.client, mt.server)]  # the senders
+    hops = tuple((LinkSite(path=f"{name}.{h.router}", prefix=prefix, router_ns=ns_of[h.router],
+                           to_client_if=links[h.client_seg].dev_of(h.router),
+                           to_server_if=links[h.server_seg].dev_of(h.router),
+                           client_net=nets[h.client_seg], server_net=nets[h.server_seg],
+                           queue_base=2 * index, workdir=wd / h.router,
+                           client_ends=ends[0], server_ends=ends[1]), h.link.profile())
+                 for h in lay.hops)
+    first = hops[lay.route[0]][0] if lay.route else hops[0][0]
+    site = dataclasses.replace(first, path=name, workdir=wd, hops=hops)
+    return RealizedPath(name, index, topology.name, nodes, tuple(links), prefix, subnet,
+                        site, routes, (mt.client, mt.server))
+
+
 def build_argv(path: RealizedPath, *, mtu: int = 1500) -> list[list[str]]:
     """Every command that builds `path`, in order: namespaces, links (veth pairs,
     bridges and their ports), addresses with MTU, loopbacks, default routes of every
@@ -213,6 +278,7 @@ def build_argv(path: RealizedPath, *, mtu: int = 1500) -> list[list[str]]:
     ns = {n.name: n.ns for n in path.nodes if n.ns}
     r = path.router
     assert r is not None and r.ns and len(ns) == len(path.nodes), "every node has a namespace"
+    routers = [n for n in path.nodes if n.role == "router"]
     v6 = any(":" in ln.net for ln in path.links)
     cmds: list[list[str]] = [["ip", "netns", "add", ns[n.name]] for n in path.nodes]
     for ln in path.links:
@@ -232,17 +298,22 @@ def build_argv(path: RealizedPath, *, mtu: int = 1500) -> list[list[str]]:
         for m, dev, addr in zip(ln.members, ln.devs, ln.addrs):
             # nodad: an IPv6 address is usable at once, not after a second of duplicate
             # address detection on a link only the rig's namespaces share
-            cmds += [["ip", "-n", ns[m], "addr", "add", f"{addr}/{ln.plen}", "dev", dev,
-                      *(["nodad"] if v6 else [])],
-                     ["ip", "-n", ns[m], "link", "set", dev, "mtu", str(mtu), "up"]]
+            if addr:        # a Mininet segment's bridge holds none
+                cmds.append(["ip", "-n", ns[m], "addr", "add", f"{addr}/{ln.plen}", "dev", dev,
+                             *(["nodad"] if v6 else [])])
+            cmds.append(["ip", "-n", ns[m], "link", "set", dev, "mtu", str(mtu), "up"])
     cmds += [["ip", "-n", ns[n.name], "link", "set", "lo", "up"] for n in path.nodes]
+    if path.routes:         # a Mininet topology: along its tree of segments
+        cmds += [["ip", "-n", ns[m], "route", "add", dst, "via", via]
+                 for m, dst, via in path.routes]
     for n in path.nodes:
-        if n.role != "router":
+        if n.role not in ("router", "switch") and not path.routes:
             ln = next(x for x in path.links if n.name in x.members)
             cmds.append(["ip", *(["-6"] if v6 else []), "-n", ns[n.name], "route", "add",
                          "default", "via", ln.addr_of(r.name)])
-    cmds.append(["ip", "netns", "exec", r.ns, "sysctl", "-q", "-w",
-                 "net.ipv6.conf.all.forwarding=1" if v6 else "net.ipv4.ip_forward=1"])
+    cmds += [["ip", "netns", "exec", x.ns, "sysctl", "-q", "-w",
+              "net.ipv6.conf.all.forwarding=1" if v6 else "net.ipv4.ip_forward=1"]
+             for x in routers if x.ns]
     if v6:   # the first neighbour solicitation on a new veth goes unanswered, and the
         # retry comes a second later (RetransTimer): resolve every gateway now, before
         # any emulation, so the path check's first pings do not wait (measured: 1.03 s)

@@ -49,6 +49,10 @@ class LinkSite:
     # are a lab's own hosts, whose interfaces the rig does not change
     client_ends: tuple[tuple[str, str], ...] = ()
     server_ends: tuple[tuple[str, str], ...] = ()
+    # a path with several emulated links (a Mininet topology's): each link's own site
+    # and fixed profile, client side first; the fields above are then the first hop's
+    # on the way to the server (rig.realization.emul.chain applies them all)
+    hops: tuple[tuple["LinkSite", LinkProfile], ...] = ()
 
     def senders(self, direction: str) -> tuple[tuple[str, str], ...]:
         """Who puts `direction`'s packets on the path: forward, the client side."""
@@ -78,10 +82,10 @@ class Backend(Protocol):
     def remove(self, site: LinkSite) -> None:
         """Undo apply; never raises for already-missing state."""
 
-    def engine_pid(self, site: LinkSite) -> int | None:
-        """The pid of the process that emulates the site on this host, whose CPU the run
-        records per transfer group; None: the kernel emulates it (netem), nothing does, or
-        it runs on another host."""
+    def engine_pids(self, site: LinkSite) -> list[int]:
+        """The pids of the processes that emulate the site on this host, whose CPU the run
+        records per transfer group; none: the kernel emulates it (netem), nothing does, or
+        they run on another host."""
 
 
 def where(site: LinkSite) -> str:

@@ -221,8 +221,8 @@ class NetemBackend:
                 self._per_skb.values())})
         return st
 
-    def engine_pid(self, site: LinkSite) -> int | None:
-        return None        # the kernel emulates: its CPU is softirq time, in the host's
+    def engine_pids(self, site: LinkSite) -> list[int]:
+        return []          # the kernel emulates: its CPU is softirq time, in the host's
 
     def remove(self, site: LinkSite) -> None:
         for _, dev, _ in egresses(site, LinkProfile()):

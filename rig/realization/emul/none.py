@@ -38,5 +38,5 @@ class NoneBackend:
     def remove(self, site: LinkSite) -> None:
         return None
 
-    def engine_pid(self, site: LinkSite) -> int | None:
-        return None
+    def engine_pids(self, site: LinkSite) -> list[int]:
+        return []

@@ -383,6 +383,10 @@ class UserspaceBackend:
             for p in (control_path(site), profile_path(site)):
                 p.unlink(missing_ok=True)
 
+    def engine_pids(self, site: LinkSite) -> list[int]:
+        pid = self.engine_pid(site)
+        return [pid] if pid else []
+
     def engine_pid(self, site: LinkSite) -> int | None:
         if site.host is not None:       # a router host's engine: its pid is not ours
             return None
