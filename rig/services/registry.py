@@ -5,41 +5,34 @@ in it. Each adapter is also entered in the description's registry of the same th
 description never imports them. Pure: imports nothing that runs."""
 from __future__ import annotations
 
-from typing import Any, Callable, Generic, Iterable, TypeVar
+from typing import Any, Callable, Iterable, TypeVar
 
 from rig.description import kinds
 
 T = TypeVar("T")
 
 
-class Registry(Generic[T]):
+class Registry(kinds.Registry[T]):
+    """The services' side of a registry: each adapter class registers an instance here
+    and in the description's registry `into`."""
+
     def __init__(self, what: str, key: Callable[[Any], str],
                  into: "kinds.Registry[Any]") -> None:
-        self.what, self.key, self.into = what, key, into
-        self.items: dict[str, T] = {}
+        super().__init__(what, key)
+        self.into = into
 
     def register(self, cls: type) -> type:
-        name = self.key(cls)
-        if name in self.items:
-            raise ValueError(f"{self.what} {name!r} registered twice")
+        if self.key(cls) in self.items:
+            raise ValueError(f"{self.what} {self.key(cls)!r} registered twice")
         item = cls()
         self.into.add(item)
-        self.items[name] = item
+        self.add(item)
         return cls
 
     def unregister(self, name: str) -> None:
         """Remove an adapter (a test's own, registered in-process)."""
-        del self.items[name]
+        self.remove(name)
         self.into.remove(name)
-
-    def get(self, name: str) -> T:
-        return self.items[name]
-
-    def names(self) -> tuple[str, ...]:
-        return tuple(self.items)
-
-    def all(self) -> list[T]:
-        return list(self.items.values())
 
     def load(self, package: str, path: Iterable[str], skip: tuple[str, ...] = ()) -> None:
         """Import every module of the package (its adapters register themselves)."""
