@@ -59,9 +59,9 @@ def test_summary_numbers_come_from_the_database(tmp_path: Path) -> None:
     run = make_run(tmp_path / "r", noise=0.05, repeats=4)
     render(run)
     st = Store.open(run)
-    rows = [r for r in st.transfers() if r["client"] == "curl" and r["rtt_ms_configured"] == 60]
+    rows = [r for r in st.transfers() if r.client == "curl" and r.rtt_ms_configured == 60]
     st.close()
-    gbps = [r["aggregate_bps"] / 1e9 for r in rows]
+    gbps = [r.aggregate_bps / 1e9 for r in rows]
     line = next(r for r in _summary(run) if r["client"] == "curl" and r["rtt_ms"] == "60")
     assert int(line["n"]) == 4
     assert float(line["mean_gbps"]) == pytest.approx(statistics.fmean(gbps), rel=1e-3)

@@ -86,10 +86,10 @@ def srtt_by_key(run: Run) -> dict:
     given: dict = {}
     for t in run.transfers:
         try:
-            extra = json.loads(t.get("extra") or "null")
+            extra = json.loads(t.extra or "null")
         except ValueError:
             continue
-        if t.get("ok") and isinstance(extra, dict) and isinstance(extra.get("srtt_ms"),
+        if t.ok and isinstance(extra, dict) and isinstance(extra.get("srtt_ms"),
                                                                    (int, float)):
             given.setdefault(_key(t), []).append(float(extra["srtt_ms"]))
     out = {k: statistics.fmean(v) for k, v in given.items()}

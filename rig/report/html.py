@@ -87,8 +87,8 @@ def when(meta: dict) -> str:
 
 def _header(run: Run, verdicts: dict) -> list[str]:
     env = run.env
-    backends = sorted({str(t["backend"]) for t in run.transfers}) or [env.get("backend", "?")]
-    ok = sum(1 for t in run.transfers if t["ok"])
+    backends = sorted({str(t.backend) for t in run.transfers}) or [env.get("backend", "?")]
+    ok = sum(1 for t in run.transfers if t.ok)
     kinds = Counter(v.kind for v in verdicts.values())
     glance = ", ".join(f'<span class="k-{esc(k)}">{n} {esc(k)}</span>'
                        for k, n in kinds.most_common())
