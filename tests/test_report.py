@@ -318,8 +318,8 @@ def test_import_checker_sees_relative_imports() -> None:
 
 
 def test_pure_report_modules_do_not_import_matplotlib() -> None:
-    for name in ("model.py", "verdict.py", "tables.py", "style.py", "html.py",
-                 "__init__.py", "compare_report.py"):
+    for name in ("model.py", "verdict.py", "tables.py", "style.py", "html.py", "page.py",
+                 "captures.py", "__init__.py", "compare_report.py"):
         mods = _imports(REPO / "rig" / "report" / name)
         top_level = {m for m in mods if m.startswith("matplotlib")}
         assert not top_level, name

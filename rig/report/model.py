@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from rig.errors import InputError
+from rig.report.style import sort_key
 from rig.results import check as results_check
 from rig.results.store import ActionRow, BackgroundRow, CaptureFlowRow, EngineStatsRow, Store, \
     TcpSample, ThreadCpu, TransferRow, ValidationRow
@@ -44,7 +45,6 @@ class Key:
 
 
 def key_order(k: Key) -> tuple:
-    from rig.report.style import sort_key
     return (k.path, k.rtt_ms if k.rtt_ms is not None else -1.0, sort_key(k.client),
             k.streams, k.concurrency)
 

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from rig.report.model import Run, key_order
+from rig.report.page import esc, image, table
 from rig.report.threads import BUSY_CORE, HOT, IDLE, SATURATED, ProcUse, evidence
 
 COLUMNS = ("client", "rtt_ms", "streams", "concurrency", "n", "client_cpu_s_per_gb",
@@ -88,7 +89,6 @@ def section(run: Run, verdicts: dict, out: Path) -> tuple[list[str], list[Path]]
     """(html parts, files written); ([], []) when the run sampled no thread."""
     if not run.threads:
         return [], []
-    from rig.report.html import esc, image, table
     data = rows(run, verdicts)
     files = [write_csv(data, out)]
     html = ["<h2>Where the CPU goes (per thread)</h2>",

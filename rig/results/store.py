@@ -12,6 +12,9 @@ Format (FORMAT_VERSION 2; 1 still read), documented in docs/results-format.md:
   actions(...)                           every action of the run plan: start, end, outcome
   background(...)                        competing flows (`background:`) per step
 Each insert is committed at once (WAL journal) so a crash loses nothing already measured.
+Reading hands back the same row dataclasses (Store.rows(TransferRow), transfers(), ...),
+the joined reads a row with its transfer's key columns (TcpSample, ThreadCpu); a column
+an older file lacks reads as None. JSON columns (extra, raw, stats, series) stay strings.
 
 Must not import realization, services or reports.
 """
