@@ -116,13 +116,29 @@ def _chrono_s(now_us: int | None, then_us: int | None) -> float:
     return ((now_us or 0) - (then_us or 0)) / 1e6
 
 
-def _conn_summaries(samples: list[TcpSample]) -> dict[int, list[dict]]:
+@dataclass
+class Conn:
+    """One connection of a transfer, from its first and last samples (the chrono shares
+    from its steady state on when it had one)."""
+    key: Key
+    acked: int
+    busy: float
+    life: float
+    rwnd: float
+    sndbuf: float
+    slow: float
+    sent: int
+    retrans: int
+    srtt_ms: float
+
+
+def _conn_summaries(samples: list[TcpSample]) -> dict[int, list[Conn]]:
     """transfer_id -> per-connection summaries (first/last sample)."""
     by_conn: dict[tuple[int, int], list[TcpSample]] = defaultdict(list)
     for s in samples:
         if s.ok:
             by_conn[(s.transfer_id, s.conn)].append(s)
-    out: dict[int, list[dict]] = defaultdict(list)
+    out: dict[int, list[Conn]] = defaultdict(list)
     for (tid, _), ss in by_conn.items():
         ss.sort(key=lambda s: s.t_s)
         first, last = ss[0], ss[-1]
@@ -143,15 +159,15 @@ def _conn_summaries(samples: list[TcpSample]) -> dict[int, list[dict]]:
             life, slow = whole, 0.0
 
         busy = _chrono_s(last.busy_us, base.busy_us)
-        out[tid].append({
-            "key": Key(last.path, None if last.rtt_ms_configured is None
-                       else float(last.rtt_ms_configured), client_label(last),
-                       int(last.streams), int(last.concurrency)),
-            "acked": last.bytes_acked or 0, "busy": busy, "life": max(life, busy),
-            "rwnd": _chrono_s(last.rwnd_limited_us, base.rwnd_limited_us),
-            "sndbuf": _chrono_s(last.sndbuf_limited_us, base.sndbuf_limited_us), "slow": slow,
-            "sent": last.bytes_sent or 0, "retrans": last.bytes_retrans or 0,
-            "srtt_ms": (last.srtt_us or 0) / 1e3})
+        out[tid].append(Conn(
+            key=Key(last.path, None if last.rtt_ms_configured is None
+                    else float(last.rtt_ms_configured), client_label(last),
+                    int(last.streams), int(last.concurrency)),
+            acked=last.bytes_acked or 0, busy=busy, life=max(life, busy),
+            rwnd=_chrono_s(last.rwnd_limited_us, base.rwnd_limited_us),
+            sndbuf=_chrono_s(last.sndbuf_limited_us, base.sndbuf_limited_us), slow=slow,
+            sent=last.bytes_sent or 0, retrans=last.bytes_retrans or 0,
+            srtt_ms=(last.srtt_us or 0) / 1e3))
     return out
 
 
@@ -159,18 +175,18 @@ def evidence_by_key(samples: list[TcpSample]) -> dict[Key, Evidence]:
     """Evidence of every point that has tcp_samples of a successful transfer."""
     out: dict[Key, Evidence] = {}
     for conns in _conn_summaries(samples).values():
-        total = sum(c["acked"] for c in conns)
+        total = sum(c.acked for c in conns)
         for c in conns:
-            if total and c["acked"] < DATA_SHARE * total:
+            if total and c.acked < DATA_SHARE * total:
                 continue
-            e = out.setdefault(c["key"], Evidence())
+            e = out.setdefault(c.key, Evidence())
             e.conns += 1
-            e.busy_s += c["busy"]
-            e.rwnd_s += c["rwnd"]
-            e.sndbuf_s += c["sndbuf"]
-            e.life_s += c["life"]
-            e.slow_start_s += c["slow"]
-            e.bytes_sent += c["sent"]
-            e.bytes_retrans += c["retrans"]
-            e.srtt_ms.append(c["srtt_ms"])
+            e.busy_s += c.busy
+            e.rwnd_s += c.rwnd
+            e.sndbuf_s += c.sndbuf
+            e.life_s += c.life
+            e.slow_start_s += c.slow
+            e.bytes_sent += c.sent
+            e.bytes_retrans += c.retrans
+            e.srtt_ms.append(c.srtt_ms)
     return {k: e for k, e in out.items() if e.conns and e.life_s > 0}
