@@ -28,6 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from rig.description.linkstats import EmulStats, rtt_tolerance_s  # noqa: E402
 from rig.report.model import load_run  # noqa: E402
 from rig.report.verdict import ALL_PHASES, engine_phase_rows  # noqa: E402
+from rig.results.store import EngineStatsRow  # noqa: E402
 
 LOCK = "/tmp/rig-bench.lock"
 
@@ -45,22 +46,22 @@ def run_once(scenario: Path, out: Path, timing: str, timeout_s: float) -> tuple[
     return p.returncode, wall
 
 
-def twin_counts(row: dict, prev: dict | None) -> tuple[int | None, int | None]:
-    def get(r: dict | None, k: str) -> int:
+def twin_counts(row: EngineStatsRow, prev: EngineStatsRow | None) -> tuple[int | None, int | None]:
+    def get(r: EngineStatsRow | None, k: str) -> int:
         if r is None:
             return 0
-        return int(json.loads(r["stats"]).get("extra", {}).get("timing", {}).get(k, 0) or 0)
-    t = json.loads(row["stats"]).get("extra", {}).get("timing", {})
+        return int(json.loads(r.stats).get("extra", {}).get("timing", {}).get(k, 0) or 0)
+    t = json.loads(row.stats).get("extra", {}).get("timing", {})
     if "twin_wakeups" not in t:
         return None, None
     return (get(row, "twin_wakeups") - get(prev, "twin_wakeups"),
             get(row, "twin_releases") - get(prev, "twin_releases"))
 
 
-def hist_deltas(row: dict, prev: dict | None) -> dict[str, list[int]]:
+def hist_deltas(row: EngineStatsRow, prev: EngineStatsRow | None) -> dict[str, list[int]]:
     """The engine's diagnostic histograms (wake_hist, twin_hist, busy_hist) over this phase."""
-    def get(r: dict | None) -> dict:
-        return {} if r is None else json.loads(r["stats"]).get("extra", {}).get("timing", {})
+    def get(r: EngineStatsRow | None) -> dict:
+        return {} if r is None else json.loads(r.stats).get("extra", {}).get("timing", {})
     cur, old = get(row), get(prev)
     out = {}
     for k in ("wake_hist", "twin_hist", "busy_hist"):
@@ -73,18 +74,18 @@ def hist_deltas(row: dict, prev: dict | None) -> dict[str, list[int]]:
 def summarize(run_dir: Path) -> list[dict]:
     run = load_run(run_dir)
     out = []
-    steps = sorted({r["step"] for r in run.engine})
+    steps = sorted({r.step for r in run.engine})
     rtt_of = {}
     for v in run.validations:
-        rtt_of[v["step"]] = v.get("rtt_ms_configured")
+        rtt_of[v.step] = v.rtt_ms_configured
     for t in run.transfers:
-        rtt_of.setdefault(t["step"], t.get("rtt_ms_configured"))
+        rtt_of.setdefault(t.step, t.rtt_ms_configured)
     for step in steps:
         rtt_ms = rtt_of.get(step)
         if not rtt_ms:
             continue
         tol = rtt_tolerance_s(rtt_ms / 1e3)
-        engine_rows = sorted(run.engine, key=lambda r: (r["step"], r.get("taken_at") or 0))
+        engine_rows = sorted(run.engine, key=lambda r: (r.step, r.taken_at or 0))
         for row, st in engine_phase_rows(run, step, ALL_PHASES):
             if not isinstance(st, EmulStats):
                 continue
@@ -94,8 +95,8 @@ def summarize(run_dir: Path) -> list[dict]:
             lat = [d.lateness for d in st.directions if d.lateness and d.lateness.count]
             over = [x.share_over(tol) for x in lat]
             out.append({
-                "step": step, "rtt_ms": rtt_ms, "phase": row.get("phase"),
-                "late": bool(row.get("emulation_late")),
+                "step": step, "rtt_ms": rtt_ms, "phase": row.phase,
+                "late": bool(row.emulation_late),
                 "packets": sum(x.count for x in lat),
                 "over_tol_pct": max((s[0] * 100 for s in over if s), default=None),
                 "over_1ms_pct": max((x.share_late() * 100 for x in lat
@@ -106,9 +107,9 @@ def summarize(run_dir: Path) -> list[dict]:
                 "run_wait_ms": None if st.run_wait_s is None else st.run_wait_s * 1e3,
                 "steal_ms": None if st.steal_s is None else st.steal_s * 1e3,
                 "twin_wakeups": tw, "twin_releases": tr, **hist_deltas(row, prev),
-                "gbps": (sum(t["throughput_bps"] or 0 for t in run.transfers
-                             if t["step"] == step and t["ok"]) / 1e9
-                         if row.get("phase") == "transfers" else None)})
+                "gbps": (sum(t.throughput_bps or 0 for t in run.transfers
+                             if t.step == step and t.ok) / 1e9
+                         if row.phase == "transfers" else None)})
     return out
 
 

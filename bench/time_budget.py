@@ -29,7 +29,7 @@ def main(dirs: list[str]) -> int:
         print(d, "\n ", summary(b))
         for r in budget_rows(b):
             print("   ", *r)
-        spans = sum(t["duration_s"] or 0 for t in transfers if t["concurrency"] == 1)
+        spans = sum(t.duration_s or 0 for t in transfers if t.concurrency == 1)
         print(f"    client processes (concurrency 1, summed): {spans:.2f} s = "
               f"{100 * spans / b.wall_s:.1f} % of wall")
     return 0

@@ -17,6 +17,7 @@ Needs root, xrootd, xrdcp, iperf3 and a C compiler (for --widen-us > 0).
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import fcntl
 import json
 import shutil
@@ -61,7 +62,7 @@ def one_run(work: Path, tag: str, text: str) -> list[dict]:
                      timeout=1800)
     if r.returncode != 0:
         raise SystemExit(f"rig run {tag}: exit {r.returncode}: {r.stderr[-500:]}")
-    return [dict(row) for row in Store.open(out).transfers()]
+    return [dataclasses.asdict(row) for row in Store.open(out).transfers()]
 
 
 def main() -> int:

@@ -14,6 +14,7 @@ from rig.description import reference
 from rig.errors import InputError
 from rig.report import against as A
 from rig.report.model import Key, Point
+from rig.results.store import ValidationRow
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -346,14 +347,16 @@ def test_storage_checks_are_points_a_reference_selects():
     from types import SimpleNamespace
 
     from rig.report import against
-    v = {"path": "wan", "rtt_ms_configured": 0.0}
+
+    def v(**kw):
+        return ValidationRow(path="wan", rtt_ms_configured=0.0, **kw)
     run = SimpleNamespace(
-        validations=[{**v, "phase": "before", "capacity_bps": 10e9},
-                     {**v, "phase": "storage", "storage_bps": 6e9,
-                      "raw": json.dumps({"cached_bps": 90e9})},
-                     {**v, "phase": "after", "capacity_bps": 12e9},
-                     {**v, "phase": "storage", "storage_bps": 5e9, "raw": "{}"},
-                     {**v, "phase": "storage", "storage_bps": None, "storage_note": "x"}],
+        validations=[v(phase="before", capacity_bps=10e9),
+                     v(phase="storage", storage_bps=6e9,
+                       raw=json.dumps({"cached_bps": 90e9})),
+                     v(phase="after", capacity_bps=12e9),
+                     v(phase="storage", storage_bps=5e9, raw="{}"),
+                     v(phase="storage", storage_bps=None, storage_note="x")],
         env={"storage": {"written": {"f2G": {"bytes": 2 << 30, "seconds": 8.0}}}})
     pts = {p.measure: p for p in against.storage_points(run)}
     assert sorted(pts) == ["storage-cached", "storage-read", "storage-write"]
@@ -370,10 +373,12 @@ def test_a_storage_point_s_evidence_is_its_own_and_the_path_s():
     from types import SimpleNamespace
 
     from rig.report import against
-    v = {"path": "wan", "rtt_ms_configured": 0.0}
-    run = SimpleNamespace(validations=[{**v, "phase": "before", "capacity_bps": 38e9},
-                                       {**v, "phase": "storage", "storage_bps": 12e9,
-                                        "raw": "{}"}], env={})
+
+    def v(**kw):
+        return ValidationRow(path="wan", rtt_ms_configured=0.0, **kw)
+    run = SimpleNamespace(validations=[v(phase="before", capacity_bps=38e9),
+                                       v(phase="storage", storage_bps=12e9,
+                                         raw="{}")], env={})
     (p,) = against.storage_points(run)
     line, explained = against.point_evidence(p, {})
     assert explained and line.startswith("storage-read at 0 ms: 1.50 GB/s (12.0 Gbit/s")

@@ -20,17 +20,17 @@ def test_a_competing_flow_shares_the_bottleneck_with_the_transfers(tmp_path, req
     st = run_rig(SCEN, tmp_path / "run")
     (t,) = st.transfers()
     (b,) = st.background()
-    assert t["ok"] and b["error"] is None, (t["error"], b)
-    assert b["flow"] == "bg-cubic" and b["congestion"] == "cubic"
-    print(f"transfer {t['throughput_bps'] / 1e6:.1f} Mbit/s over {t['duration_s']:.2f} s, "
-          f"flow {b['throughput_bps'] / 1e6:.1f} Mbit/s over {b['seconds']:.2f} s")
+    assert t.ok and b.error is None, (t.error, b)
+    assert b.flow == "bg-cubic" and b.congestion == "cubic"
+    print(f"transfer {t.throughput_bps / 1e6:.1f} Mbit/s over {t.duration_s:.2f} s, "
+          f"flow {b.throughput_bps / 1e6:.1f} Mbit/s over {b.seconds:.2f} s")
     # it ran over the transfer (4 s) and its settle time (1 s at 20 ms): more than 4 s
-    assert b["seconds"] > 4.0 and b["bytes"] > 0
+    assert b.seconds > 4.0 and b.bytes > 0
     # each got some of the bottleneck; together, within the flow's lifetime (the transfer
     # ran inside it), no more than the bottleneck carries (goodput, 10 % margin)
-    assert 0.02 * RATE < b["throughput_bps"] < 1.1 * RATE
-    assert 0.02 * RATE < t["throughput_bps"] < 1.1 * RATE
-    assert (t["bytes"] + b["bytes"]) * 8 < 1.1 * RATE * b["seconds"], (t["bytes"], b)
+    assert 0.02 * RATE < b.throughput_bps < 1.1 * RATE
+    assert 0.02 * RATE < t.throughput_bps < 1.1 * RATE
+    assert (t.bytes + b.bytes) * 8 < 1.1 * RATE * b.seconds, (t.bytes, b)
     import csv
     with open(tmp_path / "run" / "background.csv") as f:
         (row,) = list(csv.DictReader(f))

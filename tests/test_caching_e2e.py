@@ -65,7 +65,7 @@ def run_dir(tmp_path_factory):
 def _rows(run_dir):
     st = Store.open(run_dir)
     rows, vals = st.transfers(), st.validations()
-    rate = {v["step"]: v["iperf_bps"] / 8 for v in vals if v["phase"] == "before"}
+    rate = {v.step: v.iperf_bps / 8 for v in vals if v.phase == "before"}
     return rows, rate
 
 
@@ -75,13 +75,13 @@ def _by(rows, client: str | tuple[str, ...]):
     names = (client,) if isinstance(client, str) else client
     out: dict[int, list[dict]] = {}
     for r in rows:
-        if r["client"] in names:
-            out.setdefault(r["step"], []).append(r)
+        if r.client in names:
+            out.setdefault(r.step, []).append(r)
     return out
 
 
 def _fastest(rs) -> float:
-    return min(r["duration_s"] for r in rs)
+    return min(r.duration_s for r in rs)
 
 
 def _in_spec(run_dir) -> set[int]:
@@ -89,11 +89,11 @@ def _in_spec(run_dir) -> set[int]:
     host the userspace engine can fall behind: the rig flags it, and a flagged step is no
     evidence for or against the physics). At least one step must be in spec."""
     vals = Store.open(run_dir).validations()
-    flagged = {v["step"] for v in vals if v["flagged"]}
-    steps = {v["step"] for v in vals} - flagged
+    flagged = {v.step for v in vals if v.flagged}
+    steps = {v.step for v in vals} - flagged
     if not steps:
         pytest.skip("every step's path validation was flagged: "
-                    + "; ".join(sorted({v["flag_reason"] for v in vals if v["flagged"]})))
+                    + "; ".join(sorted({v.flag_reason for v in vals if v.flagged})))
     return steps
 
 
@@ -126,12 +126,12 @@ FILL_SERVICE_S = 1.0e-3
 
 
 def _model(r, rate_Bps, p=None):
-    rtt = r["rtt_ms_measured"] / 1e3
+    rtt = r.rtt_ms_measured / 1e3
     if p is None:                                   # storage: one small read per round
-        return r["round_trips"] * rtt + r["bytes_wire"] / rate_Bps
+        return r.round_trips * rtt + r.bytes_wire / rate_Bps
     flights = _slow_start_flights(p, rtt, rate_Bps)
-    return ((r["round_trips"] + flights) * rtt + r["round_trips"] * FILL_SERVICE_S
-            + r["bytes_wire"] / rate_Bps)
+    return ((r.round_trips + flights) * rtt + r.round_trips * FILL_SERVICE_S
+            + r.bytes_wire / rate_Bps)
 
 
 def _plan(client: str):
@@ -147,20 +147,20 @@ def test_every_replay_ok_and_recorded(run_dir, require_tools):
     require_tools("xrootd", "nginx", "apache2", "xrdcp", "curl")
     rows, _ = _rows(run_dir)
     assert len(rows) == 2 * 13 * REPEATS
-    bad = [(r["client"], r["step"], r["error"]) for r in rows if not r["ok"]]
+    bad = [(r.client, r.step, r.error) for r in rows if not r.ok]
     assert not bad
     for r in rows:
-        if r["tool"] != "replay":
-            assert r["cache_mode"] is None and r["requests"] is None
+        if r.tool != "replay":
+            assert r.cache_mode is None and r.requests is None
             continue
-        extra = json.loads(r["extra"])
+        extra = json.loads(r.extra)
         assert extra["checksum"] == extra["expected_checksum"]
-        assert extra["bytes_received"] == r["bytes_wire"]
-        assert r["bytes"] == r["bytes_useful"] > 0
+        assert extra["bytes_received"] == r.bytes_wire
+        assert r.bytes == r.bytes_useful > 0
         # replay rows: throughput is useful bytes over the replay's wall
-        assert r["throughput_bps"] == pytest.approx(8 * r["bytes_useful"] / r["duration_s"])
-        assert r["cache_mode"] in ("application", "storage", "lazy-download")
-        assert r["read_library"] in ("xrootd", "davix")
+        assert r.throughput_bps == pytest.approx(8 * r.bytes_useful / r.duration_s)
+        assert r.cache_mode in ("application", "storage", "lazy-download")
+        assert r.read_library in ("xrootd", "davix")
 
 
 @pytest.mark.parametrize("client", ["storage-xrootd", "storage-davix-apache"])
@@ -171,11 +171,11 @@ def test_storage_time_is_round_trips_times_rtt(run_dir, client):
     for step, rs in _by(rows, client).items():
         assert len(rs) == REPEATS
         for r in rs:
-            assert r["round_trips"] == r["requests"] == p.round_trips
+            assert r.round_trips == r.requests == p.round_trips
         if step not in ok:
             continue
         model, wall = _model(rs[0], rate[step]), _fastest(rs)
-        assert abs(wall - model) <= 0.20 * model, (step, [r["duration_s"] for r in rs], model)
+        assert abs(wall - model) <= 0.20 * model, (step, [r.duration_s for r in rs], model)
 
 
 APP_CLIENTS = ["app-xrootd", "app-davix-xrootd", "app-davix-apache", "app-davix-nginx",
@@ -191,7 +191,7 @@ def test_application_round_trips_are_cache_fills(run_dir, client):
     assert len(fills) > 3                    # the 2 MiB cache takes several fills
     for rs in _by(rows, client).values():
         for r in rs:
-            assert r["round_trips"] == len(opens) + len(fills) == p.round_trips
+            assert r.round_trips == len(opens) + len(fills) == p.round_trips
 
 
 @pytest.mark.parametrize("client", [
@@ -213,7 +213,7 @@ def test_application_time_is_fills_times_rtt(run_dir, client):
         if step not in ok:
             continue
         model, wall = _model(rs[0], rate[step], p), _fastest(rs)
-        assert abs(wall - model) <= 0.25 * model, (step, [r["duration_s"] for r in rs], model)
+        assert abs(wall - model) <= 0.25 * model, (step, [r.duration_s for r in rs], model)
 
 
 def _late_rounds(p) -> list[int]:
@@ -239,16 +239,16 @@ def test_nginx_default_answers_each_fill_one_rtt_late(run_dir):
     assert len(late) > 3
     ok = _in_spec(run_dir)
     for step, rs in _by(rows, "app-davix-nginx").items():
-        rtt = rs[0]["rtt_ms_measured"] / 1e3
+        rtt = rs[0].rtt_ms_measured / 1e3
         for r in rs:
-            rounds = json.loads(r["extra"])["round_s"]
+            rounds = json.loads(r.extra)["round_s"]
             steady = sorted(rounds[i] for i in late[2:])   # past slow start
             assert steady[len(steady) // 2] >= 1.8 * rtt, (step, rtt, steady)
         if step not in ok:
             continue
         model = _model(rs[0], rate[step], p) + len(late) * rtt
         wall = _fastest(rs)
-        assert abs(wall - model) <= 0.25 * model, (step, [r["duration_s"] for r in rs], model)
+        assert abs(wall - model) <= 0.25 * model, (step, [r.duration_s for r in rs], model)
 
 
 def test_apache_answers_each_fill_in_one_or_two_rtt(run_dir):
@@ -263,16 +263,16 @@ def test_apache_answers_each_fill_in_one_or_two_rtt(run_dir):
     late = _late_rounds(p)
     ok = _in_spec(run_dir)
     for step, rs in _by(rows, "app-davix-apache").items():
-        rtt = rs[0]["rtt_ms_measured"] / 1e3
+        rtt = rs[0].rtt_ms_measured / 1e3
         for r in rs:
-            rounds = json.loads(r["extra"])["round_s"]
+            rounds = json.loads(r.extra)["round_s"]
             assert min(rounds[i] for i in late[2:]) >= 0.9 * rtt, (step, rtt, rounds)
         if step not in ok:
             continue
         one = _model(rs[0], rate[step], p)
         two = one + len(late) * rtt
         wall = _fastest(rs)
-        assert 0.75 * one <= wall <= 1.25 * two, (step, [r["duration_s"] for r in rs], one, two)
+        assert 0.75 * one <= wall <= 1.25 * two, (step, [r.duration_s for r in rs], one, two)
 
 
 @pytest.mark.parametrize("lazy,plain", [
@@ -301,21 +301,21 @@ def test_lazy_download_is_near_a_plain_download(run_dir, lazy, plain):
     touched = [x for x in p.rounds if x.phase == "segment"]
     assert len(touched) == math.ceil(pl[0][0]["file_bytes"] / segment)
     for r in pl[0]:                 # like with like: the download went to the same disk
-        assert "/var/tmp/" in r["argv"]
+        assert "/var/tmp/" in r.argv
     for step, rs in lz.items():
         for r in rs:
-            assert json.loads(r["extra"])["shadow_dir"] == "/var/tmp"
-            assert r["branch_fraction"] == 1.0
-            assert r["bytes_wire"] == sum(x.wire_bytes for x in touched) \
+            assert json.loads(r.extra)["shadow_dir"] == "/var/tmp"
+            assert r.branch_fraction == 1.0
+            assert r.bytes_wire == sum(x.wire_bytes for x in touched) \
                 == pl[step][0]["file_bytes"]
         # the replay's own wall excludes connecting and opening; a plain download's
         # time includes them: compare like with like
         if step not in _in_spec(run_dir):
             continue
-        ts = [r["duration_s"] + json.loads(r["extra"])["open_s"] for r in rs]
+        ts = [r.duration_s + json.loads(r.extra)["open_s"] for r in rs]
         t, plain_t = min(ts), _fastest(pl[step])
         assert abs(t - plain_t) <= 0.30 * plain_t, \
-            (step, ts, [r["duration_s"] for r in pl[step]])
+            (step, ts, [r.duration_s for r in pl[step]])
 
 
 def test_report_has_caching_tables(run_dir):

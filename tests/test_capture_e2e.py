@@ -52,44 +52,44 @@ def run_dir(tmp_path_factory):
 
 
 def _flows(run_dir, side):
-    rows = [f for f in Store.open(run_dir).capture_flows() if f["side"] == side]
+    rows = [f for f in Store.open(run_dir).capture_flows() if f.side == side]
     # the data connection: the flow that carried the file (64 MiB)
-    return [f for f in rows if f["data_bytes"] >= 32 << 20]
+    return [f for f in rows if f.data_bytes >= 32 << 20]
 
 
 def test_retransmissions_match_the_engines_drops(run_dir):
     (sent,) = _flows(run_dir, "sender")
-    drops, seen = sent["engine_dropped"], sent["engine_seen"]
+    drops, seen = sent.engine_dropped, sent.engine_seen
     assert drops is not None and seen and drops > 100, sent
     # 1 % configured: the engine's own rate, binomial 5 sigma
     assert abs(drops / seen - 0.01) < 5 * (0.01 * 0.99 / seen) ** 0.5 + 0.001
-    re = sent["retrans_segs"]
+    re = sent.retrans_segs
     assert abs(re - drops) <= TOLERANCE * drops, (
-        f"capture found {re} retransmitted segments ({sent['retrans_packets']} packets) "
+        f"capture found {re} retransmitted segments ({sent.retrans_packets} packets) "
         f"before the engine, which dropped {drops} of {seen} packets in the data "
         f"direction: off by {re - drops:+d}, tolerance {TOLERANCE:.0%} (sender side saw "
-        f"{sent['data_bytes']} bytes in {sent['packets_analysed']} packets, "
-        f"{sent['ooo_packets']} gaps filled; {sent['truncated'] or 'read whole'})")
+        f"{sent.data_bytes} bytes in {sent.packets_analysed} packets, "
+        f"{sent.ooo_packets} gaps filled; {sent.truncated or 'read whole'})")
     # the capture before the drop point is whole: no truncation, and a hole later filled
     # (a packet tcpdump missed, or veth/softirq reordering on a loaded host) is rare:
     # one was seen in a fresh-clone CI run beside a scenario run, none in 5 quiet runs
-    assert sent["truncated"] is None
-    assert sent["ooo_packets"] <= max(2, sent["packets_analysed"] // 1000), sent
+    assert sent.truncated is None
+    assert sent.ooo_packets <= max(2, sent.packets_analysed // 1000), sent
 
 
 def test_receiver_side_sees_the_gaps_repaired(run_dir):
     (got,) = _flows(run_dir, "receiver")
     (sent,) = _flows(run_dir, "sender")
-    drops = sent["engine_dropped"]
+    drops = sent.engine_dropped
     # every dropped segment leaves a gap that a retransmission fills after the engine
-    assert abs(got["ooo_packets"] - drops) <= TOLERANCE * drops, (got["ooo_packets"], drops)
+    assert abs(got.ooo_packets - drops) <= TOLERANCE * drops, (got.ooo_packets, drops)
     # what arrived: every segment sent less the drops (in packets of the egress)
-    assert got["data_bytes"] == sent["data_bytes"]
+    assert got.data_bytes == sent.data_bytes
 
 
 def test_rtt_from_timestamps_is_the_paths(run_dir):
     (sent,) = _flows(run_dir, "sender")
-    assert sent["rtt_samples"] > 100
+    assert sent.rtt_samples > 100
     # the sender's round trip at the router: 50 ms of emulation, both passes of the
     # engine between the two sightings; the queue the sender builds, delayed ACKs and
     # the TS clock's 1 ms tick only add (2-core VM: up to +60 %). The engine releases
@@ -98,9 +98,9 @@ def test_rtt_from_timestamps_is_the_paths(run_dir):
     # path less the capture's timestamp resolution (capture.RTT_RESOLUTION_MS).
     from rig.results.capture import RTT_RESOLUTION_MS
     floor = 50.0 - RTT_RESOLUTION_MS
-    print(f"capture RTT min {sent['rtt_ms_min']:.3f} median {sent['rtt_ms_median']:.3f} ms")
-    assert floor <= sent["rtt_ms_min"] <= 55.0, sent["rtt_ms_min"]
-    assert floor <= sent["rtt_ms_median"] <= 80.0, sent["rtt_ms_median"]
+    print(f"capture RTT min {sent.rtt_ms_min:.3f} median {sent.rtt_ms_median:.3f} ms")
+    assert floor <= sent.rtt_ms_min <= 55.0, sent.rtt_ms_min
+    assert floor <= sent.rtt_ms_median <= 80.0, sent.rtt_ms_median
 
 
 def test_captures_stored_bounded_and_drawn(run_dir):
@@ -108,12 +108,12 @@ def test_captures_stored_bounded_and_drawn(run_dir):
     assert len(files) == 2
     for f in files:
         # headers only: 128 bytes + 16 of pcap record header per packet at most
-        n = max(r["packets_analysed"] for r in Store.open(run_dir).capture_flows()
-                if r["file"] == str(f.relative_to(run_dir)))
+        n = max(r.packets_analysed for r in Store.open(run_dir).capture_flows()
+                if r.file == str(f.relative_to(run_dir)))
         assert f.stat().st_size <= 24 + n * (128 + 16)
     (sent,) = _flows(run_dir, "sender")
-    g = json.loads(sent["tseq"])
-    assert len(g["seq"]) > 100 and len(g["retrans"]) == min(sent["retrans_packets"], 3000)
+    g = json.loads(sent.tseq)
+    assert len(g["seq"]) > 100 and len(g["retrans"]) == min(sent.retrans_packets, 3000)
     html = (run_dir / "report.html").read_text()
     assert 'href="tseq_step1.svg"' in html and "Time-sequence graph" in html
     assert (run_dir / "tseq_step1.png").stat().st_size > 5000

@@ -35,8 +35,8 @@ def test_path_mtu_and_client_sweep_in_a_real_run(tmp_path, require_tools):
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     st = Store.open(out)
-    rows = {(t["path"], t["client"], t["concurrency"], t["repeat"], t["instance"])
-            for t in st.transfers() if t["ok"]}
+    rows = {(t.path, t.client, t.concurrency, t.repeat, t.instance)
+            for t in st.transfers() if t.ok}
     assert rows == {("jumbo", "ip", 2, 0, 0), ("jumbo", "ip", 2, 0, 1),
                     ("std", "c", 1, 0, 0), ("std", "c", 1, 1, 0)}
     log = Path(out / "commands.log").read_text()

@@ -38,70 +38,70 @@ def test_every_transfer_moved_the_whole_file(run_dir, require_tools):
     rows = Store.open(run_dir).transfers()
     # 2 steps x 6 clients x concurrency (1 + 2)
     assert len(rows) == 2 * 6 * 3
-    bad = [(r["client"], r["step"], r["error"]) for r in rows if not r["ok"]]
+    bad = [(r.client, r.step, r.error) for r in rows if not r.ok]
     assert not bad
     for r in rows:
-        if r["tool"] != "iperf3":
-            assert r["bytes"] == FILE_BYTES, r["client"]
-        assert r["throughput_bps"] > 1e6 and r["duration_s"] > 0
-        assert r["cpu_user_s"] + r["cpu_sys_s"] > 0
-        assert r["backend"] in ("netem", "userspace")
-        assert json.loads(r["argv"])[:3] == ["ip", "netns", "exec"]
+        if r.tool != "iperf3":
+            assert r.bytes == FILE_BYTES, r.client
+        assert r.throughput_bps > 1e6 and r.duration_s > 0
+        assert r.cpu_user_s + r.cpu_sys_s > 0
+        assert r.backend in ("netem", "userspace")
+        assert json.loads(r.argv)[:3] == ["ip", "netns", "exec"]
 
 
 def test_every_group_records_its_host_cpu(run_dir):
     """The host-CPU columns (verdict host-CPU-bound): a share of this host's CPUs, their
     number, the wall between the marks at least the transfer's, the engine's CPU."""
-    rows = [r for r in Store.open(run_dir).transfers() if r["ok"]]
+    rows = [r for r in Store.open(run_dir).transfers() if r.ok]
     assert rows
     for r in rows:
-        assert 0.0 < r["host_cpu_share"] <= 1.0, r
-        assert 0.0 <= r["host_irq_share"] + r["host_steal_share"] <= r["host_cpu_share"], r
-        assert r["host_cpus"] == os.cpu_count()
-        assert r["host_cpu_wall_s"] >= r["duration_s"] * 0.9, r
-        assert r["server_host_cpu_share"] is None       # one host
-        if r["backend"] == "userspace":
-            assert 0.0 <= r["engine_cpu_s"] <= r["host_cpu_wall_s"] * 1.5, r
+        assert 0.0 < r.host_cpu_share <= 1.0, r
+        assert 0.0 <= r.host_irq_share + r.host_steal_share <= r.host_cpu_share, r
+        assert r.host_cpus == os.cpu_count()
+        assert r.host_cpu_wall_s >= r.duration_s * 0.9, r
+        assert r.server_host_cpu_share is None       # one host
+        if r.backend == "userspace":
+            assert 0.0 <= r.engine_cpu_s <= r.host_cpu_wall_s * 1.5, r
 
 
 def test_xrdcp_records_page_checksum_setting(run_dir):
     rows = Store.open(run_dir).transfers()
-    got = {r["client"]: r["page_checksum"] for r in rows if r["tool"] == "xrdcp"}
+    got = {r.client: r.page_checksum for r in rows if r.tool == "xrdcp"}
     assert got == {"xrdcp": 1, "xrdcp-S2": 0}
 
 
 def test_concurrency_rows_share_one_aggregate(run_dir):
-    rows = [r for r in Store.open(run_dir).transfers() if r["concurrency"] == 2]
+    rows = [r for r in Store.open(run_dir).transfers() if r.concurrency == 2]
     by = {}
     for r in rows:
-        by.setdefault((r["step"], r["client"]), []).append(r)
+        by.setdefault((r.step, r.client), []).append(r)
     for group in by.values():
-        assert sorted(r["instance"] for r in group) == [0, 1]
-        agg = {r["aggregate_bps"] for r in group}
+        assert sorted(r.instance for r in group) == [0, 1]
+        agg = {r.aggregate_bps for r in group}
         assert len(agg) == 1
         # two at once carry at least as much as the slower one alone
-        assert agg.pop() >= 0.9 * min(r["throughput_bps"] for r in group)
+        assert agg.pop() >= 0.9 * min(r.throughput_bps for r in group)
 
 
 def test_measured_rtt_matches_configured(run_dir):
     vals = Store.open(run_dir).validations()
-    assert {v["phase"] for v in vals} == {"before", "after"}
+    assert {v.phase for v in vals} == {"before", "after"}
     for v in vals:
-        want = v["rtt_ms_configured"]
+        want = v.rtt_ms_configured
         # loaded 2-core tolerance; the benchmark holds the tight target
-        assert v["rtt_ms_measured"] == pytest.approx(want, abs=max(0.5, 0.15 * want))
-        assert v["iperf_bps"] > 1e7 and v["ping_loss"] == 0.0
-    at20 = [v for v in vals if v["rtt_ms_configured"] == 20.0]
+        assert v.rtt_ms_measured == pytest.approx(want, abs=max(0.5, 0.15 * want))
+        assert v.iperf_bps > 1e7 and v.ping_loss == 0.0
+    at20 = [v for v in vals if v.rtt_ms_configured == 20.0]
     # the sender's srtt carries the queue it builds: at least the RTT, never undelayed
-    assert all(19.0 < v["iperf_srtt_ms"] < 60.0 for v in at20), at20
+    assert all(19.0 < v.iperf_srtt_ms < 60.0 for v in at20), at20
 
 
 def test_rtt_slows_window_limited_single_streams(run_dir):
     """4 MiB window: one stream is bounded near 4 MiB / 20 ms = 1.7 Gbit/s at 20 ms."""
     rows = Store.open(run_dir).transfers()
     for client in ("curl-nginx", "davix-get"):
-        at = {r["rtt_ms_configured"]: r["throughput_bps"] for r in rows
-              if r["client"] == client and r["concurrency"] == 1}
+        at = {r.rtt_ms_configured: r.throughput_bps for r in rows
+              if r.client == client and r.concurrency == 1}
         assert at[20.0] < 8 * (4 << 20) / 0.020 * 1.1
         assert at[20.0] < at[0.0]
 
@@ -142,11 +142,11 @@ def test_real_path_is_used_as_is(tmp_path):
     assert r.returncode == 0, r.stderr[-2000:]
     st = Store.open(out)
     rows = st.transfers()
-    assert [(x["client"], x["ok"], x["backend"]) for x in rows] == [("xrdcp", 1, "none"),
+    assert [(x.client, x.ok, x.backend) for x in rows] == [("xrdcp", 1, "none"),
                                                                    ("curl", 1, "none")]
-    assert all(x["rtt_ms_configured"] is None and x["bytes"] == 16 << 20 for x in rows)
+    assert all(x.rtt_ms_configured is None and x.bytes == 16 << 20 for x in rows)
     v = st.validations()[0]
-    assert v["rtt_ms_measured"] < 1.0 and not v["flagged"]
+    assert v.rtt_ms_measured < 1.0 and not v.flagged
     prefix = st.environment()["prefix"]
     assert not [c for c in _cmdlines() if f"/run/rig/{prefix}/" in c]
 
@@ -194,9 +194,9 @@ def test_killing_the_engine_stops_the_step_never_an_undelayed_result(tmp_path):
     assert p.returncode == 0, err[-2000:]
     st = Store.open(out)
     rows = st.transfers()
-    assert rows and not any(r["ok"] for r in rows)
-    assert all("emulation not in force" in r["error"] for r in rows)
-    assert [v["phase"] for v in st.validations()] == ["before", "aborted"]
+    assert rows and not any(r.ok for r in rows)
+    assert all("emulation not in force" in r.error for r in rows)
+    assert [v.phase for v in st.validations()] == ["before", "aborted"]
 
 
 def test_the_run_executed_the_printed_plan(run_dir):
@@ -209,5 +209,5 @@ def test_the_run_executed_the_printed_plan(run_dir):
     finally:
         st.close()
     want = [a.id for a in build_plan(scenario.load(SCEN)).executed()]
-    assert [a["action"] for a in done] == want
-    assert {a["outcome"] for a in done} == {"ok"}
+    assert [a.action for a in done] == want
+    assert {a.outcome for a in done} == {"ok"}

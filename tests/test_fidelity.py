@@ -19,6 +19,7 @@ from rig.description.profile import LinkProfile
 from rig.realization.emul.engine.core import DirectionQueue
 from rig.report import load_run, render, verdicts
 from rig.report.tables import engine_rows
+from rig.results.store import EngineStatsRow, ValidationRow
 
 
 def _typed(mean_s: float, hist: dict[str, int], *, max_s: float = 2e-3,
@@ -174,7 +175,7 @@ def test_a_folder_written_before_the_emulation_late_columns_still_reports(
     conn.commit()
     conn.close()
     run = load_run(d)
-    assert all(r["emulation_late"] is None for r in run.engine)
+    assert all(r.emulation_late is None for r in run.engine)
     assert verdicts(run)[_point(run, "curl", 120).key].kind == "window-limited"
     render(d)
 
@@ -240,9 +241,9 @@ def test_capacity_run_gets_large_buffers_and_slow_start_is_no_capacity() -> None
 
 def test_capacity_of_a_step_is_the_mean_of_its_before_and_after_checks() -> None:
     from rig.report.model import Point, _attach_validations
-    def v(phase: str, cap: float | None, note: str | None = None) -> dict:
-        return {"step": 3, "phase": phase, "capacity_bps": cap, "capacity_note": note,
-                "iperf_bps": cap or 9e9, "rtt_ms_measured": 120.2}
+    def v(phase: str, cap: float | None, note: str | None = None) -> ValidationRow:
+        return ValidationRow(step=3, phase=phase, capacity_bps=cap, capacity_note=note,
+                             iperf_bps=cap or 9e9, rtt_ms_measured=120.2)
     p = Point(key=None, tool="curl", steps={3})  # type: ignore[arg-type]
     _attach_validations(p, [v("before", 11.8e9), v("after", 17.3e9), v("aborted", 1e9)])
     assert abs(p.capacity_bps - 14.55e9) < 1 and p.rtt_ms_measured == 120.2
@@ -473,17 +474,17 @@ def test_a_step_is_judged_per_phase_so_the_path_check_does_not_hide_its_transfer
     b = _typed(0.5e-3, {"0..50us": 1000, "2..5ms": 200}, tol_s=tol, over=200)  # late check
     c = _typed(0.1875e-3, {"0..50us": 3000, "2..5ms": 200}, tol_s=tol, over=200)
     d = _typed(0.15e-3, {"0..50us": 4000, "2..5ms": 200}, tol_s=tol, over=200)
-    row = {"path": "wan", "backend": "userspace"}
-    run = SimpleNamespace(engine=[
-        {**row, "step": 1, "phase": "check-after", "taken_at": 1.0, "stats": a},
-        {**row, "step": 2, "phase": "transfers", "taken_at": 3.0, "stats": c},
-        {**row, "step": 2, "phase": "check-before", "taken_at": 2.0, "stats": b},
-        {**row, "step": 2, "phase": "check-after", "taken_at": 4.0, "stats": d}])
+    def row(step: int, phase: str, taken_at: float, stats: dict) -> EngineStatsRow:
+        return EngineStatsRow(path="wan", backend="userspace", step=step, phase=phase,
+                              taken_at=taken_at, stats=stats)
+    run = SimpleNamespace(engine=[row(1, "check-after", 1.0, a), row(2, "transfers", 3.0, c),
+                                  row(2, "check-before", 2.0, b),
+                                  row(2, "check-after", 4.0, d)])
     (transfers,) = step_engine_stats(run, 2)            # the verdicts' view: on time
     assert transfers.direction("forward").lateness.count == 2000
     assert emulation_late(transfers, 0.02) == []
     phases = engine_phase_rows(run, 2, ALL_PHASES)
-    assert [r["phase"] for r, _ in phases] == ["check-before", "transfers", "check-after"]
+    assert [r.phase for r, _ in phases] == ["check-before", "transfers", "check-after"]
     late = emulation_late(phases[0][1], 0.02)
     assert any("100.00% of packets > 1 ms late" in x for x in late)  # its 200, 2-5 ms
     assert emulation_late(phases[2][1], 0.02) == []
@@ -493,10 +494,10 @@ def test_a_step_is_judged_per_phase_so_the_path_check_does_not_hide_its_transfer
     # the timing table: one line per phase; a path check's line against its own ping
     from rig.report.tables import timing_rows
     run.validations = [
-        {"step": 2, "path": "wan", "phase": "before", "rtt_ms_configured": 20.0,
-         "rtt_ms_measured": 20.5, "flagged": True, "flag_reason": "RTT 20.500 ms off"},
-        {"step": 2, "path": "wan", "phase": "after", "rtt_ms_configured": 20.0,
-         "rtt_ms_measured": 20.1, "flagged": False, "flag_reason": None}]
+        ValidationRow(step=2, path="wan", phase="before", rtt_ms_configured=20.0,
+                      rtt_ms_measured=20.5, flagged=True, flag_reason="RTT 20.500 ms off"),
+        ValidationRow(step=2, path="wan", phase="after", rtt_ms_configured=20.0,
+                      rtt_ms_measured=20.1, flagged=False, flag_reason=None)]
     rows = {r["phase"]: r for r in timing_rows(run) if r["step"] == "3"}  # shown from 1
     assert list(rows) == ["path check (before)", "transfers", "path check (after)"]
     assert (rows["path check (before)"]["emulation"], rows["path check (before)"]["ping_off_ms"],

@@ -129,7 +129,7 @@ def test_results_without_the_host_columns_still_load(tmp_path):
     db.close()
     check.check(run / "results.sqlite")
     r = model.load_run(run)
-    assert r.transfers and all(t["client_host"] is None for t in r.transfers)
+    assert r.transfers and all(t.client_host is None for t in r.transfers)
     db = sqlite3.connect(run / "results.sqlite")
     db.execute("ALTER TABLE transfers DROP COLUMN tool")
     db.commit()

@@ -59,12 +59,12 @@ def test_every_client_kind_moves_the_file_over_v6_loopback(tmp_path, require_too
     assert r.returncode == 0, r.stderr[-3000:]
     st = Store.open(out)
     rows = st.transfers()
-    assert sorted((x["client"], x["ok"]) for x in rows) == [
+    assert sorted((x.client, x.ok) for x in rows) == [
         (c, 1) for c in sorted(("xrdcp", "davix", "curl", "wget", "scp", "fdt", "iperf3"))], \
-        [(x["client"], x["error"]) for x in rows]
-    assert all(x["bytes"] == 16 << 20 for x in rows if x["tool"] != "iperf3")
+        [(x.client, x.error) for x in rows]
+    assert all(x.bytes == 16 << 20 for x in rows if x.tool != "iperf3")
     v = st.validations()[0]
-    assert v["rtt_ms_measured"] < 5.0 and v["capacity_bps"] > 1e8, v
+    assert v.rtt_ms_measured < 5.0 and v.capacity_bps > 1e8, v
 
 
 # --- emulated paths with `ip: 6` ------------------------------------------------------
@@ -135,14 +135,14 @@ def test_every_client_kind_over_an_emulated_v6_path(tmp_path, require_tools):
     assert r.returncode == 0, r.stderr[-3000:]
     st = Store.open(out)
     rows = st.transfers()
-    assert sorted((x["client"], x["ok"]) for x in rows) == sorted(
+    assert sorted((x.client, x.ok) for x in rows) == sorted(
         (c, 1) for c in ("xrdcp-S4", "davix-get", "curl", "wget", "scp", "fdt-P4", "iperf3")), \
-        [(x["client"], x["error"]) for x in rows]
-    assert all(x["bytes"] == 16 << 20 for x in rows if x["tool"] != "iperf3")
+        [(x.client, x.error) for x in rows]
+    assert all(x.bytes == 16 << 20 for x in rows if x.tool != "iperf3")
     for v in st.validations():
         # the engine holds every packet at least its delay: never below the path's RTT
-        assert 20.0 <= v["rtt_ms_measured"] < 20.0 + 15.0, v
-        assert v["capacity_bps"] is None or v["capacity_bps"] > 1e7, v
+        assert 20.0 <= v.rtt_ms_measured < 20.0 + 15.0, v
+        assert v.capacity_bps is None or v.capacity_bps > 1e7, v
     prefix = st.environment()["prefix"]
     from rig.realization import netns
     assert not [n for n in netns.list_namespaces() if n.startswith(prefix)]
@@ -233,14 +233,14 @@ def test_sweep_ip_runs_every_client_over_both_families_of_one_path(tmp_path, req
                              "xrootd}\n", ""))
     st = run_rig(scen, tmp_path / "run")
     rows = st.transfers()
-    assert sorted((x["path"], x["client"], x["ok"]) for x in rows) == sorted(
+    assert sorted((x.path, x.client, x.ok) for x in rows) == sorted(
         (p, c, 1) for p in ("wan-v4", "wan-v6") for c in ("xrdcp-S4", "curl", "iperf3")), \
-        [(x["path"], x["client"], x["error"]) for x in rows]
-    assert all(x["bytes"] == 16 << 20 for x in rows if x["tool"] != "iperf3")
+        [(x.path, x.client, x.error) for x in rows]
+    assert all(x.bytes == 16 << 20 for x in rows if x.tool != "iperf3")
     for x in rows:
-        if x["url"]:
-            assert ("[fd72:6967::" in x["url"]) == (x["path"] == "wan-v6"), x["url"]
+        if x.url:
+            assert ("[fd72:6967::" in x.url) == (x.path == "wan-v6"), x.url
     checks = st.validations()
-    assert sorted({v["path"] for v in checks}) == ["wan-v4", "wan-v6"]
+    assert sorted({v.path for v in checks}) == ["wan-v4", "wan-v6"]
     for v in checks:
-        assert 20.0 <= v["rtt_ms_measured"] < 20.0 + 15.0, v
+        assert 20.0 <= v.rtt_ms_measured < 20.0 + 15.0, v

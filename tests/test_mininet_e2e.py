@@ -48,21 +48,22 @@ def test_two_bottlenecks_in_series_sum_delay_and_take_the_smaller_rate(tmp_path,
     out = tmp_path / "run"
     st = run_rig(SCEN, out, timeout=600)
     rows = st.transfers()
-    assert rows and all(t["ok"] for t in rows), [t["error"] for t in rows]
-    val = st.rows("validations")
+    assert rows and all(t.ok for t in rows), [t.error for t in rows]
+    val = st.validations()
     for v in val:
-        rtt, cap = float(v["rtt_ms_measured"]), float(v["capacity_bps"])
-        print(f"{v['phase']}: rtt {rtt:.3f} ms (configured {v['rtt_ms_configured']}), "
+        assert v.rtt_ms_measured is not None and v.capacity_bps is not None, v
+        rtt, cap = float(v.rtt_ms_measured), float(v.capacity_bps)
+        print(f"{v.phase}: rtt {rtt:.3f} ms (configured {v.rtt_ms_configured}), "
               f"capacity {cap / 1e6:.0f} Mbit/s")
-        assert float(v["rtt_ms_configured"]) == RTT_MS
+        assert v.rtt_ms_configured == RTT_MS
         assert 0.99 * RTT_MS <= rtt <= 1.10 * RTT_MS, v
         assert 0.5 * RATE_BPS <= cap <= 1.05 * RATE_BPS, v
     for t in rows:
-        assert t["throughput_bps"] <= 1.05 * RATE_BPS, t
-    eng = st.rows("engine_stats")
+        assert (t.throughput_bps or 0) <= 1.05 * RATE_BPS, t
+    eng = st.engine_stats()
     assert eng
     for r in eng:
-        stats = json.loads(r["stats"])
+        stats = json.loads(r.stats)
         hops = stats["extra"]["hops"]
         assert set(hops) == {"wan.l1", "wan.l2"}, hops.keys()
         for name, h in hops.items():      # each link's own emulation saw the path's packets

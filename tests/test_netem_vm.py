@@ -249,17 +249,17 @@ def _vm_out() -> Path:
 @pytest.mark.netemvm
 def test_run_rows_whole_through_netem(netem_run):
     rows = netem_run.transfers()
-    got = sorted((r["rtt_ms_configured"], r["client"]) for r in rows)
+    got = sorted((r.rtt_ms_configured, r.client) for r in rows)
     assert got == sorted((rtt, c) for rtt in RUN_RTTS_MS for c in ("curl", "xrdcp")), got
-    assert len({r["step"] for r in rows}) == 2
+    assert len({r.step for r in rows}) == 2
     for r in rows:
-        assert r["ok"], (r["client"], r["step"], r["error"])
-        assert r["bytes"] == r["file_bytes"] == RUN_FILE_BYTES, r["client"]
-        assert r["backend"] == "netem" and r["loss_configured"] == pytest.approx(RUN_LOSS)
-        assert r["throughput_bps"] > 1e6
+        assert r.ok, (r.client, r.step, r.error)
+        assert r.bytes == r.file_bytes == RUN_FILE_BYTES, r.client
+        assert r.backend == "netem" and r.loss_configured == pytest.approx(RUN_LOSS)
+        assert r.throughput_bps > 1e6
     print("throughput (Mbit/s): " + ", ".join(
-        f"{r['client']}@{r['rtt_ms_configured']:g}ms {r['throughput_bps'] / 1e6:.1f}"
-        for r in sorted(rows, key=lambda r: (r["step"], r["client"]))))
+        f"{r.client}@{r.rtt_ms_configured:g}ms {r.throughput_bps / 1e6:.1f}"
+        for r in sorted(rows, key=lambda r: (r.step, r.client))))
 
 
 @pytest.mark.netemvm
@@ -271,27 +271,27 @@ def test_run_path_check_rtt(netem_run):
     Measured: 20.28-20.93 ms fastest, 20.83-24.58 ms mean (the latter with the host at
     load 20), against 0 ms means of 0.43-3.38 ms."""
     vals = netem_run.validations()
-    assert sorted((v["rtt_ms_configured"], v["phase"]) for v in vals) == sorted(
+    assert sorted((v.rtt_ms_configured, v.phase) for v in vals) == sorted(
         (rtt, ph) for rtt in RUN_RTTS_MS for ph in ("before", "after")), vals
-    assert {v["backend"] for v in vals} == {"netem"}
-    base = [v for v in vals if v["rtt_ms_configured"] == 0.0]
-    base_min = min(v["rtt_ms_min"] for v in base)
-    base_mean = max(v["rtt_ms_measured"] for v in base)
+    assert {v.backend for v in vals} == {"netem"}
+    base = [v for v in vals if v.rtt_ms_configured == 0.0]
+    base_min = min(v.rtt_ms_min for v in base)
+    base_mean = max(v.rtt_ms_measured for v in base)
     for v in vals:
-        print(f"{v['rtt_ms_configured']:g} ms {v['phase']}: ping min {v['rtt_ms_min']:.3f} "
-              f"mean {v['rtt_ms_measured']:.3f} max {v['rtt_ms_max']:.3f} ms, loss "
-              f"{v['ping_loss']:.3f}, iperf3 {(v['iperf_bps'] or 0) / 1e6:.1f} Mbit/s; "
-              f"flag: {v['flag_reason']}")
-        assert v["ping_loss"] <= 0.25 and v["iperf_bps"] and v["iperf_bps"] > 1e6, v
+        print(f"{v.rtt_ms_configured:g} ms {v.phase}: ping min {v.rtt_ms_min:.3f} "
+              f"mean {v.rtt_ms_measured:.3f} max {v.rtt_ms_max:.3f} ms, loss "
+              f"{v.ping_loss:.3f}, iperf3 {(v.iperf_bps or 0) / 1e6:.1f} Mbit/s; "
+              f"flag: {v.flag_reason}")
+        assert v.ping_loss <= 0.25 and v.iperf_bps and v.iperf_bps > 1e6, v
     # the VM's own path: its fastest echo (the mean read 3.4 ms with the host at load 20)
     assert base_min < 2.0, base
     for v in vals:
-        want = v["rtt_ms_configured"]
+        want = v.rtt_ms_configured
         if want == 0.0:
             continue
-        assert v["rtt_ms_min"] >= want + base_min - max(0.3, 0.01 * want), v
-        assert v["rtt_ms_min"] <= want + base_mean + 1.5, v
-        assert v["rtt_ms_measured"] <= want + base_mean + 8.0, v
+        assert v.rtt_ms_min >= want + base_min - max(0.3, 0.01 * want), v
+        assert v.rtt_ms_min <= want + base_mean + 1.5, v
+        assert v.rtt_ms_measured <= want + base_mean + 8.0, v
 
 
 @pytest.mark.netemvm
@@ -302,22 +302,22 @@ def test_run_stored_netem_stats(netem_run):
     the other direction dropped nothing. netem drops whole skbs: before the server's veth
     sent one segment per skb (rig.description.profile.Direction.per_segment), a run dropped 126
     skbs against 543460 segments (0.023 %), far below this interval."""
-    rows = netem_run.rows("engine_stats")
-    assert sorted((r["step"], r["phase"]) for r in rows) == sorted(
-        (s, ph) for s in {r["step"] for r in rows}
+    rows = netem_run.engine_stats()
+    assert sorted((r.step, r.phase) for r in rows) == sorted(
+        (s, ph) for s in {r.step for r in rows}
         for ph in ("check-before", "transfers", "check-after"))
-    assert len({r["step"] for r in rows}) == 2
+    assert len({r.step for r in rows}) == 2
     stats = []
-    for r in sorted(rows, key=lambda r: (r["taken_at"], r["step"])):
-        s = json.loads(r["stats"])
-        assert r["backend"] == s["backend"] == "netem" and not s["error"], s
+    for r in sorted(rows, key=lambda r: (r.taken_at, r.step)):
+        s = json.loads(r.stats)
+        assert r.backend == s["backend"] == "netem" and not s["error"], s
         dirs = {d["direction"]: d for d in s["directions"]}
         assert set(dirs) == {"forward", "reverse"}, dirs
         for d in dirs.values():
             q = [x for x in d["extra"]["qdiscs"] if x["kind"] == "netem"]
             assert len(q) == 1 and {"drops", "backlog", "qlen", "packets"} <= set(q[0]), q
             assert q[0]["backlog"] >= 0 and d["held"] == q[0]["qlen"]
-        print(f"step {r['step']} {r['phase']}: " + "; ".join(
+        print(f"step {r.step} {r.phase}: " + "; ".join(
             f"{n} seen {d['seen']} dropped {d['dropped_unattributed']} "
             f"backlog {d['extra']['qdiscs'][0]['backlog']} B" for n, d in sorted(dirs.items())))
         stats.append(s)

@@ -251,7 +251,7 @@ def test_an_old_results_folder_reads_the_new_columns_as_null(tmp_path):
     conn.close()
     results_check.check(tmp_path / "results.sqlite")        # no error for the old file
     row = Store.open(tmp_path).transfers()[0]
-    assert row["origin"] is None and row["client_cpus"] is None and row["bytes"] == 10
+    assert row.origin is None and row.client_cpus is None and row.bytes == 10
 
 
 def test_a_missing_column_of_format_1_is_still_an_error(tmp_path):

@@ -60,14 +60,14 @@ def test_origins_each_run_pinned_in_its_own_namespace(origins_run):
 
 def test_a_group_is_spread_round_robin_over_the_origins(origins_run):
     rows = Store.open(origins_run).transfers()
-    assert len(rows) == 2 * (1 + 4) and all(r["ok"] for r in rows), \
-        [r["error"] for r in rows if not r["ok"]]
-    assert all(r["bytes"] == FILE_BYTES for r in rows)
-    four = sorted((r["instance"], r["origin"], r["origin_cpus"]) for r in rows
-                  if r["client"] == "2x1core" and r["concurrency"] == 4)
+    assert len(rows) == 2 * (1 + 4) and all(r.ok for r in rows), \
+        [r.error for r in rows if not r.ok]
+    assert all(r.bytes == FILE_BYTES for r in rows)
+    four = sorted((r.instance, r.origin, r.origin_cpus) for r in rows
+                  if r.client == "2x1core" and r.concurrency == 4)
     assert four == [(0, "two-1", "0"), (1, "two-2", "1"), (2, "two-1", "0"),
                     (3, "two-2", "1")]
-    urls = {r["origin"]: r["url"] for r in rows}
+    urls = {r.origin: r.url for r in rows}
     assert len(set(urls.values())) == 3                       # three addresses/ports
 
 
@@ -80,12 +80,12 @@ def test_a_pinned_client_runs_in_a_cgroup_or_under_taskset(origins_run):
     if by_cgroup:
         assert sorted(pin["cgroups"]) == ["client-1x2core", "wan-one", "wan-two-1", "wan-two-2"]
     for r in rows:
-        argv = json.loads(r["argv"])
-        if r["client"] == "1x2core":
-            assert r["client_cpus"] == "1"
+        argv = json.loads(r.argv)
+        if r.client == "1x2core":
+            assert r.client_cpus == "1"
             assert (argv[4:7] == ["taskset", "-c", "1"]) != by_cgroup
         else:
-            assert r["client_cpus"] is None and "taskset" not in argv
+            assert r.client_cpus is None and "taskset" not in argv
     env = st.environment()["origins"]["wan"]
     assert {o["pinned_by"] for o in env.values()} == {pin["method"]}
 
@@ -99,20 +99,20 @@ def test_origins_report_answers_the_question(origins_run):
 def test_tpc_moves_the_file_between_the_servers(tpc_run):
     st = Store.open(tpc_run)
     rows = st.transfers()
-    assert len(rows) == 1 + 4 and all(r["ok"] for r in rows), \
-        [r["error"] for r in rows if not r["ok"]]
+    assert len(rows) == 1 + 4 and all(r.ok for r in rows), \
+        [r.error for r in rows if not r.ok]
     src = st.environment()["origins"]["wan"]["source"]
     for r in rows:
-        extra = json.loads(r["extra"])
-        assert r["bytes"] == FILE_BYTES and r["origin"] == "dest"
+        extra = json.loads(r.extra)
+        assert r.bytes == FILE_BYTES and r.origin == "dest"
         # the destination itself connected to the source, across the router
         assert extra["remote"] == [f"tcp:{src['addr']}:{src['ports']['http']}"]
         assert extra["perf_markers"] >= 1
         # 16 MiB through a 20 ms path cannot take less than a few round trips
-        assert r["duration_s"] > 0.04
-        assert r["throughput_bps"] > 1e6
+        assert r.duration_s > 0.04
+        assert r.throughput_bps > 1e6
         # nothing came through the client: curl's own output is a few lines
-        assert r["cpu_user_s"] + r["cpu_sys_s"] < 1.0
+        assert r.cpu_user_s + r.cpu_sys_s < 1.0
 
 
 def test_tpc_push_sends_the_file_from_the_source(tmp_path_factory):
@@ -124,17 +124,17 @@ def test_tpc_push_sends_the_file_from_the_source(tmp_path_factory):
     run = _run(tmp_path_factory, "tpc-push-small")
     st = Store.open(run)
     rows = st.transfers()
-    assert len(rows) == 1 + 2 and all(r["ok"] for r in rows), \
-        [r["error"] for r in rows if not r["ok"]]
+    assert len(rows) == 1 + 2 and all(r.ok for r in rows), \
+        [r.error for r in rows if not r.ok]
     dst = st.environment()["origins"]["wan"]["dest"]
     for r in rows:
-        extra = json.loads(r["extra"])
-        assert r["bytes"] == FILE_BYTES and extra["tpc_mode"] == "push"
-        assert "Destination: http://" in r["argv"] and r["url"].endswith("/incoming/" + (
-            f"tpc-push-{r['instance']}"))
+        extra = json.loads(r.extra)
+        assert r.bytes == FILE_BYTES and extra["tpc_mode"] == "push"
+        assert "Destination: http://" in r.argv and r.url.endswith("/incoming/" + (
+            f"tpc-push-{r.instance}"))
         # the COPY went to the source, naming the destination; success: Created
-        assert f"Destination: http://{dst['addr']}:{dst['ports']['http']}/incoming/" in r["argv"]
-        assert r["throughput_bps"] > 1e6
+        assert f"Destination: http://{dst['addr']}:{dst['ports']['http']}/incoming/" in r.argv
+        assert r.throughput_bps > 1e6
 
 
 def test_tpc_tcp_info_is_sampled_at_the_source(tpc_run):
@@ -145,9 +145,9 @@ def test_tpc_tcp_info_is_sampled_at_the_source(tpc_run):
     conc_of = dict(st.conn.execute("SELECT rowid, concurrency FROM transfers"))
     by_tid: dict[int, dict[int, int]] = {}
     for s in st.tcp_samples():
-        assert s["t_s"] >= 0
-        conns = by_tid.setdefault(s["transfer_id"], {})
-        conns[s["conn"]] = max(conns.get(s["conn"], 0), s["bytes_acked"] or 0)
+        assert s.t_s >= 0
+        conns = by_tid.setdefault(s.transfer_id, {})
+        conns[s.conn] = max(conns.get(s.conn, 0), s.bytes_acked or 0)
     assert set(by_tid) == set(conc_of)              # every copy has samples
     # each copy's connections moved data; a group's never more than its files (one
     # 16 MiB file each: a pooled connection is counted from the group's start). The last
@@ -171,21 +171,21 @@ def test_tpc_over_https_both_legs_verified(tpc_tls_run):
     destination verified the source's certificate against the run's CA."""
     st = Store.open(tpc_tls_run)
     rows = st.transfers()
-    assert len(rows) == 2 * (1 + 4) and all(r["ok"] for r in rows), \
-        [r["error"] for r in rows if not r["ok"]]
+    assert len(rows) == 2 * (1 + 4) and all(r.ok for r in rows), \
+        [r.error for r in rows if not r.ok]
     src = st.environment()["origins"]["wan"]["source"]
-    assert {r["tls"] for r in rows} == {"off", "all"}
+    assert {r.tls for r in rows} == {"off", "all"}
     for r in rows:
-        extra, argv = json.loads(r["extra"]), json.loads(r["argv"])
-        assert r["bytes"] == FILE_BYTES and extra["perf_markers"] >= 1
+        extra, argv = json.loads(r.extra), json.loads(r.argv)
+        assert r.bytes == FILE_BYTES and extra["perf_markers"] >= 1
         assert "-k" not in argv and "--insecure" not in argv
-        if r["tls"] == "all":
-            assert r["url"].startswith("https://") and "--cacert" in argv
+        if r.tls == "all":
+            assert r.url.startswith("https://") and "--cacert" in argv
             assert extra["remote"] == [f"tcp:{src['addr']}:{src['ports']['https']}"]
         else:
-            assert r["url"].startswith("http://") and "--cacert" not in argv
+            assert r.url.startswith("http://") and "--cacert" not in argv
             assert extra["remote"] == [f"tcp:{src['addr']}:{src['ports']['http']}"]
-        assert r["cpu_user_s"] + r["cpu_sys_s"] < 1.0      # no data through the client
+        assert r.cpu_user_s + r.cpu_sys_s < 1.0      # no data through the client
     md = (tpc_tls_run / "concurrency_table.md").read_text()
     assert "| tpc-pull tls=all | 1 origin: dest | 4 |" in md and "| tpc-pull | 1 origin: dest | 4 |" in md
 
@@ -200,9 +200,9 @@ def test_extreme_copy_reads_from_every_source(extreme_run):
     """Every source of the metalink opens the file on its own connection. The file is
     one XrdCl chunk (8 MiB), so one source moves the data: with two or more moving data
     at once, XrdCl 5.5 can deadlock (tests/data/scenarios/extreme-small.yaml)."""
-    rows = {r["client"]: r for r in Store.open(extreme_run).transfers()}
-    assert all(r["ok"] and r["bytes"] == 8 << 20 for r in rows.values()), rows
-    argv = json.loads(rows["xrdcp-y4"]["argv"])
+    rows = {r.client: r for r in Store.open(extreme_run).transfers()}
+    assert all(r.ok and r.bytes == 8 << 20 for r in rows.values()), rows
+    argv = json.loads(rows["xrdcp-y4"].argv)
     assert argv[argv.index("-y") + 1] == "4" and argv[-2].endswith("/metalinks/xrdcp-y4-0.meta4")
     # the origin saw each user name of the metalink log in (its own connection); the
     # multiplexed client (3 sources, one user) adds no user beyond u1
@@ -266,7 +266,7 @@ def test_per_instance_pinning_takes_effect(tmp_path):
     r = subprocess.run([sys.executable, "-m", "rig", "run", str(scen), "--out", str(out)],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
-    rows = sorted(Store.open(out).transfers(), key=lambda x: x["instance"])
+    rows = sorted(Store.open(out).transfers(), key=lambda x: x.instance)
     cpus = [str(c) for c in sorted(os.sched_getaffinity(0))][:2]
-    assert [(x["ok"], x["client_cpus"], x["client_cpus_seen"]) for x in rows] == [
+    assert [(x.ok, x.client_cpus, x.client_cpus_seen) for x in rows] == [
         (1, c, c) for c in cpus]

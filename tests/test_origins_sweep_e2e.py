@@ -31,10 +31,10 @@ def test_each_configuration_runs_its_own_pinned_origins(tmp_path, require_tools,
         "wan-o1c1": {"path": "wan", "origins": 1, "server_cpus": 1},
         "wan-o2c1": {"path": "wan", "origins": 2, "server_cpus": 1}}
     rows = st.transfers()
-    assert all(t["ok"] for t in rows), [t["error"] for t in rows]
+    assert all(t.ok for t in rows), [t.error for t in rows]
     by_path: dict = {}
     for t in rows:
-        by_path.setdefault(t["path"], []).append((t["origin"], t["origin_cpus"]))
+        by_path.setdefault(t.path, []).append((t.origin, t.origin_cpus))
     assert sorted(by_path["wan-o1c1"]) == [("xrootd", "0")] * 2
     assert sorted(by_path["wan-o2c1"]) == [("xrootd-1", "0"), ("xrootd-2", "1")]
     with open(out / "origins_cores.csv") as f:

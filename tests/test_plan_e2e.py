@@ -31,19 +31,19 @@ def test_the_run_executes_the_printed_plan(tmp_path):
     assert not [n for n in netns.list_namespaces() if n.startswith(env["prefix"])]
     plan = build_plan(scenario.load(SCEN))
     # the same actions, in the same order, as `rig plan` shows them
-    assert [a["action"] for a in done] == [a.id for a in plan.executed()]
-    assert [a["kind"] for a in done] == [a.kind for a in plan.executed()]
-    assert [a["seq"] for a in done] == list(range(len(done)))
-    assert {a["outcome"] for a in done} == {"ok"}, [a for a in done if a["outcome"] != "ok"]
+    assert [a.action for a in done] == [a.id for a in plan.executed()]
+    assert [a.kind for a in done] == [a.kind for a in plan.executed()]
+    assert [a.seq for a in done] == list(range(len(done)))
+    assert {a.outcome for a in done} == {"ok"}, [a for a in done if a.outcome != "ok"]
     # one after the other, each inside the run, the teardown last
     for a, b in zip(done, done[1:]):
-        assert a["started_at"] <= a["ended_at"] <= b["started_at"] + 1e-3, (a, b)
-    assert done[-1]["action"] == "teardown" and done[-1]["duration_s"] > 0
-    groups = [a for a in done if a["kind"] == "group"]
+        assert a.started_at <= a.ended_at <= b.started_at + 1e-3, (a, b)
+    assert done[-1].action == "teardown" and done[-1].duration_s > 0
+    groups = [a for a in done if a.kind == "group"]
     assert len(groups) == len(transfers) == 4
     # every transfer ran inside its group's action
-    for t, g in zip(sorted(transfers, key=lambda t: t["started_at"]), groups):
-        assert g["started_at"] - 1e-3 <= t["started_at"] <= g["ended_at"], (t, g)
+    for t, g in zip(sorted(transfers, key=lambda t: t.started_at), groups):
+        assert g.started_at - 1e-3 <= t.started_at <= g.ended_at, (t, g)
     b = budget(done)
     assert b is not None and 0 < b.by_phase["transfers"] < b.wall_s
     assert b.between_s < 0.05 * b.wall_s, b       # nearly all the time is in an action

@@ -8,7 +8,7 @@ from rig.orchestration.actions import Action
 from rig.orchestration.timing import ActionClock, Teardown
 from rig.results.budget import budget, budget_rows
 from rig.results import check
-from rig.results.store import Store
+from rig.results.store import ActionRow, Store
 
 
 def test_each_action_is_stored_as_it_ends_and_the_teardown_even_on_error(tmp_path):
@@ -25,24 +25,24 @@ def test_each_action_is_stored_as_it_ends_and_the_teardown_even_on_error(tmp_pat
                 raise RuntimeError("boom\nsecond line")
     assert undone == ["path"]          # what was built was undone, after the failure
     rows = st.actions()
-    assert [(r["seq"], r["action"], r["outcome"]) for r in rows] == [
+    assert [(r.seq, r.action, r.outcome) for r in rows] == [
         (0, "path:wan", "ok"), (1, "step:0:group:0", "failed"), (2, "teardown", "ok")]
-    assert rows[0]["duration_s"] >= 0.02 and rows[0]["phase"] == "setup"
-    assert "\n" not in rows[1]["error"] and "boom" in rows[1]["error"]
-    assert rows[1]["group_index"] == 0 and rows[1]["phase"] == "transfers"
+    assert rows[0].duration_s >= 0.02 and rows[0].phase == "setup"
+    assert "\n" not in rows[1].error and "boom" in rows[1].error
+    assert rows[1].group_index == 0 and rows[1].phase == "transfers"
     st.finish()
     check.check(tmp_path / "results.sqlite")       # the format's reader accepts it
     b = budget(rows)
     assert b is not None and b.failed == 1 and b.actions == 3
-    assert b.by_phase["setup"] == pytest.approx(rows[0]["duration_s"])
+    assert b.by_phase["setup"] == pytest.approx(rows[0].duration_s)
     assert [r[0] for r in budget_rows(b)][:5] == ["setup", "emulation", "checks",
                                                   "transfers", "teardown"]
 
 
 def test_the_budget_sums_by_phase_against_the_wall():
     def row(kind, phase, t0, t1, outcome="ok"):
-        return {"kind": kind, "phase": phase, "started_at": t0, "ended_at": t1,
-                "duration_s": t1 - t0, "outcome": outcome}
+        return ActionRow(kind=kind, phase=phase, started_at=t0, ended_at=t1,
+                         duration_s=t1 - t0, outcome=outcome)
     rows = [row("path", "setup", 0, 10), row("check", "checks", 10, 20),
             row("group", "transfers", 20, 70), row("check", "checks", 70, 75, "skipped"),
             row("teardown", "teardown", 80, 100)]

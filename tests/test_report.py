@@ -59,9 +59,9 @@ def test_summary_numbers_come_from_the_database(tmp_path: Path) -> None:
     run = make_run(tmp_path / "r", noise=0.05, repeats=4)
     render(run)
     st = Store.open(run)
-    rows = [r for r in st.transfers() if r["client"] == "curl" and r["rtt_ms_configured"] == 60]
+    rows = [r for r in st.transfers() if r.client == "curl" and r.rtt_ms_configured == 60]
     st.close()
-    gbps = [r["aggregate_bps"] / 1e9 for r in rows]
+    gbps = [r.aggregate_bps / 1e9 for r in rows]
     line = next(r for r in _summary(run) if r["client"] == "curl" and r["rtt_ms"] == "60")
     assert int(line["n"]) == 4
     assert float(line["mean_gbps"]) == pytest.approx(statistics.fmean(gbps), rel=1e-3)
@@ -318,8 +318,8 @@ def test_import_checker_sees_relative_imports() -> None:
 
 
 def test_pure_report_modules_do_not_import_matplotlib() -> None:
-    for name in ("model.py", "verdict.py", "tables.py", "style.py", "html.py",
-                 "__init__.py", "compare_report.py"):
+    for name in ("model.py", "verdict.py", "tables.py", "style.py", "html.py", "page.py",
+                 "captures.py", "__init__.py", "compare_report.py"):
         mods = _imports(REPO / "rig" / "report" / name)
         top_level = {m for m in mods if m.startswith("matplotlib")}
         assert not top_level, name

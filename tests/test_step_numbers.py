@@ -5,6 +5,7 @@ names and headline must call that step "step 2" too (stored `step` is 0-based, s
 from 1 through rig.description.steps.shown_step).
 """
 import csv
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -71,6 +72,6 @@ def test_a_late_path_check_is_its_own_kind_and_a_clean_run_says_none(tmp_path):
     clean = load_run(make_run(tmp_path / "c"))
     assert step_flags(clean) == {} and flag_headline(clean) == "No step flagged."
     run = load_run(make_run(tmp_path / "r"))
-    run.engine.append(dict(run.engine[1], phase="check-before", emulation_late=True,
-                           taken_at=run.engine[1]["taken_at"] - 0.5))
+    run.engine.append(dataclasses.replace(run.engine[1], phase="check-before", emulation_late=True,
+                                          taken_at=(run.engine[1].taken_at or 0.0) - 0.5))
     assert step_flags(run) == {"emulation late in a path check": [2]}

@@ -43,19 +43,19 @@ def test_served_from_disk_with_a_storage_check_per_step(run_dir, require_tools):
     st = Store.open(run_dir)
     rows = st.transfers()
     assert len(rows) == 2 * 2 * 2                 # 2 RTTs x 2 clients x 2 repeats
-    assert not [(r["client"], r["error"]) for r in rows if not r["ok"]]
-    assert all(r["bytes"] == FILE_BYTES for r in rows)
-    checks = [v for v in st.validations() if v["phase"] == "storage"]
-    assert sorted(v["step"] for v in checks) == [0, 1] and \
-        {v["storage_file"] for v in checks} == {"f256M"}
+    assert not [(r.client, r.error) for r in rows if not r.ok]
+    assert all(r.bytes == FILE_BYTES for r in rows)
+    checks = [v for v in st.validations() if v.phase == "storage"]
+    assert sorted(v.step for v in checks) == [0, 1] and \
+        {v.storage_file for v in checks} == {"f256M"}
     # a cold read of 64 MiB from a disk: above 1 MB/s whatever the machine
-    assert all(v["storage_bps"] and v["storage_bps"] > 8e6 for v in checks), checks
-    assert all(not v["flagged"] for v in checks)
-    assert all(json.loads(v["raw"])["cached_bps"] > 8e6 for v in checks)   # read again, warm
+    assert all(v.storage_bps and v.storage_bps > 8e6 for v in checks), checks
+    assert all(not v.flagged for v in checks)
+    assert all(json.loads(v.raw)["cached_bps"] > 8e6 for v in checks)   # read again, warm
     env = st.environment()["storage"]
     assert env["folder"].startswith("/var/tmp/rig") and env["written"]["f256M"]["bytes"] == \
         FILE_BYTES and env["written"]["f256M"]["seconds"] > 0
-    assert {v["step"] for v in st.validations() if v["phase"] == "before"} == {0, 1}
+    assert {v.step for v in st.validations() if v.phase == "before"} == {0, 1}
     assert (run_dir / "storage_check.md").is_file()
     html = (run_dir / "report.html").read_text()
     assert "Storage check beside the network check" in html

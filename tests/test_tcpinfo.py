@@ -21,7 +21,7 @@ from rig.report.model import load_run
 from rig.report.tcpevidence import Evidence, evidence_by_key
 from rig.report.verdict import verdicts
 from rig.results import check
-from rig.results.store import ADDED_AFTER_V1, Store, TcpSampleRow
+from rig.results.store import ADDED_AFTER_V1, Store, TcpSample, TcpSampleRow
 from fixtures_results import make_run
 
 DATA = Path(__file__).parent / "data"
@@ -173,11 +173,12 @@ def test_each_kind_from_its_evidence(tmp_path):
 
 
 def test_slow_start_left_out_of_the_shares():
-    rows = [dict(vars(r), ok=1, path="w", rtt_ms_configured=20.0, client="c", streams=1,
-                 concurrency=1) for r in _samples(1, seconds=3, slow_s=1.0, rwnd=0.8)]
+    rows = [TcpSample(**vars(r), ok=True, path="w", rtt_ms_configured=20.0, client="c",
+                      streams=1, concurrency=1)
+            for r in _samples(1, seconds=3, slow_s=1.0, rwnd=0.8)]
     # nothing window-limited until cwnd reached 90 % of its top (t = 0.9 s), 80 % after
     for r in rows:
-        r["rwnd_limited_us"] = int(max(0.0, r["t_s"] - 0.9) * 0.8e6)
+        r.rwnd_limited_us = int(max(0.0, r.t_s - 0.9) * 0.8e6)
     (ev,) = evidence_by_key(rows).values()
     assert ev.slow_start_s == pytest.approx(1.0, abs=0.11)
     assert ev.share(ev.rwnd_s) == pytest.approx(0.8, abs=0.03)
@@ -218,8 +219,8 @@ def test_bad_tcp_sample_is_one_line(tmp_path):
 
 def test_timeline_series_adds_connections():
     from rig.report.timeline import transfer_series
-    ss = [dict(t_s=t, conn=c, bytes_acked=int(t * 10 * 1e6) * (c + 1), cwnd_segs=10,
-               mss_bytes=1000, srtt_us=20000 + 1000 * c)
+    ss = [TcpSample(t_s=t, conn=c, bytes_acked=int(t * 10 * 1e6) * (c + 1), cwnd_segs=10,
+                    mss_bytes=1000, srtt_us=20000 + 1000 * c)
           for t in (0.1, 0.2, 0.3) for c in (0, 1)]
     t, bps, cwnd, srtt = transfer_series(ss)
     assert t == [0.2, 0.3]
@@ -242,9 +243,10 @@ def test_one_sample_transfer_still_gets_the_kernels_verdict(tmp_path):
 def test_tls_and_plain_of_one_client_keep_their_own_evidence():
     """A client run with and without TLS is two points (model.client_label); the kernel's
     evidence of each stays with its own point instead of merging into the plain one."""
-    def rows(tid: int, tls: str | None, **kw) -> list[dict]:
-        return [dict(vars(r), ok=1, path="w", rtt_ms_configured=20.0, client="c", tls=tls,
-                     streams=1, concurrency=1) for r in _samples(tid, seconds=3, **kw)]
+    def rows(tid: int, tls: str | None, **kw) -> list[TcpSample]:
+        return [TcpSample(**vars(r), ok=True, path="w", rtt_ms_configured=20.0, client="c",
+                          tls=tls, streams=1, concurrency=1)
+                for r in _samples(tid, seconds=3, **kw)]
     ev = evidence_by_key(rows(1, "off", rwnd=0.9) + rows(2, "all", busy=0.3)
                          + rows(3, None, rwnd=0.9))
     assert {k.client for k in ev} == {"c", "c tls=all"}

@@ -19,7 +19,7 @@ from rig.process.threadcpu import ThreadWatch, parse_schedstat, parse_task_stat
 from rig.report import load_run, verdicts
 from rig.report import threads as T
 from rig.results import check
-from rig.results.store import Store, ThreadCpuRow
+from rig.results.store import Store, ThreadCpu, ThreadCpuRow
 
 TICK = threadcpu.TICK
 
@@ -263,8 +263,8 @@ def test_server_thread_and_server_cpu(tmp_path):
                 capacity=50e9, cpus="0-3")
     assert all(x.kind != "server-cpu-bound" for x in v.values())
     # two origins pinned to one core each: the server may use both
-    rows = [{"transfer_id": 1, "pid": p, "tid": p, "comm": "xrootd", "cpu_s": 1.0,
-             "wait_s": 0.0, "cpus_allowed": c, "series": _series([0.9] * 10)}
+    rows = [ThreadCpu(transfer_id=1, pid=p, tid=p, comm="xrootd", cpu_s=1.0, wait_s=0.0,
+                      cpus_allowed=c, series=_series([0.9] * 10))
             for p, c in ((10, "0"), (20, "1"))]
     u = T.proc_use(rows, "server", 1 << 30)
     assert u.cores == 2 and u.saturated()
@@ -324,7 +324,7 @@ def test_old_folder_without_the_table_reports(tmp_path):
     c.commit()
     c.close()
     run = load_run(d)
-    assert T.load_rows(run) == [] and verdicts(run)
+    assert run.threads == [] and verdicts(run)
 
 
 def test_scenario_key(tmp_path):

@@ -211,7 +211,7 @@ def test_old_results_without_new_columns_still_load(tmp_path):
     downgrade_to_format1(db)
     check.check(db)                     # no "missing column"
     row = Store.open(db).transfers()[0]
-    assert row["tls"] is None and row["server_cpu_user_s"] is None
+    assert row.tls is None and row.server_cpu_user_s is None
     from rig.report.model import load_run
     assert load_run(tmp_path).points[0].tls == "off"
 

@@ -38,22 +38,22 @@ def test_every_tls_mode_moved_the_whole_file(run_dir, require_tools):
     # 2 RTTs x concurrency (1 + 4) x (xrdcp 3 modes + davix, curl, curl-nginx,
     # wget-apache 2 + 1)
     assert len(rows) == 2 * 5 * (3 + 2 + 2 + 2 + 1 + 2)
-    bad = [(r["client"], r["tls"], r["error"]) for r in rows if not r["ok"]]
+    bad = [(r.client, r.tls, r.error) for r in rows if not r.ok]
     assert not bad
-    assert all(r["bytes"] == FILE_BYTES for r in rows)
+    assert all(r.bytes == FILE_BYTES for r in rows)
     modes = {}
     for r in rows:
-        modes.setdefault(r["client"], set()).add(r["tls"])
-        argv = json.loads(r["argv"])
+        modes.setdefault(r.client, set()).add(r.tls)
+        argv = json.loads(r.argv)
         assert "-k" not in argv and "--insecure" not in argv
-        if r["tls"] == "off":
-            assert r["url"].startswith(("root://", "http://"))
-        elif r["tool"] == "xrdcp":
-            assert r["url"].startswith("roots://")
-            assert ("--tlsnodata" in argv) == (r["tls"] == "control")
-            assert json.loads(r["env"])["X509_CERT_DIR"].endswith("/tls/certs")
+        if r.tls == "off":
+            assert r.url.startswith(("root://", "http://"))
+        elif r.tool == "xrdcp":
+            assert r.url.startswith("roots://")
+            assert ("--tlsnodata" in argv) == (r.tls == "control")
+            assert json.loads(r.env)["X509_CERT_DIR"].endswith("/tls/certs")
         else:
-            assert r["url"].startswith("https://")
+            assert r.url.startswith("https://")
     assert modes == {"xrdcp": {"off", "control", "all"}, "davix-get": {"off", "all"},
                      "curl": {"off", "all"}, "curl-nginx": {"off", "all"},
                      "davix-nginx-tls": {"all"}, "wget-apache": {"off", "all"}}
@@ -61,14 +61,14 @@ def test_every_tls_mode_moved_the_whole_file(run_dir, require_tools):
 
 def test_server_cpu_recorded_and_tls_costs_the_server_more(run_dir):
     rows = Store.open(run_dir).transfers()
-    assert all(r["server_cpu_user_s"] is not None and r["server_cpu_sys_s"] >= 0 for r in rows)
+    assert all(r.server_cpu_user_s is not None and r.server_cpu_sys_s >= 0 for r in rows)
 
     def per_gb(sel):
-        cpu = sum(r["server_cpu_user_s"] + r["server_cpu_sys_s"] for r in sel)
-        return cpu / (sum(r["bytes"] for r in sel) / 1e9)
-    http = [r for r in rows if r["tool"] in ("curl", "davix-get")]
-    off = per_gb([r for r in http if r["tls"] == "off"])
-    on = per_gb([r for r in http if r["tls"] == "all"])
+        cpu = sum(r.server_cpu_user_s + r.server_cpu_sys_s for r in sel)
+        return cpu / (sum(r.bytes for r in sel) / 1e9)
+    http = [r for r in rows if r.tool in ("curl", "davix-get")]
+    off = per_gb([r for r in http if r.tls == "off"])
+    on = per_gb([r for r in http if r.tls == "all"])
     # encrypting costs the server: measured 0.6-0.9 s/GB with TLS vs 0-0.3 without
     assert on > 1.3 * off and on > 0.1, (on, off)
 

@@ -11,6 +11,7 @@ from rig.description import scenario, steps
 from rig.errors import InputError
 from rig.orchestration.plan import build_plan
 from rig.report.model import Run
+from rig.results.store import TransferRow
 
 BASE = """name: s
 paths:
@@ -72,11 +73,11 @@ def test_a_path_without_a_client_cannot_run_together(tmp_path) -> None:
 
 
 def _t(step: int, path: str, rtt: float, bps: float, start: float, dur: float,
-       ok: bool = True) -> dict:
-    return {"step": step, "path": path, "rtt_ms_configured": rtt, "client": "k", "streams": 1,
-            "concurrency": 1, "repeat": 0, "ok": ok, "throughput_bps": bps,
-            "aggregate_bps": bps, "started_at": start, "duration_s": dur,
-            "bytes": int(bps * dur / 8)}
+       ok: bool = True) -> TransferRow:
+    return TransferRow(step=step, path=path, rtt_ms_configured=rtt, client="k", streams=1,
+                       concurrency=1, repeat=0, ok=ok, throughput_bps=bps,
+                       aggregate_bps=bps, started_at=start, duration_s=dur,
+                       bytes=int(bps * dur / 8))
 
 
 def test_the_together_table_sums_the_paths_and_says_their_shares(tmp_path) -> None:

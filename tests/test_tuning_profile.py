@@ -154,7 +154,7 @@ def test_a_run_with_the_profile_applies_what_the_kernel_has_and_restores_the_hos
     if "default_qdisc" in lacking:
         assert "tuning: default_qdisc not applied (this kernel has no fq qdisc" in r.stderr
     row = st.transfers()[0]
-    assert row["ok"] and row["congestion_control"] == "bbr" and row["tcp_rmem_max"] == INT_MAX
+    assert row.ok and row.congestion_control == "bbr" and row.tcp_rmem_max == INT_MAX
     assert tuning.read(keys) == before          # host-global values put back
 
 
@@ -235,9 +235,9 @@ def test_two_paths_of_one_run_tuned_differently(tmp_path, run_rig):
             "net.ipv4.tcp_allowed_congestion_control")
     before = tuning.read(keys)
     st = run_rig(scen, tmp_path / "out", timeout=300)
-    rows = {x["path"]: x for x in st.transfers()}
-    assert rows["tuned"]["ok"] and rows["default"]["ok"]
-    assert (rows["tuned"]["congestion_control"], rows["tuned"]["tcp_rmem_max"]) == ("bbr", INT_MAX)
-    assert rows["default"]["tcp_rmem_max"] < INT_MAX
+    rows = {x.path: x for x in st.transfers()}
+    assert rows["tuned"].ok and rows["default"].ok
+    assert (rows["tuned"].congestion_control, rows["tuned"].tcp_rmem_max) == ("bbr", INT_MAX)
+    assert rows["default"].tcp_rmem_max < INT_MAX
     assert st.environment()["path_tuning"]["tuned"]["profile"] == "seed-000"
     assert tuning.read(keys) == before

@@ -56,22 +56,22 @@ def test_wget_and_scp_moved_the_whole_file(run_dir, require_tools):
     rows = Store.open(run_dir).transfers()
     # 2 RTTs x concurrency (1 + 2) x (wget off/all + scp + scp-chacha, off only)
     assert len(rows) == 2 * 3 * (2 + 1 + 1)
-    assert not [(r["client"], r["tls"], r["error"]) for r in rows if not r["ok"]]
-    assert all(r["bytes"] == FILE_BYTES for r in rows)
+    assert not [(r.client, r.tls, r.error) for r in rows if not r.ok]
+    assert all(r.bytes == FILE_BYTES for r in rows)
     modes: dict = {}
     for r in rows:
-        modes.setdefault(r["client"], set()).add(r["tls"])
-        argv, extra = json.loads(r["argv"]), json.loads(r["extra"])
-        if r["tool"] == "wget":
+        modes.setdefault(r.client, set()).add(r.tls)
+        argv, extra = json.loads(r.argv), json.loads(r.extra)
+        if r.tool == "wget":
             assert argv[-1] == "--no-dns-cache" and extra["args"] == ["--no-dns-cache"]
             assert extra["http_code"] == 200 and "--no-check-certificate" not in argv
-            assert r["url"].startswith("https://" if r["tls"] == "all" else "http://")
-            assert any(a.startswith("--ca-certificate=") for a in argv) == (r["tls"] == "all")
+            assert r.url.startswith("https://" if r.tls == "all" else "http://")
+            assert any(a.startswith("--ca-certificate=") for a in argv) == (r.tls == "all")
         else:
-            want = ("chacha20-poly1305@openssh.com" if r["client"] == "scp-chacha"
+            want = ("chacha20-poly1305@openssh.com" if r.client == "scp-chacha"
                     else "aes256-gcm@openssh.com")
             assert extra["cipher"] == want            # what ssh says it negotiated
-            assert extra["ssh_received"] > FILE_BYTES and r["url"].startswith("sftp://")
+            assert extra["ssh_received"] > FILE_BYTES and r.url.startswith("sftp://")
     assert modes == {"wget": {"off", "all"}, "scp": {"off"}, "scp-chacha": {"off"}}
 
 

@@ -19,6 +19,7 @@ from rig.orchestration.origins import server_plans
 from rig.realization import netns
 from rig.report import tables, xcache as xreport
 from rig.report.model import Run
+from rig.results.store import TransferRow, ValidationRow
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
@@ -137,11 +138,12 @@ def test_bytes_held_from_the_bitmap_summary():
         xcache.parse_held("garbage", 1)
 
 
-def _row(step, rtt, client, server, rep, bps, extra=None, inst=0, conc=1):
-    return {"path": "wan", "rtt_ms_configured": rtt, "client": client, "server": server,
-            "concurrency": conc, "repeat": rep, "step": step, "instance": inst, "ok": 1,
-            "started_at": 100.0, "duration_s": 8 * 16 * MiB / bps, "aggregate_bps": bps,
-            "throughput_bps": bps, "bytes": 16 * MiB, "extra": json.dumps(extra or {})}
+def _row(step, rtt, client, server, rep, bps, extra=None, inst=0, conc=1, **more):
+    return TransferRow(path="wan", rtt_ms_configured=rtt, client=client, server=server,
+                       concurrency=conc, repeat=rep, step=step, instance=inst, ok=True,
+                       started_at=100.0, duration_s=8 * 16 * MiB / bps, aggregate_bps=bps,
+                       throughput_bps=bps, bytes=16 * MiB, extra=json.dumps(extra or {}),
+                       **more)
 
 
 def test_the_table_puts_direct_cold_and_warm_side_by_side(tmp_path):
@@ -184,11 +186,10 @@ def test_warm_cache_reads_are_not_judged_against_the_wan_s_bounds():
     for rep in (0, 1):
         for name, extra in (("direct", {}), ("cold", {"cache": "cold"}),
                             ("warm", {"cache": "warm"})):
-            r = _row(1, 60.0, name, "cache", rep, 2e9, extra)
-            rows.append({**r, "tool": "xrdcp", "streams": 1, "window_bytes": 8 * MiB,
-                         "capacity_bps": None})
-    val = {"path": "wan", "step": 1, "phase": "before", "capacity_bps": 5e9,
-           "rtt_ms_configured": 60.0, "rtt_ms_measured": 60.0}
+            rows.append(_row(1, 60.0, name, "cache", rep, 2e9, extra, tool="xrdcp", streams=1,
+                             window_bytes=8 * MiB))
+    val = ValidationRow(path="wan", step=1, phase="before", capacity_bps=5e9,
+                        rtt_ms_configured=60.0, rtt_ms_measured=60.0)
     pts = {p.key.client: p for p in build_points(rows, [val])}
     assert pts["warm"].warm_cache and pts["warm"].window_bound_bps() is None
     assert pts["warm"].path_bound_bps() is None

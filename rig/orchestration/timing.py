@@ -5,7 +5,6 @@ unwinding of the stack the setup filled (`Teardown`), timed whatever ended the r
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import time
 from typing import Any, Callable, Iterator
 
@@ -24,7 +23,7 @@ class ActionClock:
         self._store, self.run_id, self.say = store, run_id, say
         self.seq = 0
         self.done: list[str] = []        # ids, in the order executed
-        self.rows: list[dict] = []       # as stored (the console's time budget)
+        self.rows: list[ActionRow] = []  # as stored (the console's time budget)
         self.lost = 0
 
     def record(self, a: Action, t0: float, m0: float, outcome: str,
@@ -38,7 +37,7 @@ class ActionClock:
                             error if str(error) else type(error).__name__))
         self.seq += 1
         self.done.append(a.id)
-        self.rows.append(dataclasses.asdict(row))
+        self.rows.append(row)
         try:
             self._store().add_action(row)
         except RigError as e:       # a full output folder: the run's own rows come first

@@ -5,26 +5,34 @@ from DIR/results.sqlite alone (no root, no network).
 
 Charts need matplotlib (the `report` extra); without it the tables, verdicts and
 report.html are still written and the report says why the charts are missing.
-matplotlib is imported only inside render(), so importing rig.report (or its pure
-modules model, verdict, tables, style, html, which rig.report.compare uses) never needs it.
+matplotlib is imported only inside render() (the chart modules, where an ImportError
+becomes a note), so importing rig.report (or its pure modules model, verdict, tables,
+style, html, page, which rig.report.compare uses) never needs it.
 
 Must not import rig.realization.netns, rig.process.proc, rig.services or rig.realization.emul: measurement code never
 depends on reports, and reports never touch the host.
 """
 from __future__ import annotations
 
+import json
+import statistics
 from pathlib import Path
 
-from rig.description import userpath
+from rig.description import reference, userpath
 from rig.description.reference import Reference
-from rig.report.model import Run, load_run
-from rig.report.verdict import Verdict, verdicts
+from rig.errors import InputError
+from rig.report import against, against_view, threadview
+from rig.report.html import report_html
+from rig.report.model import Run, _key, load_run
+from rig.report.tables import write_tables
+from rig.report.verdict import Verdict, tcp_evidence, verdicts
 
 __all__ = ["render", "load_run", "Run", "Verdict", "verdicts"]
 
 
 def draw_charts(run: Run, out_dir: Path, vmap: dict) -> tuple[list[Path], list[str]]:
-    """Charts if matplotlib is importable, else no files and a note saying so."""
+    """Charts if matplotlib is importable, else no files and a note saying so (the
+    chart modules are imported here, not at the top: matplotlib is optional)."""
     try:
         from rig.report import charts
     except ImportError as e:
@@ -39,12 +47,9 @@ def render(run_dir: Path, out_dir: Path | None = None,
 
     Raises rig.errors.InputError when run_dir holds no readable results.sqlite.
     """
-    from rig.report.html import report_html
-    from rig.report.tables import write_tables
     run = load_run(Path(run_dir))
     given = None
     if reference_file is not None:    # checked before anything is written
-        from rig.description import reference
         given = reference.load(reference_file)
     out = Path(out_dir) if out_dir is not None else run.dir
     out.mkdir(parents=True, exist_ok=True)
@@ -53,7 +58,6 @@ def render(run_dir: Path, out_dir: Path | None = None,
     images, notes = draw_charts(run, out, vmap)
     files = images + write_tables(run, vmap, out)
     section, more = against_study(run, vmap, out, given)
-    from rig.report import threadview           # per-thread CPU (issue 27)
     tsec, tfiles = threadview.section(run, vmap, out)
     section, more = section + tsec, more + tfiles
     page = out / "report.html"
@@ -63,8 +67,6 @@ def render(run_dir: Path, out_dir: Path | None = None,
 
 def stored_reference(run: Run) -> Reference | None:
     """The study reference the run stored (scenario key `reproduces`), checked again."""
-    from rig.description import reference
-    from rig.errors import InputError
     stored = run.env.get("reference")
     if stored is None:
         return None
@@ -79,17 +81,13 @@ def stored_reference(run: Run) -> Reference | None:
 def srtt_by_key(run: Run) -> dict:
     """The sender's mean smoothed RTT (ms) per point: a tool's own `extra.srtt_ms`
     (iperf3) where given, else the tcp_samples of the point's connections."""
-    import json
-    import statistics
-    from rig.report.model import _key
-    from rig.report.verdict import tcp_evidence
     given: dict = {}
     for t in run.transfers:
         try:
-            extra = json.loads(t.get("extra") or "null")
+            extra = json.loads(t.extra or "null")
         except ValueError:
             continue
-        if t.get("ok") and isinstance(extra, dict) and isinstance(extra.get("srtt_ms"),
+        if t.ok and isinstance(extra, dict) and isinstance(extra.get("srtt_ms"),
                                                                    (int, float)):
             given.setdefault(_key(t), []).append(float(extra["srtt_ms"]))
     out = {k: statistics.fmean(v) for k, v in given.items()}
@@ -103,7 +101,6 @@ def against_study(run: Run, vmap: dict, out: Path, given: Reference | None = Non
                   ) -> tuple[list[str], list[Path]]:
     """The section "against the study" and against.md (+ its charts), if the run has a
     reference (or one is `given`: `rig report DIR --reference FILE`); ([], []) otherwise."""
-    from rig.report import against, against_view
     ref = given or stored_reference(run)
     if ref is None:
         return [], []
@@ -115,7 +112,7 @@ def against_study(run: Run, vmap: dict, out: Path, given: Reference | None = Non
         notes.append(f"reference {given.source} given to `rig report`, not the one stored "
                      f"with the run ({stored.get('file') if isinstance(stored, dict) else 'none'})")
     images: dict[str, Path] = {}
-    try:
+    try:       # matplotlib is optional
         from rig.report import against_charts
         images = against_charts.draw(a, out)
     except ImportError as e:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from rig.description.reference import UNITS, Claim, Reference, Series, Table
-from rig.report.model import Key, Point
+from rig.report.model import Key, Point, Run
 
 AGREES, DISAGREES, NOT_COMPARABLE = "agrees", "disagrees", "not comparable here"
 VERDICTS = (AGREES, DISAGREES, NOT_COMPARABLE)
@@ -76,7 +76,7 @@ def matches(p: Point, select: Mapping[str, Any]) -> bool:
     return True
 
 
-def storage_points(run: Any) -> list[Point]:
+def storage_points(run: Run) -> list[Point]:
     """The storage checks of a `storage: disk` run as points a reference can select
     (`measure:`): per path and RTT, the cold dd read and the cached one of every served
     file (each check a sample), and the write of each file as the run wrote it (random
@@ -85,9 +85,9 @@ def storage_points(run: Any) -> list[Point]:
     out: dict[tuple, Point] = {}
     cap: dict[tuple, list[float]] = {}       # the path check's capacity beside it
     for v in run.validations:
-        if v.get("phase") in ("before", "after") and v.get("capacity_bps"):
-            cap.setdefault((v["path"], v.get("rtt_ms_configured")), []).append(
-                float(v["capacity_bps"]))
+        if v.phase in ("before", "after") and v.capacity_bps:
+            cap.setdefault((v.path, v.rtt_ms_configured), []).append(
+                float(v.capacity_bps))
 
     def add(path: str, rtt: float | None, measure: str, bps: float) -> None:
         k = Key(path, rtt, measure, 1, 1)
@@ -97,17 +97,17 @@ def storage_points(run: Any) -> list[Point]:
         p.samples_bps.append(bps)
 
     for v in run.validations:
-        if v.get("phase") != "storage" or not v.get("storage_bps"):
+        if v.phase != "storage" or not v.storage_bps:
             continue
-        rtt = v.get("rtt_ms_configured")
-        add(v["path"], rtt, "storage-read", float(v["storage_bps"]))
-        cached = json.loads(v.get("raw") or "{}").get("cached_bps")
+        rtt = v.rtt_ms_configured
+        add(v.path, rtt, "storage-read", float(v.storage_bps))
+        cached = json.loads(v.raw or "{}").get("cached_bps")
         if cached:
-            add(v["path"], rtt, "storage-cached", float(cached))
+            add(v.path, rtt, "storage-cached", float(cached))
     storage = run.env.get("storage") if isinstance(run.env, dict) else None
     written = (storage or {}).get("written") or {}
-    paths = sorted({(v["path"], v.get("rtt_ms_configured")) for v in run.validations
-                    if v.get("phase") == "storage"}, key=str)
+    paths = sorted({(v.path, v.rtt_ms_configured) for v in run.validations
+                    if v.phase == "storage"}, key=str)
     for w in written.values():
         if isinstance(w, dict) and w.get("bytes") and w.get("seconds"):
             for path, rtt in paths:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rig.report.against import AGREES, DISAGREES, Against, Counts, Outcome, TableResult, _fmt
-from rig.report.html import esc, image, table
+from rig.report.page import esc, image, table
 
 TITLE = "against the study"
 _CLASS = {AGREES: "good", DISAGREES: "flag"}

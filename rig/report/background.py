@@ -23,32 +23,26 @@ COLUMNS = ["step", "path", "rtt_ms", "flow", "congestion", "congestion_used", "s
            "rtt_inflation_ms"]
 
 
-def _background(run: Run) -> list[dict]:
-    from rig.results.store import Store
-    db = run.dir / "results.sqlite"
-    return Store.open(run.dir).background() if db.exists() else []
-
-
 def srtt_ms(run: Run, step: int) -> float | None:
     """Mean tcp_info srtt of the step's transfers' senders over all their samples."""
-    got = [s["srtt_us"] / 1e3 for s in run.tcp if s.get("step") == step and s.get("srtt_us")]
+    got = [s.srtt_us / 1e3 for s in run.tcp if s.step == step and s.srtt_us]
     return statistics.fmean(got) if got else None
 
 
 def table(run: Run) -> tuple[list[str], list[list[Any]]]:
-    flows = _background(run)
+    flows = run.background
     body = []
     for b in flows:
-        ts = [float(t["throughput_bps"]) for t in run.transfers
-              if t["step"] == b["step"] and t["ok"] and t.get("throughput_bps")]
-        rtt = next((t.get("rtt_ms_configured") for t in run.transfers
-                    if t["step"] == b["step"]), None)
+        ts = [float(t.throughput_bps) for t in run.transfers
+              if t.step == b.step and t.ok and t.throughput_bps]
+        rtt = next((t.rtt_ms_configured for t in run.transfers
+                    if t.step == b.step), None)
         mean_t = statistics.fmean(ts) if ts else None
-        bps = b.get("throughput_bps")
+        bps = b.throughput_bps
         share = bps / (bps + mean_t) if bps and mean_t else None
-        srtt = srtt_ms(run, b["step"])
-        body.append([b["step"] + 1, b["path"], _f(rtt), b["flow"], b.get("congestion") or "",
-                     b.get("congestion_used") or "", b["streams"],
+        srtt = srtt_ms(run, b.step)
+        body.append([b.step + 1, b.path, _f(rtt), b.flow, b.congestion or "",
+                     b.congestion_used or "", b.streams,
                      _f(bps and bps / 1e9, 3), _f(mean_t and mean_t / 1e9, 3),
                      _f(share, 2), _f(srtt, 2),
                      _f(srtt - rtt if srtt is not None and rtt is not None else None, 2)])

@@ -101,37 +101,3 @@ def write(run: Run, out_dir: Path, markdown, write_csv) -> list[Path]:
         md.write_text(f"### {title}\n\n" + markdown(header, body, left=4))
         written.append(md)
     return written
-
-
-def draw(run: Run, out_dir: Path) -> list[Path]:
-    """caching_modes.png/.svg (imports matplotlib; called from rig.report.charts)."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    points = replay_points(run)
-    if not points:
-        return []
-    fracs = _fractions(points)
-    fig = Figure(figsize=(5.5 * len(fracs), 4.5))
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(1, len(fracs), squeeze=False, sharey=True)
-    for ax, frac in zip(axes[0], fracs):
-        cells = _cells(points, frac, _mbps)
-        for row in sorted(cells, key=lambda r: (MODE_ORDER.get(r[0], 9), r[1], r[2])):
-            xs = sorted(cells[row])
-            ys = [cells[row][x] for x in xs]
-            style = {"application": "-", "storage": ":", "lazy-download": "--"}.get(row[0], "-")
-            ax.plot(xs, ys, style, marker="o", label=f"{row[0]} {row[1]}/{row[2]}")
-        ax.set_yscale("log")
-        ax.set_xlabel("RTT (ms)")
-        ax.set_title(f"{frac * 100:g}% of the branches")
-        ax.grid(True, which="both", alpha=0.3)
-    axes[0][0].set_ylabel("effective MB/s (useful bytes / wall)")
-    axes[0][-1].legend(fontsize=8)
-    fig.suptitle("Caching modes: mode library/server")
-    fig.tight_layout()
-    out = []
-    for ext in ("png", "svg"):
-        path = out_dir / f"caching_modes.{ext}"
-        fig.savefig(path, dpi=110)
-        out.append(path)
-    return out

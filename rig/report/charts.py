@@ -25,7 +25,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from rig.report import caching, origins_cores, style, tcptrace, timeline, tls_cost
+from rig.report import caching_chart, origins_cores, style, tcptrace, timeline, tls_cost
 from rig.report.figure import DPI, gbit, mib, new_figure, save  # noqa: F401  (re-exported)
 from rig.report.model import Point, Run, series_id, series_labels
 
@@ -353,7 +353,7 @@ def draw_all(run: Run, out_dir: Path, verdicts: dict) -> tuple[list[Path], list[
         files += throughput_vs_streams(run, out_dir, verdicts)
     else:
         notes.append("throughput_vs_streams not drawn: no client varies its streams")
-    files += caching.draw(run, out_dir)
+    files += caching_chart.draw(run, out_dir)
     if any(p.cpu_s for p in run.points):
         files += cpu_per_gb(run, out_dir)
     if tls_cost.has_tls(run):

@@ -19,7 +19,7 @@ from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from rig.report import style
+from rig.report import compare_timeline, style
 from rig.report.charts import errorbar
 from rig.report.figure import gbit, save
 from rig.report.model import Point, Run, series_id, series_labels
@@ -178,6 +178,5 @@ def _overlay_legend(fig: Figure) -> None:
 def draw_all(result: CompareResult, base: Run, cand: Run) -> list[Path]:
     files = change_chart(result, base, result.out_dir)
     files += overlay_chart(result, base, cand, result.out_dir)
-    from rig.report import compare_timeline
     files += compare_timeline.draw(result, base, cand)
     return files

@@ -32,6 +32,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from rig.errors import InputError
 from rig.report.stats import Prior, holm, moderated_log, noise_prior, pooled_log_variance
 
 CONFIDENCE = 0.95
@@ -176,7 +177,6 @@ def needed_text(needed: int | None, status: str, why: str) -> str:
 def check_bounds(floor: Any, margin: Any) -> None:
     """floor and margin are fractions in (0, 1), floor <= margin (else a change between
     them could never be decided)."""
-    from rig.errors import InputError
     for key, v in (("floor", floor), ("margin", margin)):
         if not (isinstance(v, (int, float)) and 0 < v < 1):
             raise InputError("must be a fraction between 0 and 1", key=key, value=v)

@@ -11,7 +11,7 @@ import math
 import statistics
 from pathlib import Path
 
-from rig.report import html as H
+from rig.report import page as H
 from rig.report.model import Run
 from rig.report.tabular import markdown
 

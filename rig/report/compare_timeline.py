@@ -18,28 +18,29 @@ from rig.report import style
 from rig.report.figure import DPI, save
 from rig.report.model import Key, Run, client_label
 from rig.report.timeline import transfer_series
+from rig.results.store import TcpSample
 
 from rig.report.compare_model import TIMELINE_PREFIX, CompareResult
 
 MAX_CHARTS = 12
 
 
-def _key(s: dict) -> Key:
-    rtt = s["rtt_ms_configured"]
-    return Key(s["path"], None if rtt is None else float(rtt), client_label(s),
-               int(s["streams"]), int(s["concurrency"]))
+def _key(s: TcpSample) -> Key:
+    rtt = s.rtt_ms_configured
+    return Key(s.path, None if rtt is None else float(rtt), client_label(s),
+               int(s.streams), int(s.concurrency))
 
 
-def one_transfer(run: Run, key: Key) -> tuple[list[dict], dict | None]:
+def one_transfer(run: Run, key: Key) -> tuple[list[TcpSample], TcpSample | None]:
     """Samples of the transfer drawn for `key` in `run` (and its first sample)."""
-    by: dict[int, list[dict]] = defaultdict(list)
+    by: dict[int, list[TcpSample]] = defaultdict(list)
     for s in run.tcp:
-        if s.get("instance") == 0 and _key(s) == key:
-            by[s["transfer_id"]].append(s)
+        if s.instance == 0 and _key(s) == key:
+            by[s.transfer_id].append(s)
     if not by:
         return [], None
-    ok = [ss for ss in by.values() if ss[0].get("ok")]
-    pick = min(ok or list(by.values()), key=lambda ss: (ss[0]["repeat"], ss[0]["t_s"]))
+    ok = [ss for ss in by.values() if ss[0].ok]
+    pick = min(ok or list(by.values()), key=lambda ss: (ss[0].repeat, ss[0].t_s))
     return pick, pick[0]
 
 
@@ -60,8 +61,8 @@ def draw(result: CompareResult, base: Run, cand: Run) -> list[Path]:
         for ss, first, ls, who in ((b, b0, style.BASELINE_LINESTYLE, "baseline"),
                                    (c, c0, "-", "candidate")):
             t, bps, cwnd, srtt = transfer_series(ss)
-            rep = f"repeat {first['repeat'] + 1}" if first else ""
-            ok = "" if first and first.get("ok") else ", failed"
+            rep = f"repeat {first.repeat + 1}" if first else ""
+            ok = "" if first and first.ok else ", failed"
             axes[0].plot(t, [x / 1e9 for x in bps], color=color, linestyle=ls,
                          label=f"{who} ({rep}{ok})")
             axes[1].plot(t, [x / 2**20 for x in cwnd], color=color, linestyle=ls)

@@ -27,8 +27,8 @@ def origins_of(run: Run) -> dict[str, str]:
     """Client configuration -> 'K origin(s): name [cpus], ...' ('' when not recorded)."""
     seen: dict[str, dict[str, str | None]] = defaultdict(dict)
     for r in run.transfers:
-        if r.get("origin"):
-            seen[r["client"]][r["origin"]] = r.get("origin_cpus")
+        if r.origin:
+            seen[r.client][r.origin] = r.origin_cpus
     out = {}
     for client, o in seen.items():
         parts = [f"{name} [cpus {cpus}]" if cpus else name for name, cpus in sorted(o.items())]

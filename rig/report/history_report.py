@@ -11,7 +11,7 @@ from __future__ import annotations
 import csv
 import math
 from pathlib import Path
-from rig.report import html as H
+from rig.report import page as H
 from rig.report.history_model import HistoryResult
 from rig.report.tabular import markdown
 

@@ -2,93 +2,30 @@
 bottleneck verdicts, the path validations, engine statistics and the environment.
 Readable offline, no script, no external resource.
 
-Also the small HTML helpers rig.report.compare uses for compare.html.
+The helpers every page shares (escaping, tables, images, the shell) are in
+rig.report.page.
 
 Pure Python: must not import matplotlib, rig.realization.netns, rig.process.proc, rig.services or rig.realization.emul.
 """
 from __future__ import annotations
 
-import base64
-import html
 import json
-import time
 from collections import Counter
 from pathlib import Path
-from typing import Any, Iterable
 
-from rig.results.budget import budget, budget_rows, summary
+from rig.report import captures, concurrency, storage, xcache
 from rig.report.model import Run
+from rig.report.page import esc, image, page, table, when
+from rig.results.budget import budget, budget_rows, summary
 from rig.report.verdict import flag_headline
 from rig.report.tables import ENGINE_COLUMNS, SUMMARY_COLUMNS, TIMING_COLUMNS, \
     VALIDATION_COLUMNS, engine_rows, timing_rows, \
     rtt_table, summary_rows, validation_rows
 
-CSS = """
-body{font-family:system-ui,-apple-system,'Segoe UI',sans-serif;margin:1.5em auto;
-max-width:1200px;padding:0 1em;color:#222;line-height:1.4}
-h1{font-size:1.5em;margin-bottom:.2em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;
-margin-top:1.6em}table{border-collapse:collapse;margin:.6em 0;font-size:.85em}
-th,td{border:1px solid #ccc;padding:.2em .5em;text-align:right;vertical-align:top}
-th{background:#f0f0f0}td:first-child,th:first-child{text-align:left}
-td.l{text-align:left}tr.flag td{background:#fde2e0}tr.good td{background:#e3f4e1}
-.meta{color:#555}.k-window-limited{color:#1f5fa8}.k-path-limited{color:#2e8b3a}
-.k-client-CPU-bound{color:#a84f00}.k-host-CPU-bound{color:#a84f00}.k-emulator-limited{color:#c0392b;font-weight:bold}
-.k-unexplained{color:#7b3fa0}.k-failed{color:#c0392b;font-weight:bold}
-figure{margin:1em 0}figure img{max-width:100%;border:1px solid #ddd}
-figcaption{font-size:.85em;color:#555}pre{background:#f7f7f7;padding:.6em;
-overflow-x:auto;font-size:.8em}.note{background:#fff8e1;padding:.4em .8em}
-"""
-
-
-def esc(v: Any) -> str:
-    return html.escape("" if v is None else str(v))
-
-
-def table(header: Iterable[str], rows: Iterable[Iterable[Any]],
-          row_classes: Iterable[str] | None = None,
-          cell_class: dict[int, str] | None = None) -> str:
-    """An HTML table; cell_class maps a column index to a CSS class prefix (value appended)."""
-    out = ["<table><thead><tr>" + "".join(f"<th>{esc(h)}</th>" for h in header)
-           + "</tr></thead><tbody>"]
-    classes = list(row_classes) if row_classes is not None else None
-    for i, row in enumerate(rows):
-        cls = f' class="{classes[i]}"' if classes and classes[i] else ""
-        cells = []
-        for j, c in enumerate(row):
-            if cell_class and j in cell_class:
-                cells.append(f'<td class="l {cell_class[j]}{esc(c)}">{esc(c)}</td>')
-            else:
-                cells.append(f"<td>{esc(c)}</td>")
-        out.append(f"<tr{cls}>" + "".join(cells) + "</tr>")
-    out.append("</tbody></table>")
-    return "".join(out)
-
-
-def image(path: Path, caption: str) -> str:
-    data = base64.b64encode(path.read_bytes()).decode()
-    svg = path.with_suffix(".svg")
-    link = f' (<a href="{esc(svg.name)}">SVG</a>)' if svg.exists() else ""
-    return (f'<figure><img src="data:image/png;base64,{data}" alt="{esc(caption)}">'
-            f"<figcaption>{esc(caption)}{link}</figcaption></figure>")
-
-
-def page(title: str, body: list[str]) -> str:
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{esc(title)}</title><link rel=\"icon\" href=\"data:,\">"
-            f"<style>{CSS}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
-
-
-def when(meta: dict) -> str:
-    try:
-        return time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(float(meta["created"])))
-    except (KeyError, ValueError):
-        return "?"
-
-
 def _header(run: Run, verdicts: dict) -> list[str]:
     env = run.env
-    backends = sorted({str(t["backend"]) for t in run.transfers}) or [env.get("backend", "?")]
-    ok = sum(1 for t in run.transfers if t["ok"])
+    backends = sorted({str(t.backend) for t in run.transfers}) or [env.get("backend", "?")]
+    ok = sum(1 for t in run.transfers if t.ok)
     kinds = Counter(v.kind for v in verdicts.values())
     glance = ", ".join(f'<span class="k-{esc(k)}">{n} {esc(k)}</span>'
                        for k, n in kinds.most_common())
@@ -123,29 +60,10 @@ def _charts(images: list[Path], notes: list[str]) -> list[str]:
         if p.suffix == ".png":
             out.append(image(p, CAPTIONS.get(p.stem, TIMELINE_CAPTION
                                              if p.stem.startswith("timeline_") else
-                                             _tseq_caption() if p.stem.startswith("tseq_")
+                                             captures.CAPTION if p.stem.startswith("tseq_")
                                              else p.stem)))
     out += [f'<p class="note">{esc(n)}</p>' for n in notes]
     return out
-
-
-def _tseq_caption() -> str:
-    from rig.report import tcptrace
-    return tcptrace.CAPTION
-
-
-def _captures(run: Run) -> list[str]:
-    if not run.captures:
-        return []
-    from rig.report import tcptrace
-    return ["<h2>Header captures</h2>",
-            "<p>tcpdump in the router (headers only), read with scapy. Sender side: where "
-            "the data entered the router, before the emulation's loss; a retransmission "
-            "there is a segment the sender sent again (counted in MSS-sized segments), set "
-            "against the engine's loss drops in the data direction over the same window. "
-            "Receiver side: what left towards the receiver; out of order = a gap (a "
-            "dropped segment) filled later.</p>",
-            table(tcptrace.COLUMNS, tcptrace.rows(run))]
 
 
 def _measurements(run: Run, verdicts: dict) -> list[str]:
@@ -163,12 +81,10 @@ def _measurements(run: Run, verdicts: dict) -> list[str]:
         header, body = rtt_table(run.points, stat)
         out += [f"<h3>MB/s per client and RTT ({title})</h3>", table(header, body)]
     if len({p.key.concurrency for p in run.points}) > 1:
-        from rig.report import concurrency
         out += ["<h3>Aggregate Gbit/s vs concurrent transfers (with the origins that "
                 "served them)</h3>", table(concurrency.HEADER, concurrency.rows(run))]
         out += [f"<p>{esc(v[2:]).replace('**', '')}</p>" for v in
                 concurrency.verdicts(run.points)]
-    from rig.report import xcache
     if xcache.has_cache(run):
         header, body = xcache.table(run)
         out += ["<h3>Direct vs cold vs warm cache, with the bytes the cache fetched from "
@@ -186,7 +102,6 @@ def _validations(run: Run) -> list[str]:
            "the configured one.</p>",
            table(VALIDATION_COLUMNS, [[r[c] for c in VALIDATION_COLUMNS] for r in rows],
                  classes) if rows else "<p>none recorded</p>"]
-    from rig.report import storage
     if storage.has_storage(run):
         srows = storage.rows(run)
         out += ["<h2>Storage check beside the network check</h2>",
@@ -258,5 +173,5 @@ def report_html(run: Run, verdicts: dict, images: list[Path], notes: list[str],
     """The page; `against`: the section "against the study" (rig.report.against_view)."""
     body = (_header(run, verdicts) + (against or []) + _charts(images, notes)
             + _measurements(run, verdicts)
-            + _captures(run) + _validations(run) + _time_budget(run) + _environment(run.env))
+            + captures.section(run) + _validations(run) + _time_budget(run) + _environment(run.env))
     return page(f"rig report {run.run_id}", body)

@@ -16,12 +16,13 @@ import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rig.errors import InputError
+from rig.report.style import sort_key
 from rig.results import check as results_check
-from rig.results.store import ADDED_AFTER_V1, ENGINE_COLUMNS, TRANSFER_COLUMNS, VALIDATION_COLUMNS, \
-    Store
+from rig.results.store import ActionRow, BackgroundRow, CaptureFlowRow, EngineStatsRow, Store, \
+    TcpSample, ThreadCpu, TransferRow, ValidationRow
 
 # Per-measurement settings that, when they differ between two runs, explain a change.
 SETTINGS = ("backend", "window_bytes", "tcp_rmem_max", "tcp_wmem_max",
@@ -44,7 +45,6 @@ class Key:
 
 
 def key_order(k: Key) -> tuple:
-    from rig.report.style import sort_key
     return (k.path, k.rtt_ms if k.rtt_ms is not None else -1.0, sort_key(k.client),
             k.streams, k.concurrency)
 
@@ -171,13 +171,15 @@ class Run:
     dir: Path
     meta: dict[str, str]
     env: dict[str, Any]
-    transfers: list[dict]
-    validations: list[dict]
-    engine: list[dict]
+    transfers: list[TransferRow]
+    validations: list[ValidationRow]
+    engine: list[EngineStatsRow]
     points: list[Point]
-    tcp: list[dict] = field(default_factory=list)   # tcp_samples joined with their transfer
-    captures: list[dict] = field(default_factory=list)   # capture_flows (header captures)
-    actions: list[dict] = field(default_factory=list)    # the plan's actions as executed
+    tcp: list[TcpSample] = field(default_factory=list)   # tcp_samples with their transfer
+    captures: list[CaptureFlowRow] = field(default_factory=list)   # header captures' flows
+    actions: list[ActionRow] = field(default_factory=list)    # the plan's actions as executed
+    threads: list[ThreadCpu] = field(default_factory=list)    # thread_cpu with their transfer
+    background: list[BackgroundRow] = field(default_factory=list)   # competing flows
 
     @property
     def run_id(self) -> str:
@@ -186,92 +188,103 @@ class Run:
     def paths(self) -> list[str]:
         return sorted({p.key.path for p in self.points})
 
-    def validations_for(self, steps: set[int]) -> list[dict]:
-        return [v for v in self.validations if v["step"] in steps]
+    def validations_for(self, steps: set[int]) -> list[ValidationRow]:
+        return [v for v in self.validations if v.step in steps]
 
 
-def tls_mode(row: dict) -> str:
-    return row.get("tls") or "off"          # NULL: a run from before TLS existed
+class PointRow(Protocol):
+    """The columns that place a row in a point: a transfer, or a sample joined with its
+    transfer (rig.results.store.OfTransfer)."""
+    path: str
+    rtt_ms_configured: float | None
+    client: str
+    tls: str | None
+    streams: int
+    concurrency: int
 
 
-def client_label(row: dict) -> str:
+def tls_mode(row: PointRow) -> str:
+    return row.tls or "off"          # NULL: a run from before TLS existed
+
+
+def client_label(row: PointRow) -> str:
     """The client configuration a point belongs to: its name, plus the TLS mode when on
     (so charts, tables and comparisons keep TLS and plain apart)."""
     t = tls_mode(row)
-    return row["client"] if t == "off" else f"{row['client']} tls={t}"
+    return row.client if t == "off" else f"{row.client} tls={t}"
 
 
-def _key(row: dict) -> Key:
-    rtt = row.get("rtt_ms_configured")
-    return Key(row["path"], None if rtt is None else float(rtt), client_label(row),
-               int(row["streams"]), int(row["concurrency"]))
+def _key(row: PointRow) -> Key:
+    rtt = row.rtt_ms_configured
+    return Key(row.path, None if rtt is None else float(rtt), client_label(row),
+               int(row.streams), int(row.concurrency))
 
 
-def _group_value(rows: list[dict]) -> float | None:
+def _group_value(rows: list[TransferRow]) -> float | None:
     """Aggregate throughput of one repeat (N concurrent rows), None if it failed."""
-    if not all(r["ok"] for r in rows):
+    if not all(r.ok for r in rows):
         return None
     for r in rows:
-        if r.get("aggregate_bps") is not None:
-            return float(r["aggregate_bps"])
-    vals = [r["throughput_bps"] for r in rows if r.get("throughput_bps") is not None]
+        if r.aggregate_bps is not None:
+            return float(r.aggregate_bps)
+    vals = [r.throughput_bps for r in rows if r.throughput_bps is not None]
     return float(sum(vals)) if vals else None
 
 
-def _add_process(p: Point, r: dict) -> None:
+def _add_process(p: Point, r: TransferRow) -> None:
     for name in SETTINGS:
-        if r.get(name) is not None:
-            p.settings[name].add(r[name])
-    if r.get("window_bytes"):
-        p.window_bytes = int(r["window_bytes"])
-    if r.get("rate_bps_configured"):
-        p.rate_bps = float(r["rate_bps_configured"])
-    p.loss_configured = r.get("loss_configured")
-    p.steps.add(int(r["step"]))
-    if not r["ok"]:
-        if r.get("error"):
-            p.errors.append(str(r["error"]))
+        if getattr(r, name) is not None:
+            p.settings[name].add(getattr(r, name))
+    if r.window_bytes:
+        p.window_bytes = int(r.window_bytes)
+    if r.rate_bps_configured:
+        p.rate_bps = float(r.rate_bps_configured)
+    p.loss_configured = r.loss_configured
+    p.steps.add(int(r.step))
+    if not r.ok:
+        if r.error:
+            p.errors.append(str(r.error))
         return
-    p.bytes_ok += int(r.get("bytes") or 0)
-    if r.get("cache_mode") is not None:
-        p.cache_mode, p.read_library = r["cache_mode"], r.get("read_library")
-        p.branch_fraction, p.server = r.get("branch_fraction"), r.get("server")
-        if r.get("round_trips") is not None and r.get("duration_s"):
-            p.round_trips.append(int(r["round_trips"]))
-            p.durations_s.append(float(r["duration_s"]))
-            rounds = _json_field(r.get("extra"), "round_s")
+    p.bytes_ok += int(r.bytes or 0)
+    if r.cache_mode is not None:
+        p.cache_mode, p.read_library = r.cache_mode, r.read_library
+        p.branch_fraction, p.server = r.branch_fraction, r.server
+        if r.round_trips is not None and r.duration_s:
+            p.round_trips.append(int(r.round_trips))
+            p.durations_s.append(float(r.duration_s))
+            rounds = _json_field(r.extra, "round_s")
             if isinstance(rounds, list) and rounds:
                 p.rounds_s.append([float(x) for x in rounds])
-    cpu = (r.get("cpu_user_s") or 0.0) + (r.get("cpu_sys_s") or 0.0)
-    if r.get("cpu_user_s") is not None or r.get("cpu_sys_s") is not None:
+    cpu = (r.cpu_user_s or 0.0) + (r.cpu_sys_s or 0.0)
+    if r.cpu_user_s is not None or r.cpu_sys_s is not None:
         p.cpu_s.append(cpu)
-        p.cpu_sys_s += r.get("cpu_sys_s") or 0.0
-        if r.get("duration_s"):
-            p.cpu_ratio.append(cpu / float(r["duration_s"]))
-    if r.get("server_cpu_user_s") is not None or r.get("server_cpu_sys_s") is not None:
-        p.server_cpu_s.append((r.get("server_cpu_user_s") or 0.0)
-                              + (r.get("server_cpu_sys_s") or 0.0))
-        p.server_cpu_sys_s += r.get("server_cpu_sys_s") or 0.0
+        p.cpu_sys_s += r.cpu_sys_s or 0.0
+        if r.duration_s:
+            p.cpu_ratio.append(cpu / float(r.duration_s))
+    if r.server_cpu_user_s is not None or r.server_cpu_sys_s is not None:
+        p.server_cpu_s.append((r.server_cpu_user_s or 0.0)
+                              + (r.server_cpu_sys_s or 0.0))
+        p.server_cpu_sys_s += r.server_cpu_sys_s or 0.0
     _add_host_cpu(p, r, cpu)
 
 
-def _add_host_cpu(p: Point, r: dict, client_cpu_s: float) -> None:
+def _add_host_cpu(p: Point, r: TransferRow, client_cpu_s: float) -> None:
     """The row's share of its group's host CPU (GroupCpu), when the run recorded it."""
-    shares = [float(x) for x in (r.get("host_cpu_share"), r.get("server_host_cpu_share"))
+    shares = [float(x) for x in (r.host_cpu_share, r.server_host_cpu_share)
               if x is not None]
-    wall = r.get("host_cpu_wall_s")
+    wall = r.host_cpu_wall_s
     if not shares or not wall:
         return
-    key = (int(r["step"]), int(r.get("repeat") or 0))
+    key = (int(r.step), int(r.repeat or 0))
     g = p.host_cpu.get(key)
     if g is None:
-        eng = r.get("engine_cpu_s")
-        g = p.host_cpu[key] = GroupCpu(max(shares), r.get("host_cpus"), float(wall),
+        eng = r.engine_cpu_s
+        g = p.host_cpu[key] = GroupCpu(max(shares), r.host_cpus, float(wall),
                                        engine_s=None if eng is None else float(eng),
-                                       irq_share=r.get("host_irq_share"),
-                                       steal_share=r.get("host_steal_share"))
+                                       irq_share=r.host_irq_share,
+                                       steal_share=r.host_steal_share)
     g.client_s += client_cpu_s
-    g.server_s += (r.get("server_cpu_user_s") or 0.0) + (r.get("server_cpu_sys_s") or 0.0)
+    g.server_s += (r.server_cpu_user_s or 0.0) + (r.server_cpu_sys_s or 0.0)
 
 
 def _json_field(text: Any, name: str) -> Any:
@@ -283,41 +296,42 @@ def _json_field(text: Any, name: str) -> Any:
     return d.get(name) if isinstance(d, dict) else None
 
 
-def _attach_validations(p: Point, validations: list[dict]) -> None:
-    vals = [v for v in validations if v["step"] in p.steps]
-    before = [v for v in vals if v["phase"] == "before"] or vals
+def _attach_validations(p: Point, validations: list[ValidationRow]) -> None:
+    vals = [v for v in validations if v.step in p.steps]
+    before = [v for v in vals if v.phase == "before"] or vals
     # capacity_bps: measured past slow start and not window-limited; NULL with a note:
     # not measured. Folders from before the column (both NULL): the iperf3 goodput.
     # Before and after the transfers: two samples of one path, the mean of both is the
     # steadier figure on a shared machine (seen: 11.8 and 17.3 Gbit/s at one 120 ms step).
-    checks = [v for v in vals if v["phase"] in ("before", "after")] or before
-    caps = [v["capacity_bps"] if v.get("capacity_bps") or v.get("capacity_note")
-            else v["iperf_bps"] for v in checks]
-    caps = [c for c in caps if c]
-    if caps:
-        p.capacity_bps = statistics.fmean(caps)
+    checks = [v for v in vals if v.phase in ("before", "after")] or before
+    caps = [v.capacity_bps if v.capacity_bps or v.capacity_note
+            else v.iperf_bps for v in checks]
+    got = [c for c in caps if c]
+    if got:
+        p.capacity_bps = statistics.fmean(got)
     # storage: disk: dd's cold read of the served file(s), its own rows (phase storage);
     # the slowest of a step's files, the mean over the point's steps
     disk: dict[int, float] = {}
     for v in vals:
-        if v["phase"] == "storage" and v.get("storage_bps"):
-            disk[v["step"]] = min(disk.get(v["step"], math.inf), float(v["storage_bps"]))
+        if v.phase == "storage" and v.storage_bps:
+            disk[v.step] = min(disk.get(v.step, math.inf), float(v.storage_bps))
     if disk:
         p.storage_bps = statistics.fmean(disk.values())
-    before = [v for v in before if v["phase"] != "storage"] or before
-    rtts = [v["rtt_ms_measured"] for v in before if v.get("rtt_ms_measured") is not None]
+    before = [v for v in before if v.phase != "storage"] or before
+    rtts = [v.rtt_ms_measured for v in before if v.rtt_ms_measured is not None]
     if rtts:
         p.rtt_ms_measured = statistics.fmean(rtts)
 
 
-def build_points(transfers: list[dict], validations: list[dict]) -> list[Point]:
-    groups: dict[Key, dict[tuple[int, int], list[dict]]] = defaultdict(lambda: defaultdict(list))
+def build_points(transfers: list[TransferRow], validations: list[ValidationRow]) -> list[Point]:
+    groups: dict[Key, dict[tuple[int, int], list[TransferRow]]] = \
+        defaultdict(lambda: defaultdict(list))
     for r in transfers:
-        groups[_key(r)][(int(r["step"]), int(r["repeat"]))].append(r)
+        groups[_key(r)][(int(r.step), int(r.repeat))].append(r)
     points = []
     for key, reps in groups.items():
         first = next(iter(reps.values()))[0]
-        p = Point(key, str(first["tool"]), tls=tls_mode(first), base_client=first["client"])
+        p = Point(key, str(first.tool), tls=tls_mode(first), base_client=first.client)
         for rows in reps.values():
             for r in rows:
                 _add_process(p, r)
@@ -327,11 +341,11 @@ def build_points(transfers: list[dict], validations: list[dict]) -> list[Point]:
             else:
                 p.samples_bps.append(value)
         _attach_validations(p, validations)
-        p.warm_cache = all(_json_field(r.get("extra"), "cache") == "warm"
+        p.warm_cache = all(_json_field(r.extra, "cache") == "warm"
                            for rows in reps.values() for r in rows)
         if p.rtt_ms_measured is None:
-            meas = [r["rtt_ms_measured"] for rows in reps.values() for r in rows
-                    if r.get("rtt_ms_measured") is not None]
+            meas = [m for rows in reps.values() for r in rows
+                    if (m := r.rtt_ms_measured) is not None]
             p.rtt_ms_measured = statistics.fmean(meas) if meas else None
         points.append(p)
     return sorted(points, key=lambda q: key_order(q.key))
@@ -352,27 +366,21 @@ def load_run(run_dir: Path) -> Run:
     results_check.check(db)          # one line per defect, before anything is read
     store = Store.open(run_dir)
     try:
-        transfers = store.transfers()
+        transfers = store.transfers()      # columns an older file lacks read as None
         validations = store.validations()
-        engine = [{**dict.fromkeys(ADDED_AFTER_V1 & set(ENGINE_COLUMNS)), **r}
-                  for r in store.rows("engine_stats")]
-        transfers = [{**dict.fromkeys(ADDED_AFTER_V1 & set(TRANSFER_COLUMNS)), **r}
-                     for r in transfers]
-        validations = [{**dict.fromkeys(ADDED_AFTER_V1 & set(VALIDATION_COLUMNS)), **r}
-                       for r in validations]
+        engine = store.engine_stats()
         tcp = store.tcp_samples()
         captures = store.capture_flows()
         actions = store.actions()
+        threads, background = store.thread_cpu(), store.background()
         meta, env = store.meta(), store.environment()
     except (sqlite3.DatabaseError, ValueError) as e:
         raise InputError(f"unreadable results database ({e})", file=str(store.path)) from e
     finally:
         store.close()
-    for r in transfers:           # an older results.sqlite lacks the columns added since
-        for c in ADDED_AFTER_V1 & TRANSFER_COLUMNS.keys():
-            r.setdefault(c, None)
     return Run(store.path.parent, meta, env, transfers, validations, engine,
-               build_points(transfers, validations), tcp, captures, actions)
+               build_points(transfers, validations), tcp, captures, actions, threads,
+               background)
 
 
 SeriesId = tuple[str, str, int, int]        # path, client, streams, concurrency

@@ -21,7 +21,7 @@ COLUMNS = ("step", "path", "rtt_ms", "network_gbps", "storage_file", "storage_mb
 
 
 def has_storage(run: Run) -> bool:
-    return any(v.get("phase") == "storage" for v in run.validations)
+    return any(v.phase == "storage" for v in run.validations)
 
 
 def _g(bps: float | None) -> str:
@@ -38,34 +38,34 @@ def _mb(bps: float | None) -> str:
 
 def rows(run: Run) -> list[dict[str, str]]:
     out = []
-    for v in sorted((v for v in run.validations if v.get("phase") == "storage"),
-                    key=lambda v: (v["step"], v.get("storage_file") or "")):
-        step = v["step"]
-        checks = [c for c in run.validations if c["step"] == step and c["path"] == v["path"]
-                  and c.get("phase") in ("before", "after")]
-        caps = [c.get("capacity_bps") or (None if c.get("capacity_note") else c.get("iperf_bps"))
+    for v in sorted((v for v in run.validations if v.phase == "storage"),
+                    key=lambda v: (v.step, v.storage_file or "")):
+        step = v.step
+        checks = [c for c in run.validations if c.step == step and c.path == v.path
+                  and c.phase in ("before", "after")]
+        caps = [c.capacity_bps or (None if c.capacity_note else c.iperf_bps)
                 for c in checks]
         caps_bps = [float(c) for c in caps if c]
         groups: dict[tuple, float] = {}
         for t in run.transfers:
-            if t["step"] == step and t["path"] == v["path"] and t.get("ok"):
-                k = (t["client"], t["streams"], t["concurrency"], t["repeat"], t.get("tls"))
-                groups[k] = float(t.get("aggregate_bps") or t.get("throughput_bps") or 0.0)
+            if t.step == step and t.path == v.path and t.ok:
+                k = (t.client, t.streams, t.concurrency, t.repeat, t.tls)
+                groups[k] = float(t.aggregate_bps or t.throughput_bps or 0.0)
         tput = statistics.median(groups.values()) if groups else None
-        bps = v.get("storage_bps")
+        bps = v.storage_bps
         try:
-            cached = json.loads(v.get("raw") or "{}").get("cached_bps")
+            cached = json.loads(v.raw or "{}").get("cached_bps")
         except (ValueError, AttributeError):
             cached = None
         out.append({
-            "step": str(shown_step(step)), "path": v["path"],
-            "rtt_ms": "" if v.get("rtt_ms_configured") is None else f"{v['rtt_ms_configured']:g}",
+            "step": str(shown_step(step)), "path": v.path,
+            "rtt_ms": "" if v.rtt_ms_configured is None else f"{v.rtt_ms_configured:g}",
             "network_gbps": _g(statistics.fmean(caps_bps) if caps_bps else None),
-            "storage_file": v.get("storage_file") or "",
+            "storage_file": v.storage_file or "",
             "storage_mbps": _mb(bps),
             "storage_gbps": _g(bps), "transfers_gbps": _g(tput),
             "cached_mbps": _mb(cached) if isinstance(cached, (int, float)) else "",
-            "storage_note": v.get("storage_note") or ""})
+            "storage_note": v.storage_note or ""})
     return out
 
 

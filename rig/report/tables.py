@@ -21,6 +21,7 @@ from rig.description.steps import shown_step
 from rig.report.model import Point, Run, series_id, series_labels
 from rig.report.verdict import ALL_PHASES, Verdict, engine_phase_rows
 from rig.report.tabular import markdown, write_csv
+from rig.results.store import EngineStatsRow
 from rig.report import (background, caching, concurrency, origins_cores, storage, tls_cost,
                         together, xcache)
 
@@ -80,26 +81,26 @@ def rtt_table(points: list[Point], stat: Callable[[Point], float]) -> tuple[list
 def validation_rows(run: Run) -> list[dict[str, str]]:
     """One dict per path check, keyed by VALIDATION_COLUMNS."""
     out = []
-    for v in sorted(run.validations, key=lambda v: (v["step"], v["phase"] != "before")):
+    for v in sorted(run.validations, key=lambda v: (v.step, v.phase != "before")):
         out.append({
-            "step": str(shown_step(v["step"])), "phase": v["phase"], "path": v["path"],
-            "backend": v["backend"], "rtt_ms_configured": _num(v.get("rtt_ms_configured"), "g"),
-            "rtt_ms_measured": _num(v.get("rtt_ms_measured")),
-            "rtt_ms_stddev": _num(v.get("rtt_ms_stddev"), ".3g"),
-            "ping_loss": _num(v.get("ping_loss"), ".2%"),
-            "loss_configured": _num(v.get("loss_configured"), ".2%"),
-            "rate_gbps_configured": _g(v.get("rate_bps_configured")),
-            "iperf_streams": _num(v.get("iperf_streams"), "d"),
-            "iperf_gbps": _g(v.get("iperf_bps")),
-            "iperf_retransmits": _num(v.get("iperf_retransmits"), "d"),
-            "iperf_srtt_ms": _num(v.get("iperf_srtt_ms")),
-            "flagged": "FLAGGED" if v.get("flagged") else "ok",
-            "flag_reason": v.get("flag_reason") or "",
-            "capacity_gbps": _g(v.get("capacity_bps")),
-            "capacity_note": v.get("capacity_note") or "",
-            "storage_file": v.get("storage_file") or "",
-            "storage_mbps": _num(v["storage_bps"] / 8e6, ".4g") if v.get("storage_bps") else "",
-            "storage_note": v.get("storage_note") or ""})
+            "step": str(shown_step(v.step)), "phase": v.phase, "path": v.path,
+            "backend": v.backend, "rtt_ms_configured": _num(v.rtt_ms_configured, "g"),
+            "rtt_ms_measured": _num(v.rtt_ms_measured),
+            "rtt_ms_stddev": _num(v.rtt_ms_stddev, ".3g"),
+            "ping_loss": _num(v.ping_loss, ".2%"),
+            "loss_configured": _num(v.loss_configured, ".2%"),
+            "rate_gbps_configured": _g(v.rate_bps_configured),
+            "iperf_streams": _num(v.iperf_streams, "d"),
+            "iperf_gbps": _g(v.iperf_bps),
+            "iperf_retransmits": _num(v.iperf_retransmits, "d"),
+            "iperf_srtt_ms": _num(v.iperf_srtt_ms),
+            "flagged": "FLAGGED" if v.flagged else "ok",
+            "flag_reason": v.flag_reason or "",
+            "capacity_gbps": _g(v.capacity_bps),
+            "capacity_note": v.capacity_note or "",
+            "storage_file": v.storage_file or "",
+            "storage_mbps": _num(v.storage_bps / 8e6, ".4g") if v.storage_bps else "",
+            "storage_note": v.storage_note or ""})
     return out
 
 
@@ -117,8 +118,8 @@ TIMING_COLUMNS = ("step", "path", "backend", "phase", "rtt_ms_configured", "tole
 
 
 def _step_rtt_ms(run: Run, step: int) -> float | None:
-    return next((v.get("rtt_ms_configured") for v in run.validations
-                 if v["step"] == step and v.get("rtt_ms_configured") is not None), None)
+    return next((v.rtt_ms_configured for v in run.validations
+                 if v.step == step and v.rtt_ms_configured is not None), None)
 
 
 def _cpu(st: EmulStats) -> str:
@@ -127,10 +128,10 @@ def _cpu(st: EmulStats) -> str:
     return _num(busy / st.wall_s, ".0%") if busy is not None and st.wall_s else ""
 
 
-def _phase(r: dict) -> str:
+def _phase(r: EngineStatsRow) -> str:
     """The engine row's phase as shown: the whole step for rows stored before phases."""
     return {"check-before": "path check (before)", "check-after": "path check (after)",
-            "transfers": "transfers"}.get(r.get("phase") or "", "whole step")
+            "transfers": "transfers"}.get(r.phase or "", "whole step")
 
 
 def _ms(s: float | None) -> str:
@@ -141,11 +142,11 @@ def engine_rows(run: Run) -> list[dict[str, str]]:
     """Per step and direction, what the emulation backend did during that step (counters
     differenced against the same engine's previous snapshot), keyed by ENGINE_COLUMNS."""
     out = []
-    for step in sorted({int(r["step"]) for r in run.engine}):
+    for step in sorted({int(r.step) for r in run.engine}):
         rtt = _step_rtt_ms(run, step)
         tol_s = rtt_tolerance_s((rtt or 0.0) / 1e3)
         for r, st in engine_phase_rows(run, step, ALL_PHASES):
-            base = {"step": str(shown_step(step)), "path": r["path"], "backend": r["backend"],
+            base = {"step": str(shown_step(step)), "path": r.path, "backend": r.backend,
                     "phase": _phase(r)}
             if isinstance(st, UnreadableStats):
                 out.append({**base, "engine": f"unreadable: {st.reason}"})
@@ -184,12 +185,12 @@ def timing_rows(run: Run) -> list[dict[str, str]]:
     p99 bound, max and share beyond the RTT tolerance, CPU and run-queue wait), its
     "emulation late" flag, and what ping found, with whether the two agree."""
     out = []
-    for step in sorted({int(r["step"]) for r in run.engine}):
+    for step in sorted({int(r.step) for r in run.engine}):
         rtt = _step_rtt_ms(run, step)
         tol_s = rtt_tolerance_s((rtt or 0.0) / 1e3)
         for r, st in engine_phase_rows(run, step, ALL_PHASES):
             row = {c: "" for c in TIMING_COLUMNS}
-            row.update(step=str(shown_step(step)), path=r["path"], backend=r["backend"], phase=_phase(r),
+            row.update(step=str(shown_step(step)), path=r.path, backend=r.backend, phase=_phase(r),
                        rtt_ms_configured=_num(rtt, "g"), tolerance_ms=_ms(tol_s))
             late: list[str] = []
             if isinstance(st, EmulStats):
@@ -206,12 +207,13 @@ def timing_rows(run: Run) -> list[dict[str, str]]:
                            steal_ms=_ms(st.steal_s))
             # a path check's row against that check's ping; transfers (no ping ran during
             # them) and whole-step rows against every ping of the step
-            check = {"check-before": "before", "check-after": "after"}.get(r.get("phase") or "")
-            pings = [v for v in run.validations if v["step"] == step and v["path"] == r["path"]
-                     and v.get("rtt_ms_measured") is not None and rtt is not None
-                     and (check is None or v.get("phase") == check)]
-            offs = [v["rtt_ms_measured"] - rtt for v in pings]
-            ping_flag = any(v.get("flagged") and "RTT" in (v.get("flag_reason") or "")
+            check = {"check-before": "before", "check-after": "after"}.get(r.phase or "")
+            pings = [v for v in run.validations if v.step == step and v.path == r.path
+                     and v.rtt_ms_measured is not None and rtt is not None
+                     and (check is None or v.phase == check)]
+            offs = [v.rtt_ms_measured - rtt for v in pings
+                    if v.rtt_ms_measured is not None and rtt is not None]
+            ping_flag = any(v.flagged and "RTT" in (v.flag_reason or "")
                             for v in pings)
             if offs:
                 worst = max(offs, key=abs)

@@ -27,6 +27,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from rig.report.model import Key, client_label
+from rig.results.store import TcpSample
 
 DOMINANT = 0.5       # a limit that held the sender at least half of its busy time
 IDLE_BUSY = 0.5      # busy less than half the connection's sampled life: idle sender
@@ -101,71 +102,91 @@ class Evidence:
         return None, f"no limit dominates (kernel: {n})"
 
 
-def _steady(ss: list[dict]) -> dict | None:
+def _steady(ss: list[TcpSample]) -> TcpSample | None:
     """The first sample once cwnd reached STEADY_CWND of its largest value: the end of
     slow start (ssthresh says nothing under BBR, which leaves it infinite)."""
-    top = max((s.get("cwnd_segs") or 0) for s in ss)
+    top = max((s.cwnd_segs or 0) for s in ss)
     if top <= 0:
         return None
-    return next(s for s in ss if (s.get("cwnd_segs") or 0) >= STEADY_CWND * top)
+    return next(s for s in ss if (s.cwnd_segs or 0) >= STEADY_CWND * top)
 
 
-def _conn_summaries(samples: list[dict]) -> dict[int, list[dict]]:
+def _chrono_s(now_us: int | None, then_us: int | None) -> float:
+    """Seconds a chrono counter (tcp_info, microseconds) grew between two samples."""
+    return ((now_us or 0) - (then_us or 0)) / 1e6
+
+
+@dataclass
+class Conn:
+    """One connection of a transfer, from its first and last samples (the chrono shares
+    from its steady state on when it had one)."""
+    key: Key
+    acked: int
+    busy: float
+    life: float
+    rwnd: float
+    sndbuf: float
+    slow: float
+    sent: int
+    retrans: int
+    srtt_ms: float
+
+
+def _conn_summaries(samples: list[TcpSample]) -> dict[int, list[Conn]]:
     """transfer_id -> per-connection summaries (first/last sample)."""
-    by_conn: dict[tuple[int, int], list[dict]] = defaultdict(list)
+    by_conn: dict[tuple[int, int], list[TcpSample]] = defaultdict(list)
     for s in samples:
-        if s.get("ok"):
-            by_conn[(s["transfer_id"], s["conn"])].append(s)
-    out: dict[int, list[dict]] = defaultdict(list)
+        if s.ok:
+            by_conn[(s.transfer_id, s.conn)].append(s)
+    out: dict[int, list[Conn]] = defaultdict(list)
     for (tid, _), ss in by_conn.items():
-        ss.sort(key=lambda s: s["t_s"])
+        ss.sort(key=lambda s: s.t_s)
         first, last = ss[0], ss[-1]
-        steps = [b["t_s"] - a["t_s"] for a, b in zip(ss, ss[1:])]
+        steps = [b.t_s - a.t_s for a, b in zip(ss, ss[1:])]
         # the connection began at most one tick before its first sample, and never
         # before its client (t_s counts from the client's start): a transfer shorter
         # than two ticks has one sample, whose counters cover the whole connection
-        tick = min(statistics.median(steps), first["t_s"]) if steps else first["t_s"]
-        whole = last["t_s"] - first["t_s"] + max(0.0, tick)
+        tick = min(statistics.median(steps), first.t_s) if steps else first.t_s
+        whole = last.t_s - first.t_s + max(0.0, tick)
         st = _steady(ss)
-        base = {"busy_us": 0, "rwnd_limited_us": 0, "sndbuf_limited_us": 0}
-        if st is not None and last["t_s"] > st["t_s"] and \
-                last["t_s"] - st["t_s"] >= STEADY_MIN * whole:
+        base = TcpSample(busy_us=0, rwnd_limited_us=0, sndbuf_limited_us=0)  # its start
+        if st is not None and last.t_s > st.t_s and \
+                last.t_s - st.t_s >= STEADY_MIN * whole:
             base = st                    # chrono shares of the steady state only
-            life = last["t_s"] - st["t_s"]
-            slow = st["t_s"] - first["t_s"] + tick
+            life = last.t_s - st.t_s
+            slow = st.t_s - first.t_s + tick
         else:
             life, slow = whole, 0.0
 
-        def d(name: str, last: dict = last, base: dict = base) -> float:
-            return ((last.get(name) or 0) - (base.get(name) or 0)) / 1e6
-        busy = d("busy_us")
-        out[tid].append({
-            "key": Key(last["path"], None if last["rtt_ms_configured"] is None
-                       else float(last["rtt_ms_configured"]), client_label(last),
-                       int(last["streams"]), int(last["concurrency"])),
-            "acked": last.get("bytes_acked") or 0, "busy": busy, "life": max(life, busy),
-            "rwnd": d("rwnd_limited_us"), "sndbuf": d("sndbuf_limited_us"), "slow": slow,
-            "sent": last.get("bytes_sent") or 0, "retrans": last.get("bytes_retrans") or 0,
-            "srtt_ms": (last.get("srtt_us") or 0) / 1e3})
+        busy = _chrono_s(last.busy_us, base.busy_us)
+        out[tid].append(Conn(
+            key=Key(last.path, None if last.rtt_ms_configured is None
+                    else float(last.rtt_ms_configured), client_label(last),
+                    int(last.streams), int(last.concurrency)),
+            acked=last.bytes_acked or 0, busy=busy, life=max(life, busy),
+            rwnd=_chrono_s(last.rwnd_limited_us, base.rwnd_limited_us),
+            sndbuf=_chrono_s(last.sndbuf_limited_us, base.sndbuf_limited_us), slow=slow,
+            sent=last.bytes_sent or 0, retrans=last.bytes_retrans or 0,
+            srtt_ms=(last.srtt_us or 0) / 1e3))
     return out
 
 
-def evidence_by_key(samples: list[dict]) -> dict[Key, Evidence]:
+def evidence_by_key(samples: list[TcpSample]) -> dict[Key, Evidence]:
     """Evidence of every point that has tcp_samples of a successful transfer."""
     out: dict[Key, Evidence] = {}
     for conns in _conn_summaries(samples).values():
-        total = sum(c["acked"] for c in conns)
+        total = sum(c.acked for c in conns)
         for c in conns:
-            if total and c["acked"] < DATA_SHARE * total:
+            if total and c.acked < DATA_SHARE * total:
                 continue
-            e = out.setdefault(c["key"], Evidence())
+            e = out.setdefault(c.key, Evidence())
             e.conns += 1
-            e.busy_s += c["busy"]
-            e.rwnd_s += c["rwnd"]
-            e.sndbuf_s += c["sndbuf"]
-            e.life_s += c["life"]
-            e.slow_start_s += c["slow"]
-            e.bytes_sent += c["sent"]
-            e.bytes_retrans += c["retrans"]
-            e.srtt_ms.append(c["srtt_ms"])
+            e.busy_s += c.busy
+            e.rwnd_s += c.rwnd
+            e.sndbuf_s += c.sndbuf
+            e.life_s += c.life
+            e.slow_start_s += c.slow
+            e.bytes_sent += c.sent
+            e.bytes_retrans += c.retrans
+            e.srtt_ms.append(c.srtt_ms)
     return {k: e for k, e in out.items() if e.conns and e.life_s > 0}

@@ -18,7 +18,8 @@ from matplotlib.figure import Figure
 
 from rig.report.figure import DPI, save
 from rig.report.model import Key, Run, _key, key_order
-from rig.report.threads import evidence, load_rows, matrix
+from rig.report.threads import evidence, matrix
+from rig.results.store import ThreadCpu
 
 MAX_CHARTS = 8
 MAX_THREADS = 24        # per end; the rest (least CPU) are summed into one row
@@ -33,11 +34,11 @@ def chosen(run: Run) -> list[tuple[Key, int, int | None]]:
     ev = evidence(run)
     server_of: dict[tuple, int] = {}
     meta: dict[int, tuple] = {}
-    for r in load_rows(run):
-        k = (_key(r), r["step"], r["repeat"])
-        meta[int(r["transfer_id"])] = k
-        if r["side"] == "server":
-            server_of[k] = int(r["transfer_id"])
+    for r in run.threads:
+        k = (_key(r), r.step, r.repeat)
+        meta[int(r.transfer_id)] = k
+        if r.side == "server":
+            server_of[k] = int(r.transfer_id)
     out = []
     for key in sorted(ev, key=key_order):
         cl = ev[key].client
@@ -48,14 +49,14 @@ def chosen(run: Run) -> list[tuple[Key, int, int | None]]:
     return out[:MAX_CHARTS]
 
 
-def _panel(ax, rows: list[dict], title: str, fig,
+def _panel(ax, rows: list[ThreadCpu], title: str, fig,
            xlabel: str = "seconds since the client process started") -> None:
     grid, rows, cpu, _ = matrix(rows)
     if len(grid) < 2:
         ax.set_title(f"{title}: fewer than two samples")
         return
     order = sorted(range(len(rows)), key=lambda i: -sum(cpu[i]))
-    names = [f"{rows[i]['comm']}[{'main' if rows[i]['pid'] == rows[i]['tid'] else rows[i]['tid']}]"
+    names = [f"{rows[i].comm}[{'main' if rows[i].pid == rows[i].tid else rows[i].tid}]"
              for i in order]
     data = [cpu[i] for i in order]
     if len(data) > MAX_THREADS:
@@ -73,9 +74,9 @@ def _panel(ax, rows: list[dict], title: str, fig,
 
 
 def draw(run: Run, out_dir: Path) -> list[Path]:
-    by: dict[int, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
-    for r in load_rows(run):
-        by[int(r["transfer_id"])][r["side"]].append(r)
+    by: dict[int, dict[str, list[ThreadCpu]]] = defaultdict(lambda: defaultdict(list))
+    for r in run.threads:
+        by[int(r.transfer_id)][r.side].append(r)
     files: list[Path] = []
     for n, (key, ctid, stid) in enumerate(chosen(run)):
         client = by[ctid]["client"]

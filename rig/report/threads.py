@@ -33,9 +33,8 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from rig.errors import InputError
 from rig.report.model import Key, Point, Run, _key
-from rig.results.store import Store
+from rig.results.store import ThreadCpu
 
 BUSY_CORE = 0.25
 HOT = 0.90
@@ -122,9 +121,9 @@ def cpu_count(spec: str | None) -> int | None:
     return len(s) if s is not None else None
 
 
-def _series(row: dict) -> tuple[list[float], list[float], list[float]]:
+def _series(row: ThreadCpu) -> tuple[list[float], list[float], list[float]]:
     try:
-        d = json.loads(row.get("series") or "{}")
+        d = json.loads(row.series or "{}")
         t, c, w = d["t"], d["cpu_ms"], d["wait_ms"]
     except (ValueError, KeyError, TypeError):
         return [], [], []
@@ -151,7 +150,8 @@ def _at(t: list[float], y: list[float], x: float) -> float:
     return y[lo] + (y[hi] - y[lo]) * (x - t[lo]) / (t[hi] - t[lo])
 
 
-def matrix(rows: list[dict]) -> tuple[list[float], list[dict], list[list[float]], list[list[float]]]:
+def matrix(rows: list[ThreadCpu]) -> tuple[list[float], list[ThreadCpu], list[list[float]],
+                                          list[list[float]]]:
     """(grid, rows, cpu share per thread per interval, wait share ...) of one process
     tree's threads on the union of their sample times."""
     ser = [_series(r) for r in rows]
@@ -166,7 +166,7 @@ def matrix(rows: list[dict]) -> tuple[list[float], list[dict], list[list[float]]
     return grid, rows, cpu, wait
 
 
-def proc_use(rows: list[dict], side: str, nbytes: int) -> ProcUse:
+def proc_use(rows: list[ThreadCpu], side: str, nbytes: int) -> ProcUse:
     grid, rows, cpu, wait = matrix(rows)
     dts = [b - a for a, b in zip(grid, grid[1:])]
     total = [sum(c[i] for c in cpu) for i in range(len(dts))]
@@ -176,36 +176,19 @@ def proc_use(rows: list[dict], side: str, nbytes: int) -> ProcUse:
     for r, c, w in zip(rows, cpu, wait):
         on = sum(c[i] * dts[i] for i in busy)
         wt = sum(w[i] * dts[i] for i in busy)
-        threads.append(ThreadUse(f"{r['comm']}[{r['tid']}]" if r["pid"] != r["tid"]
-                                 else f"{r['comm']}[main]", int(r["tid"]),
+        threads.append(ThreadUse(f"{r.comm}[{r.tid}]" if r.pid != r.tid
+                                 else f"{r.comm}[main]", int(r.tid),
                                  on / busy_s if busy_s else 0.0,
-                                 wt / busy_s if busy_s else 0.0, float(r.get("cpu_s") or 0)))
+                                 wt / busy_s if busy_s else 0.0, float(r.cpu_s or 0)))
     threads.sort(key=lambda u: (-u.cpu, -u.cpu_s))
     # the cores the tree may use: the union over its threads (two origins pinned to one
     # core each may use two)
-    allowed = set().union(*(cpu_set(r.get("cpus_allowed")) or set() for r in rows))
+    allowed = set().union(*(cpu_set(r.cpus_allowed) or set() for r in rows))
     cores = len(allowed) or None
-    return ProcUse(side, int(rows[0]["transfer_id"]), busy_s,
+    return ProcUse(side, int(rows[0].transfer_id), busy_s,
                    (grid[-1] - grid[0]) if grid else 0.0,
-                   sum(float(r.get("cpu_s") or 0) for r in rows),
-                   sum(float(r.get("wait_s") or 0) for r in rows), cores, nbytes, threads)
-
-
-def load_rows(run: Run) -> list[dict]:
-    """thread_cpu rows of the run (cached on it); [] when it has none."""
-    cached = getattr(run, "_thread_rows", None)
-    if cached is None:
-        try:
-            st = Store.open(run.dir)
-        except InputError:
-            cached = []
-        else:
-            try:
-                cached = st.thread_cpu()
-            finally:
-                st.close()
-        run._thread_rows = cached       # type: ignore[attr-defined]
-    return cached
+                   sum(float(r.cpu_s or 0) for r in rows),
+                   sum(float(r.wait_s or 0) for r in rows), cores, nbytes, threads)
 
 
 @dataclass
@@ -217,8 +200,8 @@ class PointThreads:
 def _group_bytes(run: Run) -> dict[tuple, int]:
     out: dict[tuple, int] = defaultdict(int)
     for t in run.transfers:
-        if t.get("ok"):
-            out[(_key(t), t["step"], t["repeat"])] += int(t.get("bytes") or 0)
+        if t.ok:
+            out[(_key(t), t.step, t.repeat)] += int(t.bytes or 0)
     return out
 
 
@@ -227,19 +210,19 @@ def evidence(run: Run) -> dict[Key, PointThreads]:
     cached = getattr(run, "_thread_evidence", None)
     if cached is not None:
         return cached
-    by: dict[tuple[int, str], list[dict]] = defaultdict(list)
-    for r in load_rows(run):
-        if r.get("ok"):
-            by[(int(r["transfer_id"]), r["side"])].append(r)
+    by: dict[tuple[int, str], list[ThreadCpu]] = defaultdict(list)
+    for r in run.threads:
+        if r.ok:
+            by[(int(r.transfer_id), r.side)].append(r)
     gbytes = _group_bytes(run)
     out: dict[Key, PointThreads] = defaultdict(PointThreads)
     for (_, side), rows in by.items():
         r0 = rows[0]
         k = _key(r0)
         if side == "client":
-            out[k].client.append(proc_use(rows, side, int(r0.get("bytes") or 0)))
+            out[k].client.append(proc_use(rows, side, int(r0.bytes or 0)))
         else:
-            out[k].server.append(proc_use(rows, side, gbytes.get((k, r0["step"], r0["repeat"]), 0)))
+            out[k].server.append(proc_use(rows, side, gbytes.get((k, r0.step, r0.repeat), 0)))
     cached = dict(out)
     run._thread_evidence = cached       # type: ignore[attr-defined]
     return cached

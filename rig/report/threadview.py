@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Sequence
 
 from rig.report.model import Run, key_order
-from rig.report.threads import (BUSY_CORE, HOT, IDLE, SATURATED, ProcUse, evidence,
-                                load_rows)
+from rig.report.page import esc, image, table
+from rig.report.threads import BUSY_CORE, HOT, IDLE, SATURATED, ProcUse, evidence
 
 COLUMNS = ("client", "rtt_ms", "streams", "concurrency", "n", "client_cpu_s_per_gb",
            "client_cores", "client_core_share_per_gbps", "client_top_thread",
@@ -87,9 +87,8 @@ def write_csv(table: list[dict[str, str]], out: Path) -> Path:
 
 def section(run: Run, verdicts: dict, out: Path) -> tuple[list[str], list[Path]]:
     """(html parts, files written); ([], []) when the run sampled no thread."""
-    if not load_rows(run):
+    if not run.threads:
         return [], []
-    from rig.report.html import esc, image, table
     data = rows(run, verdicts)
     files = [write_csv(data, out)]
     html = ["<h2>Where the CPU goes (per thread)</h2>",

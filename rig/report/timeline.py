@@ -17,27 +17,28 @@ from matplotlib.figure import Figure
 from rig.report.figure import DPI, save
 from rig.description.steps import shown_step
 from rig.report.model import Run, client_label
+from rig.results.store import TcpSample
 
 
-def transfer_series(samples: list[dict]) -> tuple[list[float], list[float], list[float],
+def transfer_series(samples: list[TcpSample]) -> tuple[list[float], list[float], list[float],
                                                   list[float]]:
     """(t_s, throughput bits/s, cwnd bytes, srtt ms) of one transfer: its connections'
     samples of one tick added (cwnd, acked bytes) or averaged (srtt)."""
-    ticks: dict[float, list[dict]] = defaultdict(list)
+    ticks: dict[float, list[TcpSample]] = defaultdict(list)
     for s in samples:
-        ticks[round(s["t_s"], 2)].append(s)
+        ticks[round(s.t_s, 2)].append(s)
     ts = sorted(ticks)
     out_t, bps, cwnd, srtt = [], [], [], []
     prev_t, prev_acked = None, None
     for t in ts:
         ss = ticks[t]
-        acked = sum(s.get("bytes_acked") or 0 for s in ss)
+        acked = sum(s.bytes_acked or 0 for s in ss)
         if prev_t is not None and prev_acked is not None and t > prev_t:
             out_t.append(t)
             bps.append(max(0.0, 8.0 * (acked - prev_acked) / (t - prev_t)))
-            cwnd.append(float(sum((s.get("cwnd_segs") or 0) * (s.get("mss_bytes") or 0)
+            cwnd.append(float(sum((s.cwnd_segs or 0) * (s.mss_bytes or 0)
                                   for s in ss)))
-            rtts = [s["srtt_us"] / 1e3 for s in ss if s.get("srtt_us")]
+            rtts = [s.srtt_us / 1e3 for s in ss if s.srtt_us]
             srtt.append(sum(rtts) / len(rtts) if rtts else 0.0)
         prev_t, prev_acked = t, acked
     return out_t, bps, cwnd, srtt
@@ -45,12 +46,12 @@ def transfer_series(samples: list[dict]) -> tuple[list[float], list[float], list
 
 def draw(run: Run, out_dir: Path) -> list[Path]:
     """timeline_stepN.png (and .svg) per step that has samples."""
-    by_step: dict[int, dict[tuple, list[dict]]] = defaultdict(lambda: defaultdict(list))
+    by_step: dict[int, dict[tuple, list[TcpSample]]] = defaultdict(lambda: defaultdict(list))
     for s in run.tcp:
-        if s.get("repeat") == 0 and s.get("instance") == 0:
-            key = (client_label(s), s["streams"], s["concurrency"], s["path"],
-                   s["rtt_ms_configured"])
-            by_step[s["step"]][key].append(s)
+        if s.repeat == 0 and s.instance == 0:
+            key = (client_label(s), s.streams, s.concurrency, s.path,
+                   s.rtt_ms_configured)
+            by_step[s.step][key].append(s)
     files: list[Path] = []
     for step, series in sorted(by_step.items()):
         fig = Figure(figsize=(14.0, 3.8), dpi=DPI, layout="constrained")

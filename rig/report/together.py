@@ -31,26 +31,26 @@ def table(run: Run) -> tuple[list[str], list[list[Any]]]:
               + [f"{p} {c}" for p in paths for c in ("rtt_ms", "gbit_s", "share")]
               + ["sum_gbit_s", "joint_gbit_s", "start_skew_ms", "failed"])
     for members in sets(run):
-        rows = [t for t in run.transfers if t["step"] in members]
-        keys = sorted({(t["client"], t["streams"], t["concurrency"], t["repeat"]) for t in rows},
+        rows = [t for t in run.transfers if t.step in members]
+        keys = sorted({(t.client, t.streams, t.concurrency, t.repeat) for t in rows},
                       key=lambda k: (k[3], k[0], k[1], k[2]))
         for client, streams, conc, rep in keys:
-            grp = [t for t in rows if (t["client"], t["streams"], t["concurrency"],
-                                       t["repeat"]) == (client, streams, conc, rep)]
+            grp = [t for t in rows if (t.client, t.streams, t.concurrency,
+                                       t.repeat) == (client, streams, conc, rep)]
             per: dict[str, tuple[float | None, float | None]] = {}
             for p in paths:
-                mine = [t for t in grp if t["path"] == p]
-                ok = [t for t in mine if t["ok"]]
-                bps = (ok[0].get("aggregate_bps") or sum(float(t["throughput_bps"] or 0)
+                mine = [t for t in grp if t.path == p]
+                ok = [t for t in mine if t.ok]
+                bps = (ok[0].aggregate_bps or sum(float(t.throughput_bps or 0)
                                                          for t in ok)) if ok else None
-                per[p] = (mine[0]["rtt_ms_configured"] if mine else None, bps)
+                per[p] = (mine[0].rtt_ms_configured if mine else None, bps)
             total = sum(b for _, b in per.values() if b)
-            ok = [t for t in grp if t["ok"] and t.get("started_at") and t.get("duration_s")]
-            span = (max(t["started_at"] + t["duration_s"] for t in ok)
-                    - min(t["started_at"] for t in ok)) if ok else 0.0
-            joint = sum(int(t["bytes"] or 0) for t in ok) * 8 / span if span > 0 else None
-            starts = [min(t["started_at"] for t in grp if t["path"] == p and t.get("started_at"))
-                      for p in paths if any(t["path"] == p and t.get("started_at") for t in grp)]
+            ok = [t for t in grp if t.ok and t.started_at and t.duration_s]
+            marks = [(t.started_at, t.duration_s) for t in ok if t.started_at and t.duration_s]
+            span = (max(a + d for a, d in marks) - min(a for a, _ in marks)) if ok else 0.0
+            joint = sum(int(t.bytes or 0) for t in ok) * 8 / span if span > 0 else None
+            starts = [min(t.started_at for t in grp if t.path == p and t.started_at)
+                      for p in paths if any(t.path == p and t.started_at for t in grp)]
             skew = (max(starts) - min(starts)) * 1e3 if len(starts) > 1 else None
             cells: list[Any] = []
             for p in paths:
@@ -60,7 +60,7 @@ def table(run: Run) -> tuple[list[str], list[list[Any]]]:
             body.append([" ".join(str(m + 1) for m in members), client, streams, conc, rep + 1,
                          *cells, _g(total or None), _g(joint),
                          "" if skew is None else f"{skew:.0f}",
-                         sum(1 for t in grp if not t["ok"])])
+                         sum(1 for t in grp if not t.ok)])
     return header, body
 
 

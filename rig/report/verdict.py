@@ -53,6 +53,7 @@ from rig.description.linkstats import EMULATOR_DROPS, DirStats, EmulStats, Unrea
     emulation_late, engine_busy, load_stats
 from rig.description.steps import shown_step
 from rig.report.model import Point, Run
+from rig.results.store import EngineStatsRow
 from rig.report.tcpevidence import Evidence, evidence_by_key
 from rig.report.threads import THREAD_KINDS, refine
 
@@ -157,19 +158,19 @@ ALL_PHASES: tuple[str | None, ...] = (None, "check-before", "transfers", "check-
 
 
 def engine_phase_rows(run: Run, step: int, phases: tuple[str | None, ...] = TRANSFER_PHASES
-                      ) -> list[tuple[dict, EmulStats | UnreadableStats]]:
+                      ) -> list[tuple[EngineStatsRow, EmulStats | UnreadableStats]]:
     """(row, stats) of one step's engine rows of these phases, typed, each differenced
     against the same engine's previous row (the userspace engine and tc count from their
     start, not per step or phase)."""
-    rows = sorted((r for r in run.engine if r["step"] <= step),
-                  key=lambda r: (r["step"], r.get("taken_at") or 0))
-    out: list[tuple[dict, EmulStats | UnreadableStats]] = []
+    rows = sorted((r for r in run.engine if r.step <= step),
+                  key=lambda r: (r.step, r.taken_at or 0))
+    out: list[tuple[EngineStatsRow, EmulStats | UnreadableStats]] = []
     for i, r in enumerate(rows):
-        if r["step"] != step or r.get("phase") not in phases:
+        if r.step != step or r.phase not in phases:
             continue
-        cur = load_stats(r["stats"], r["backend"])
-        prev = next((load_stats(q["stats"], q["backend"]) for q in reversed(rows[:i])
-                     if q["path"] == r["path"] and q["backend"] == r["backend"]), None)
+        cur = load_stats(r.stats, r.backend)
+        prev = next((load_stats(q.stats, q.backend) for q in reversed(rows[:i])
+                     if q.path == r.path and q.backend == r.backend), None)
         out.append((r, cur.since(prev) if isinstance(cur, EmulStats) else cur))
     return out
 
@@ -184,14 +185,14 @@ def ping_notes(point: Point, run: Run, engine_late: bool) -> list[str]:
     the point's steps, with its size; says so when the engine's own timing disagrees."""
     notes = []
     for v in run.validations_for(point.steps):
-        if not v.get("flagged"):
+        if not v.flagged:
             continue
-        conf, meas = v.get("rtt_ms_configured"), v.get("rtt_ms_measured")
-        if conf is not None and meas is not None and "RTT" in (v.get("flag_reason") or ""):
+        conf, meas = v.rtt_ms_configured, v.rtt_ms_measured
+        if conf is not None and meas is not None and "RTT" in (v.flag_reason or ""):
             note = (f"ping RTT off by {meas - conf:+.3f} ms ({meas:.3f} vs {conf:g} ms, "
-                    f"{v.get('phase')})")
+                    f"{v.phase})")
         else:
-            note = f"path validation ({v.get('phase')}) flagged: {v.get('flag_reason') or '?'}"
+            note = f"path validation ({v.phase}) flagged: {v.flag_reason or '?'}"
         if not engine_late:
             note += "; the engine's own timing was within tolerance"
         notes.append(note)
@@ -219,22 +220,22 @@ def step_flags(run: Run) -> dict[str, list[int]]:
     transfers (the console's EMULATION LATE) or during a path check, failed transfers."""
     by: dict[str, set[int]] = {k: set() for k in FLAG_KINDS}
     for v in run.validations:
-        if v.get("flagged"):
-            by["path validation"].add(shown_step(v["step"]))
-    for step in sorted({int(r["step"]) for r in run.engine}):
-        rtt = next((x.get("rtt_ms_configured") for x in run.validations + run.transfers
-                    if x["step"] == step and x.get("rtt_ms_configured") is not None), None)
+        if v.flagged:
+            by["path validation"].add(shown_step(v.step))
+    for step in sorted({int(r.step) for r in run.engine}):
+        rtt = next((x.rtt_ms_configured for x in run.validations + run.transfers
+                    if x.step == step and x.rtt_ms_configured is not None), None)
         for r, st in engine_phase_rows(run, step, ALL_PHASES):
             # as the run judged it (its console line), or as the report's tables do
-            late = bool(r.get("emulation_late")) or (isinstance(st, EmulStats) and bool(
+            late = bool(r.emulation_late) or (isinstance(st, EmulStats) and bool(
                 emulation_late(st, None if rtt is None else rtt / 1e3)))
             if late:
-                check = (r.get("phase") or "").startswith("check")
+                check = (r.phase or "").startswith("check")
                 by["emulation late in a path check" if check else "emulation late"].add(
                     shown_step(step))
     for t in run.transfers:
-        if not t.get("ok"):
-            by["transfers failed"].add(shown_step(t["step"]))
+        if not t.ok:
+            by["transfers failed"].add(shown_step(t.step))
     return {k: sorted(v) for k, v in by.items() if v}
 
 

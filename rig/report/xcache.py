@@ -22,14 +22,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rig.report.model import Run
+from rig.results.store import TransferRow
 
 HEADER = ["path", "rtt_ms", "client", "read", "repeats_ok", "seconds", "MB_s",
           "origin_MB", "origin_wire_MB"]
 
 
-def _extra(r: dict) -> dict:
+def _extra(r: TransferRow) -> dict:
     try:
-        v = json.loads(r.get("extra") or "{}")
+        v = json.loads(r.extra or "{}")
     except ValueError:
         return {}
     return v if isinstance(v, dict) else {}
@@ -50,13 +51,13 @@ def _f(v: float | None, fmt: str = ".3g") -> str:
 def cells(run: Run) -> dict[tuple, dict[str, Any]]:
     """(path, rtt, client) -> read kind and per-repeat group values."""
     origins = {_extra(r).get("cache_origin") for r in run.transfers if "cache" in _extra(r)}
-    groups: dict[tuple, list[dict]] = defaultdict(list)
+    groups: dict[tuple, list[TransferRow]] = defaultdict(list)
     for r in run.transfers:
         x = _extra(r)
-        if "cache" not in x and r.get("server") not in origins:
+        if "cache" not in x and r.server not in origins:
             continue
-        groups[(r["path"], r.get("rtt_ms_configured"), r["client"], r["concurrency"],
-                r["repeat"], r["step"])].append(r)
+        groups[(r.path, r.rtt_ms_configured, r.client, r.concurrency,
+                r.repeat, r.step)].append(r)
     out: dict[tuple, dict[str, Any]] = {}
     for (path, rtt, client, _c, _rep, _s), rows in sorted(
             groups.items(), key=lambda kv: (kv[0][0], kv[0][1] if kv[0][1] is not None
@@ -65,14 +66,14 @@ def cells(run: Run) -> dict[tuple, dict[str, Any]]:
         cell = out.setdefault((path, rtt, client), {
             "read": f"cache {x['cache']}" if "cache" in x else "direct",
             "seconds": [], "bps": [], "origin": [], "wire": []})
-        if not all(r["ok"] for r in rows):
+        if not all(r.ok for r in rows):
             continue
-        ends = [r["started_at"] + r["duration_s"] for r in rows
-                if r.get("started_at") is not None and r.get("duration_s") is not None]
-        starts = [r["started_at"] for r in rows if r.get("started_at") is not None]
+        ends = [r.started_at + r.duration_s for r in rows
+                if r.started_at is not None and r.duration_s is not None]
+        starts = [r.started_at for r in rows if r.started_at is not None]
         if ends and starts:
             cell["seconds"].append(max(ends) - min(starts))
-        agg = rows[0].get("aggregate_bps") or sum(r.get("throughput_bps") or 0 for r in rows)
+        agg = rows[0].aggregate_bps or sum(r.throughput_bps or 0 for r in rows)
         cell["bps"].append(float(agg))
         if "cache" in x:
             for key, name in (("origin", "origin_bytes"), ("wire", "origin_wire_bytes")):
@@ -80,7 +81,7 @@ def cells(run: Run) -> dict[tuple, dict[str, Any]]:
                 if all(isinstance(v, (int, float)) for v in vals):
                     cell[key].append(float(sum(v for v in vals if v is not None)))
         else:
-            cell["origin"].append(float(sum(r.get("bytes") or 0 for r in rows)))
+            cell["origin"].append(float(sum(r.bytes or 0 for r in rows)))
     return out
 
 

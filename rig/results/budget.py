@@ -1,12 +1,13 @@
 """Where a run's wall time went (issue 25): the `actions` table summed by phase --
 setup, emulation, checks, transfers, teardown -- and the share outside transfers.
-Pure: works on the stored rows (rig.results.store.ActionRow as dicts); the report's
+Pure: works on the stored rows (rig.results.store.ActionRow); the report's
 "Time budget" and the run's last console line.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from rig.results.store import ActionRow
 
 PHASE_ORDER = ("setup", "emulation", "checks", "transfers", "teardown")
 
@@ -27,19 +28,19 @@ class Budget:
         return 1.0 - self.by_phase.get("transfers", 0.0) / self.wall_s if self.wall_s else 0.0
 
 
-def budget(rows: list[dict[str, Any]]) -> Budget | None:
+def budget(rows: list[ActionRow]) -> Budget | None:
     """None for a run stored before the actions table (or with no action)."""
     if not rows:
         return None
-    wall = max(r["ended_at"] for r in rows) - min(r["started_at"] for r in rows)
+    wall = max(r.ended_at for r in rows) - min(r.started_at for r in rows)
     phase = {p: 0.0 for p in PHASE_ORDER}
     kind: dict[str, float] = {}
     for r in rows:
-        phase[r["phase"]] = phase.get(r["phase"], 0.0) + r["duration_s"]
-        kind[r["kind"]] = kind.get(r["kind"], 0.0) + r["duration_s"]
+        phase[r.phase] = phase.get(r.phase, 0.0) + r.duration_s
+        kind[r.kind] = kind.get(r.kind, 0.0) + r.duration_s
     return Budget(wall, phase, kind, max(0.0, wall - sum(phase.values())), len(rows),
-                  sum(r["outcome"] == "failed" for r in rows),
-                  sum(r["outcome"] == "skipped" for r in rows))
+                  sum(r.outcome == "failed" for r in rows),
+                  sum(r.outcome == "skipped" for r in rows))
 
 
 def budget_rows(b: Budget) -> list[tuple[str, str, str]]:

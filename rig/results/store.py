@@ -12,6 +12,9 @@ Format (FORMAT_VERSION 2; 1 still read), documented in docs/results-format.md:
   actions(...)                           every action of the run plan: start, end, outcome
   background(...)                        competing flows (`background:`) per step
 Each insert is committed at once (WAL journal) so a crash loses nothing already measured.
+Reading hands back the same row dataclasses (Store.rows(TransferRow), transfers(), ...),
+the joined reads a row with its transfer's key columns (TcpSample, ThreadCpu); a column
+an older file lacks reads as None. JSON columns (extra, raw, stats, series) stay strings.
 
 Must not import realization, services or reports.
 """
@@ -25,7 +28,7 @@ import threading
 import time
 from pathlib import Path
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Iterable, TypeVar
 
 from rig.description import userpath
 from rig.errors import InputError, OutputFull
@@ -42,6 +45,11 @@ READABLE_VERSIONS = (1, 2)
 def column(sql: str) -> Any:
     """A row field stored in a column declared `sql`; NULL (None) until set."""
     return dataclasses.field(default=None, metadata={"sql": sql})
+
+
+def joined() -> Any:
+    """A field read from another table by a join (no column of this row's own table)."""
+    return dataclasses.field(default=None)
 
 
 @dataclass
@@ -300,6 +308,38 @@ class ActionRow:
     error: str | None = column("TEXT")  # why it failed, one line
 
 
+@dataclass
+class OfTransfer:
+    """The columns of a sample's transfer that key its point and size it, read with the
+    sample by a join (tcp_samples, thread_cpu): a mixin of TcpSample and ThreadCpu."""
+    path: str = joined()
+    rtt_ms_configured: float | None = joined()
+    client: str = joined()
+    tls: str | None = joined()
+    streams: int = joined()
+    concurrency: int = joined()
+    step: int = joined()
+    repeat: int = joined()
+    instance: int = joined()
+    ok: bool = joined()
+    bytes: int | None = joined()
+    duration_s: float | None = joined()
+    throughput_bps: float | None = joined()
+    aggregate_bps: float | None = joined()
+    origin_cpus: str | None = joined()
+    client_cpus: str | None = joined()
+
+
+@dataclass
+class TcpSample(TcpSampleRow, OfTransfer):
+    """A tcp_samples row with its transfer's columns (Store.tcp_samples)."""
+
+
+@dataclass
+class ThreadCpu(ThreadCpuRow, OfTransfer):
+    """A thread_cpu row with its transfer's columns (Store.thread_cpu)."""
+
+
 # Tables and columns that came after format 1: a results.sqlite without them still
 # loads (a missing column reads as NULL, a missing table as empty).
 ADDED_AFTER_V1: set[str] = set()
@@ -512,33 +552,26 @@ class Store:
             for r in rows:
                 self._insert("thread_cpu", r)
 
-    def thread_cpu(self) -> list[dict]:
+    def thread_cpu(self) -> list[ThreadCpu]:
         """Every thread_cpu row with the columns of its transfer that key a point and
         size it; [] in a folder written before the table existed."""
         if not self.has_table("thread_cpu"):
             return []
-        have = {r[1] for r in self.conn.execute("PRAGMA table_info(transfers)")}
-        opt = ", ".join(f"t.{c}" if c in have else f"NULL AS {c}"
-                        for c in ("tls", "origin_cpus", "client_cpus", "aggregate_bps"))
-        return [dict(r) for r in self.conn.execute(
-            f"SELECT h.*, t.path, t.rtt_ms_configured, t.client, t.streams, t.concurrency, "
-            f"t.step, t.repeat, t.instance, t.ok, t.bytes, t.duration_s, t.throughput_bps, "
-            f"{opt} FROM thread_cpu h JOIN transfers t ON t.rowid = h.transfer_id "
-            "ORDER BY h.rowid")]
+        return self._joined(ThreadCpu, "thread_cpu", "h.rowid")
 
     def add_capture_flow(self, row: CaptureFlowRow) -> None:
         self._insert("capture_flows", row)
 
-    def capture_flows(self) -> list[dict]:
+    def capture_flows(self) -> list[CaptureFlowRow]:
         """Flows of the run's header captures; [] when it took none (or predates them)."""
-        return self.rows("capture_flows") if self.has_table("capture_flows") else []
+        return self.rows(CaptureFlowRow) if self.has_table("capture_flows") else []
 
     def add_action(self, row: ActionRow) -> None:
         self._insert("actions", row)
 
-    def actions(self) -> list[dict]:
+    def actions(self) -> list[ActionRow]:
         """The run's executed actions in order; [] in a folder written before the table."""
-        return self.rows("actions") if self.has_table("actions") else []
+        return self.rows(ActionRow) if self.has_table("actions") else []
 
     def add_validation(self, row: "ValidationRow | dict[str, Any]") -> None:
         self._insert("validations", row)
@@ -549,9 +582,9 @@ class Store:
     def add_background(self, row: "BackgroundRow") -> None:
         self._insert("background", row)
 
-    def background(self) -> list[dict]:
+    def background(self) -> list[BackgroundRow]:
         """Competing flows' rows ([] in a folder written before the table existed)."""
-        return self.rows("background") if self.has_table("background") else []
+        return self.rows(BackgroundRow) if self.has_table("background") else []
 
     def set_env(self, key: str, value: Any) -> None:
         self._write("INSERT OR REPLACE INTO environment VALUES (?, ?)", (key, json.dumps(value)))
@@ -573,35 +606,71 @@ class Store:
         return {r[0]: json.loads(r[1]) for r in
                 self.conn.execute("SELECT key, value_json FROM environment")}
 
-    def rows(self, table: str, where: str = "", params: Iterable = ()) -> list[dict]:
-        if table not in _TABLES:
-            raise ValueError(table)
+    def rows(self, row_type: type[R], where: str = "", params: Iterable = ()) -> list[R]:
+        """The rows of row_type's table (ROW_TYPES), in the order stored, as row_type;
+        `where`: an SQL condition on its columns."""
+        table = TABLE_OF.get(row_type)
+        if table is None:
+            raise ValueError(f"{row_type.__name__} is not a table's row type")
         q = f"SELECT * FROM {table}" + (f" WHERE {where}" if where else "") + " ORDER BY rowid"
-        # columns of ADDED_AFTER_V1 that an older file lacks read as NULL
-        absent = dict.fromkeys(c for c in ADDED_AFTER_V1 if c in _TABLES[table])
-        return [{**absent, **dict(r)} for r in self.conn.execute(q, tuple(params))]
+        return _typed(row_type, self.conn.execute(q, tuple(params)))
 
-    def transfers(self) -> list[dict]:
-        return self.rows("transfers")
+    def transfers(self) -> list[TransferRow]:
+        return self.rows(TransferRow)
 
-    def validations(self) -> list[dict]:
-        return self.rows("validations")
+    def validations(self) -> list[ValidationRow]:
+        return self.rows(ValidationRow)
+
+    def engine_stats(self) -> list[EngineStatsRow]:
+        return self.rows(EngineStatsRow)
 
     def has_table(self, table: str) -> bool:
         return self.conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND "
                                  "name = ?", (table,)).fetchone() is not None
 
-    def tcp_samples(self) -> list[dict]:
+    def tcp_samples(self) -> list[TcpSample]:
         """Every tcp_info sample, by transfer, connection and time, with the columns
         of its transfer that key a measurement point; [] in a folder written before
         the table existed."""
         if not self.has_table("tcp_samples"):
             return []
-        # the TLS mode keys a point too (rig.report.model.client_label)
-        tls = "t.tls" if any(r[1] == "tls" for r in self.conn.execute(
-            "PRAGMA table_info(transfers)")) else "NULL AS tls"
-        return [dict(r) for r in self.conn.execute(
-            f"SELECT s.*, t.path, t.rtt_ms_configured, t.client, {tls}, t.streams, "
-            "t.concurrency, t.step, t.repeat, t.instance, t.ok, t.throughput_bps, t.duration_s "
-            "FROM tcp_samples s JOIN transfers t ON t.rowid = s.transfer_id "
-            "ORDER BY s.transfer_id, s.conn, s.t_s")]
+        return self._joined(TcpSample, "tcp_samples", "h.transfer_id, h.conn, h.t_s")
+
+    def _joined(self, row_type: type[J], table: str, order: str) -> list[J]:
+        """`table` (alias h) joined with its transfers row (OfTransfer's columns; those
+        an older file lacks read as NULL)."""
+        have = {r[1] for r in self.conn.execute("PRAGMA table_info(transfers)")}
+        cols = ", ".join(f"t.{c}" if c in have else f"NULL AS {c}" for c in _OF_TRANSFER)
+        return _typed(row_type, self.conn.execute(
+            f"SELECT h.*, {cols} FROM {table} h JOIN transfers t ON t.rowid = h.transfer_id "
+            f"ORDER BY {order}"))
+
+
+R = TypeVar("R")
+J = TypeVar("J", bound=OfTransfer)
+TABLE_OF: dict[type, str] = {t: name for name, t in ROW_TYPES.items()}
+_OF_TRANSFER = [f.name for f in dataclasses.fields(OfTransfer)]
+
+
+def _typed(row_type: type[R], cur: sqlite3.Cursor) -> list[R]:
+    """A query's rows as row_type: a column the file lacks (ADDED_AFTER_V1, a format-1
+    folder) reads as None, one the type lacks is left out, and a bool field reads as a
+    bool (SQLite stores 0/1), so a row reads back as it was written."""
+    names = [d[0] for d in cur.description]
+    fields = dataclasses.fields(row_type)   # type: ignore[arg-type]
+    known = {f.name for f in fields}
+    flags = [i for i, n in enumerate(names) if n in known and _is_bool(row_type, n)]
+    keep = [(i, n) for i, n in enumerate(names) if n in known]
+    out = []
+    for r in cur:
+        vals = list(r)
+        for i in flags:
+            if vals[i] is not None:
+                vals[i] = bool(vals[i])
+        out.append(row_type(**{n: vals[i] for i, n in keep}))
+    return out
+
+
+def _is_bool(row_type: type, name: str) -> bool:
+    hint = next(f.type for f in dataclasses.fields(row_type) if f.name == name)
+    return str(hint) in ("bool", "bool | None")
