@@ -27,14 +27,11 @@ def pytest_collection_modifyitems(config, items):
 def run_rig():
     """`rig run SCENARIO --out OUT` as a user runs it, in a subprocess with a deadline;
     asserts it exited 0 (its stderr's tail otherwise) and returns the run's Store."""
-    import subprocess
-    import sys
+    from rigrun import rig_run
+    from rig.results.store import Store
 
     def run(scenario, out, *, timeout: float = 900):
-        r = subprocess.run([sys.executable, "-m", "rig", "run", str(scenario), "--out",
-                            str(out)], capture_output=True, text=True, timeout=timeout)
-        assert r.returncode == 0, r.stderr[-3000:]
-        from rig.results.store import Store
+        rig_run(scenario, out, timeout=timeout)
         return Store.open(out)
     return run
 

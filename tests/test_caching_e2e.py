@@ -32,14 +32,12 @@ from __future__ import annotations
 
 import json
 import math
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from rig.realization import netns
 from rig.results.store import Store
+from rigrun import rig_run
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parent.parent
@@ -52,11 +50,7 @@ REPEATS = 3
 def run_dir(tmp_path_factory):
     pytest.importorskip("XRootD", reason="XRootD Python bindings (pip install xrootd)")
     out = tmp_path_factory.mktemp("caching") / "run"
-    r = subprocess.run([sys.executable, "-m", "rig", "run", str(SCEN), "--out", str(out)],
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr[-3000:]
-    prefix = Store.open(out).environment()["prefix"]
-    assert not [n for n in netns.list_namespaces() if n.startswith(prefix)]
+    prefix = rig_run(SCEN, out, timeout=900).prefix
     # the plain downloads' files (dest_dir) are gone, the shadow files were never named
     assert not [f for f in Path("/var/tmp").iterdir() if f.name.startswith(f"{prefix}-")]
     return out

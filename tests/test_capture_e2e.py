@@ -15,6 +15,7 @@ import pytest
 
 from rig.realization import netns
 from rig.results.store import Store
+from rigrun import rig_run
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parent.parent
@@ -41,12 +42,8 @@ def run_dir(tmp_path_factory):
     missing = [t for t in ("tcpdump", "curl", "nginx") if shutil.which(t) is None]
     assert not missing, f"missing tools (make install): {missing}"
     out = tmp_path_factory.mktemp("capture") / "run"
-    r = subprocess.run([sys.executable, "-m", "rig", "run", str(SCEN), "--out", str(out)],
-                       capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = rig_run(SCEN, out, timeout=300)
     assert "WARNING: header capture on" in r.stderr
-    prefix = Store.open(out).environment()["prefix"]
-    assert not [n for n in netns.list_namespaces() if n.startswith(prefix)]
     assert not _tcpdumps_writing_to(out)
     return out
 

@@ -11,6 +11,7 @@ import pytest
 
 from rig.realization import cgroups, netns
 from rig.results.store import Store
+from rigrun import rig_run
 
 pytestmark = pytest.mark.e2e
 DATA = Path(__file__).resolve().parent / "data" / "scenarios"
@@ -24,11 +25,7 @@ def _need(*names: str) -> None:
 
 def _run(tmp_path_factory, name: str) -> Path:
     out = tmp_path_factory.mktemp(name) / "run"
-    r = subprocess.run([sys.executable, "-m", "rig", "run", str(DATA / f"{name}.yaml"),
-                        "--out", str(out)], capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    prefix = Store.open(out).environment()["prefix"]
-    assert not [n for n in netns.list_namespaces() if n.startswith(prefix)]
+    prefix = rig_run(DATA / f"{name}.yaml", out, timeout=600).prefix
     assert not (netns.STATE_DIR / prefix).exists()       # certificates went with it
     assert not [d for p, d in cgroups.rig_cgroups() if p == prefix]   # CPU sets too
     return out

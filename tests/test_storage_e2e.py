@@ -15,6 +15,7 @@ from faultrig import end_run
 
 from rig.realization import netns
 from rig.results.store import Store
+from rigrun import rig_run
 
 pytestmark = pytest.mark.e2e
 SCENARIO = Path(__file__).resolve().parent / "data/scenarios/disk-small.yaml"
@@ -28,13 +29,10 @@ def _folder(prefix: str) -> Path:
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("disk") / "run"
-    r = subprocess.run([sys.executable, "-m", "rig", "run", str(SCENARIO), "--out", str(out)],
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr[-3000:]
+    r = rig_run(SCENARIO, out, timeout=900)
     assert "storage check: f256M sequential read" in r.stderr
-    prefix = Store.open(out).environment()["prefix"]
+    prefix = r.prefix
     assert not _folder(prefix).exists()
-    assert not [n for n in netns.list_namespaces() if n.startswith(prefix)]
     return out
 
 

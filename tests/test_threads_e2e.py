@@ -2,16 +2,14 @@
 namespaces (issue 27), checked against the process-tree CPU the run measures itself."""
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from rig.realization import netns
 from rig.report import load_run, verdicts
 from rig.report import threads as T
 from rig.results.store import Store
+from rigrun import rig_run
 
 pytestmark = [pytest.mark.e2e, pytest.mark.netns]
 DATA = Path(__file__).resolve().parent / "data" / "scenarios"
@@ -22,11 +20,7 @@ def run_dir(tmp_path_factory):
     missing = [n for n in ("xrootd", "xrdcp", "iperf3") if shutil.which(n) is None]
     assert not missing, f"missing tools (make install): {missing}"
     out = tmp_path_factory.mktemp("threads") / "run"
-    r = subprocess.run([sys.executable, "-m", "rig", "run", str(DATA / "threads-small.yaml"),
-                        "--out", str(out)], capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    prefix = Store.open(out).environment()["prefix"]
-    assert not [n for n in netns.list_namespaces() if n.startswith(prefix)]
+    rig_run(DATA / "threads-small.yaml", out, timeout=600)
     return out
 
 

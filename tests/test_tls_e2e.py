@@ -4,14 +4,13 @@ control only), davix-get and curl over HTTPS from XrdHttp and nginx, wget from A
 run's CA; every transfer moves the whole file; server CPU recorded; the TLS cost table
 is written; the CA and keys are gone afterwards."""
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from rig.realization import netns
 from rig.results.store import Store
+from rigrun import rig_run
 
 pytestmark = pytest.mark.e2e
 REPO = Path(__file__).resolve().parent.parent
@@ -22,11 +21,7 @@ FILE_BYTES = 32 << 20
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("tls") / "run"
-    r = subprocess.run([sys.executable, "-m", "rig", "run", str(SCEN), "--out", str(out)],
-                       capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr[-3000:]
-    prefix = Store.open(out).environment()["prefix"]
-    assert not [n for n in netns.list_namespaces() if n.startswith(prefix)]
+    prefix = rig_run(SCEN, out, timeout=900).prefix
     assert not (netns.STATE_DIR / prefix).exists()      # CA, keys, configs removed
     return out
 

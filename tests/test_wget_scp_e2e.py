@@ -16,6 +16,7 @@ from faultrig import end_run
 from rig.process import owner
 from rig.realization import netns
 from rig.results.store import Store
+from rigrun import rig_run
 
 pytestmark = pytest.mark.e2e
 DATA = Path(__file__).resolve().parent / "data/scenarios"
@@ -41,11 +42,7 @@ def _sshds(prefix: str) -> list[int]:
 @pytest.fixture(scope="module")
 def run_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("clients") / "run"
-    r = subprocess.run([sys.executable, "-m", "rig", "run", str(DATA / "clients-small.yaml"),
-                        "--out", str(out)], capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr[-3000:]
-    prefix = Store.open(out).environment()["prefix"]
-    assert not [n for n in netns.list_namespaces() if n.startswith(prefix)]
+    prefix = rig_run(DATA / "clients-small.yaml", out, timeout=900).prefix
     assert not (netns.STATE_DIR / prefix).exists()      # keys, known_hosts, configs
     assert not _sshds(prefix)
     return out
