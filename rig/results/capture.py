@@ -30,7 +30,11 @@ Definitions, per flow (one direction of a connection) and per capture point:
                   it passed here no earlier. It reads longer by the receiver's ACK
                   delay and by up to one TS clock tick (1 ms on Linux: segments sent
                   within a tick share X and are timed from the first). Its floor is
-                  the path's RTT less RTT_RESOLUTION_MS (the pcap timestamps).
+                  the path's RTT less RTT_RESOLUTION_MS (the pcap timestamps) on a
+                  quiet host; under CPU load less also the router's receive lag: the
+                  userspace engine starts a forwarded TCP packet's delay at its kernel
+                  stamp (the sender's departure), the tap sees it when the router's
+                  softirq handles it (5.5 ms seen at load 2.8 on 2 vCPUs).
 
 Bounded for big captures: packets are streamed (scapy's PcapReader, unused layers not
 dissected), at most `max_packets` per file and `budget_s` seconds of analysis; a
