@@ -262,6 +262,23 @@ def test_server_thread_and_server_cpu(tmp_path):
                 {"x1": ([0.8] * 20, 0.1), "x2": ([0.7] * 20, 0.2)}, rate=None,
                 capacity=50e9, cpus="0-3")
     assert all(x.kind != "server-cpu-bound" for x in v.values())
+    # threads that wanted all their cores but mostly waited (others ran there), on a
+    # point nothing else explains: server-cpu-bound, said contended; wanting less than
+    # 85 % of them is no bound
+    from rig.report.verdict import Verdict
+    run, v = _run(tmp_path / "d", {"c": ([0.3] * 20, 0.0)},
+                  {"x1": ([0.3] * 20, 0.6), "x2": ([0.25] * 20, 0.6)}, rate=None,
+                  capacity=50e9)
+    (x,) = v.values()
+    assert x.kind == "window-limited" and "server threads waited" in x.text()  # a note
+    (pt,) = run.points
+    x = T.refine(Verdict("unexplained", "below every bound"), pt, run)
+    assert x.kind == "server-cpu-bound" and "contended" in x.detail, x.text()
+    assert "unexplained" in x.also
+    _, v = _run(tmp_path / "e", {"c": ([0.3] * 20, 0.0)},
+                {"x1": ([0.2] * 20, 0.4), "x2": ([0.2] * 20, 0.4)}, rate=None,
+                capacity=50e9)
+    assert all(x.kind != "server-cpu-bound" for x in v.values())
     # two origins pinned to one core each: the server may use both
     rows = [ThreadCpu(transfer_id=1, pid=p, tid=p, comm="xrootd", cpu_s=1.0, wait_s=0.0,
                       cpus_allowed=c, series=_series([0.9] * 10))

@@ -14,7 +14,11 @@ Definitions (docs/results-format.md, thread_cpu):
                 for the server: server-thread-bound.
   server CPU    the server's threads on a CPU or waiting for one >= SATURATED x the cores
                 it may use (the union of its threads' Cpus_allowed_list), at least
-                HOT_ON_CPU x those cores on a CPU: server-cpu-bound.
+                HOT_ON_CPU x those cores on a CPU: server-cpu-bound. The same demand
+                with threads that waited longer than they ran is server-cpu-bound,
+                said "contended", only for a point no other bound explains: the cores it
+                may use were busy with it and with others (the client, the engine on
+                the same cores); elsewhere it is the contention note.
   contended     threads that waited for a CPU longer than they ran: a note on the verdict
                 (the host's CPUs were the limit, whoever used them).
   cores/Gbit/s  CPU seconds per Gbit moved / cores the process may use: the share of
@@ -96,6 +100,12 @@ class ProcUse:
     def contended(self) -> bool:
         """Its threads waited for a CPU longer than they ran."""
         return self.busy_s > 0 and self.demand() - self.on_cpu() > self.on_cpu()
+
+    def starved(self) -> bool:
+        """Its threads used or waited for SATURATED of its cores, mostly waiting: the
+        cores it may use had no time left for it (others ran on them too)."""
+        cores = self.cores or 0
+        return cores > 0 and self.contended() and self.demand() >= SATURATED * cores
 
     def s_per_gb(self, cpu_s: float | None = None) -> float | None:
         c = self.cpu_s if cpu_s is None else cpu_s
@@ -259,8 +269,8 @@ def server_hot(p: PointThreads) -> str | None:
     return _hot_text(hits, len(p.server), "server") if hits else None
 
 
-def server_saturated(p: PointThreads) -> str | None:
-    hits = _majority(p.server, ProcUse.saturated)
+def server_saturated(p: PointThreads, test=ProcUse.saturated) -> str | None:
+    hits = _majority(p.server, test)
     if not hits:
         return None
     u = hits[0][0]
@@ -269,6 +279,15 @@ def server_saturated(p: PointThreads) -> str | None:
     return (f"server threads on a CPU {on:.2f} cores (+{dem - on:.2f} waiting) of the "
             f"{u.cores} it may use, over its busy time; busiest '{u.threads[0].name}' "
             f"{_pct(u.threads[0].cpu)} ({len(hits)} of {len(p.server)} groups)")
+
+
+def server_starved(p: PointThreads) -> str | None:
+    """The server's threads wanted SATURATED of the cores they may use but mostly waited:
+    those cores were busy with others too (the client, the engine). Only a point no
+    other bound explains takes it as its verdict: elsewhere it is a note."""
+    d = server_saturated(p, ProcUse.starved)
+    return None if d is None else (d + "; contended: its threads waited longer than they "
+                                   "ran, the cores it may use busy with others too")
 
 
 def notes(p: PointThreads, kind: str) -> list[str]:
@@ -314,6 +333,10 @@ def refine(v, point: Point, run: Run):
     with a kind in KEEP the thread bounds are listed in `also` only."""
     found = findings(point, run)
     p = evidence(run).get(point.key)
+    if not found and v.kind == "unexplained" and p is not None:
+        starved = server_starved(p)
+        if starved:
+            found = [("server-cpu-bound", starved)]
     if p is not None:
         extra = notes(p, found[0][0] if found and v.kind not in KEEP else v.kind)
         v = dataclasses.replace(v, notes=tuple(dict.fromkeys(v.notes + tuple(extra))))
