@@ -248,6 +248,37 @@ def test_latency_bound_verdict_and_tables(tmp_path):
     assert body == [["100%", "storage", "davix", "xrootd", "20.00", "0.49"]]
 
 
+def test_slow_start_round_trips_count_for_a_short_replay(tmp_path):
+    """16.9 MB in 6 requests at 2 ms in 55 ms: 6 synchronous round trips are 22 % of the
+    wall (no bound), but a fresh connection's slow start from 10 x 1448 B needs 11
+    flights for those bytes: 16 round trips, 59 % (latency-bound). Without the path's MTU
+    stored, slow start is not counted."""
+    from rig.report import load_run, verdicts
+    from rig.report.verdict import slow_start_flights
+    from rig.results.store import Store, TransferRow
+    assert slow_start_flights(14_480, 1448) == 1 and slow_start_flights(14_481, 1448) == 2
+    assert slow_start_flights(16_873_375, 1448) == 11
+    for name, mtu in (("with", 1500), ("without", None)):
+        st = Store.create(tmp_path / name / "results.sqlite", "r")
+        if mtu:
+            st.set_env("tuning", {"mtu": mtu})
+        st.add_transfer(TransferRow(
+            run_id="r", step=0, path="wan", backend="userspace", rtt_ms_configured=2.0,
+            rtt_ms_measured=2.0, client="app", tool="replay", server="apache",
+            streams=1, concurrency=1, instance=0, repeat=0, bytes=16_873_375,
+            duration_s=0.055, throughput_bps=8 * 16_873_375 / 0.055, ok=True, argv="[]",
+            cache_mode="application", read_library="davix", branch_fraction=1.0,
+            requests=6, round_trips=6, bytes_useful=16_873_375, bytes_wire=16_873_375))
+        st.finish()
+        (v,) = verdicts(load_run(tmp_path / name)).values()
+        if mtu:
+            assert v.kind == "latency-bound", v.text()
+            assert ("6 synchronous round trips + 10 more of slow start (16.9 MB from an "
+                    "initial window of 10 x 1448 B) x 2 ms = 0.032 s") in v.detail, v.detail
+        else:
+            assert v.kind != "latency-bound", v.text()
+
+
 def test_latency_bound_wins_over_the_kernels_idle_sender():
     """A storage replay's sender idles between requests (the kernel says application-
     limited): the round trips x RTT explain the time, and the kernel's words are cited;

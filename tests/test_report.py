@@ -375,6 +375,14 @@ def test_a_saturated_host_explains_what_no_other_bound_does(tmp_path: Path) -> N
     spare = make_run(tmp_path / "spare", factor=slow)
     _host_cpu(spare, "curl", 60.0, 0.60)
     assert _verdict_of(spare, "curl", 60) == "unexplained"
+    # marks spanning four times the transfer (a short replay in a long process) say
+    # nothing of it: no host-CPU bound
+    import sqlite3
+    short = make_run(tmp_path / "short", factor=slow)
+    _host_cpu(short, "curl", 60.0, 0.95)
+    with sqlite3.connect(short / "results.sqlite") as db:
+        db.execute("UPDATE transfers SET host_cpu_wall_s = 4 * duration_s")
+    assert _verdict_of(short, "curl", 60) == "unexplained"
     # a bound that holds stays the verdict: the window-limited point with a busy host
     _host_cpu(spare, "curl", 20.0, 0.97)
     assert _verdict_of(spare, "curl", 20) == "window-limited"

@@ -19,9 +19,11 @@ For one point (path, RTT, client configuration, streams, concurrency), in this o
                      says who used how many cores
   storage-bound      (storage: disk) throughput near the step's storage check: dd's
                      cold sequential read of the served file (rig.orchestration.storagecheck)
-  latency-bound      (caching-mode replays) synchronous round trips x RTT explain at
-                     least half of the wall time: the reads wait for the network, not
-                     for bandwidth
+  latency-bound      (caching-mode replays) round trips x RTT explain at least half of
+                     the wall time: the reads wait for the network, not for bandwidth.
+                     Round trips: the plan's synchronous ones, plus those slow start
+                     needs at least for the replay's bytes on its fresh connection (from
+                     Linux's initial window of 10 segments of the path's MSS)
   unexplained        none of the above; the detail says how far from each bound it was
 Then the per-thread CPU (thread_cpu, rig.report.threads) may name the bound more closely:
   single-thread-bound   one client thread >= 90 % of a core over the busy time, the
@@ -46,6 +48,7 @@ Pure Python: must not import matplotlib, rig.realization.netns, rig.process.proc
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from dataclasses import dataclass, field
 
@@ -76,6 +79,9 @@ BDP_RTT_SPAN = 1.8
 MIN_RTT_S = 0.002
 
 LATENCY_SHARE = 0.5  # round trips x RTT >= half the wall: latency is what the time is made of
+INITIAL_WINDOW = 10  # segments: Linux's initial congestion window (RFC 6928), the rig sets no other
+IP_TCP_OVERHEAD = 52  # IPv4 + TCP headers with timestamps: MSS = MTU - 52 (IPv6's is 20 B less:
+                      # a larger MSS than the real one only weakens the slow-start bound)
 MIN_ROUNDS = 4       # per-round times (extra.round_s) worth a median
 LATE_ROUNDS_RTT = 1.8   # median round >= 1.8 RTT: the answers come one RTT late
 
@@ -323,7 +329,7 @@ def _bounds(point: Point, run: Run) -> list[tuple[str, float, str]]:
     if d and NEAR * d <= mean <= ABOVE * d:
         out.append(("storage-bound", d, f"{_gbit(mean)} is {mean / d:.0%} of the storage "
                                         f"check's cold read {d / 8e6:.0f} MB/s"))
-    lat = _latency(point)
+    lat = _latency(point, path_mss(run, point.key.path))
     if lat:
         # synchronous round trips also keep throughput x RTT constant: that is the
         # latency, not an effective window, when round trips x RTT explain the time
@@ -376,19 +382,47 @@ def host_busy(point: Point) -> str | None:
     return text + "; the rest kernel and other processes)"
 
 
-def _latency(point: Point) -> tuple[float, str] | None:
-    """A replay whose synchronous round trips x RTT make up most of its wall time; the
-    bound is the throughput if nothing but the round trips took time."""
+def slow_start_flights(nbytes: float, mss: int, iw: int = INITIAL_WINDOW) -> int:
+    """Round trips a fresh TCP connection needs at least to deliver `nbytes`: slow start
+    from an initial window of `iw` segments at most doubles it each round trip, so k
+    flights carry at most iw x mss x (2^k - 1) bytes (delayed ACKs, HyStart, a small
+    receive window only slow it further)."""
+    if nbytes <= 0 or mss <= 0:
+        return 0
+    return math.ceil(math.log2(nbytes / (iw * mss) + 1))
+
+
+def path_mss(run: Run, path: str) -> int | None:
+    """The path's TCP MSS from the run's stored tuning (its MTU), None when not stored."""
+    env = run.env if isinstance(run.env, dict) else {}
+    per = (env.get("path_tuning") or {}).get(path) or {}
+    mtu = per.get("mtu") or (env.get("tuning") or {}).get("mtu")
+    return int(mtu) - IP_TCP_OVERHEAD if isinstance(mtu, (int, float)) and mtu > 100 else None
+
+
+def _latency(point: Point, mss: int | None = None) -> tuple[float, str] | None:
+    """A replay whose round trips x RTT make up most of its wall time; the bound is the
+    throughput if nothing but the round trips took time. Round trips: the plan's
+    synchronous ones, and with `mss` (the path's) those slow start adds on the replay's
+    fresh connection: its bytes need slow_start_flights() flights, the first of which
+    is the first request's round trip."""
     rtt = _rtt_s(point)
     if not point.round_trips or rtt <= 0:
         return None
     rt = sorted(point.round_trips)[len(point.round_trips) // 2]
     wall = sorted(point.durations_s)[len(point.durations_s) // 2]
-    waited = rt * rtt
+    extra = 0
+    if mss and point.bytes_ok and point.durations_s:
+        per = point.bytes_ok / len(point.durations_s)
+        extra = max(0, slow_start_flights(per, mss) - 1)
+    waited = (rt + extra) * rtt
     if waited < LATENCY_SHARE * wall:
         return None
     bound = point.mean_bps * wall / waited
-    return bound, (f"{rt} synchronous round trips x {rtt * 1e3:.3g} ms = {waited:.3g} s "
+    what = f"{rt} synchronous round trips" + (
+        f" + {extra} more of slow start ({point.bytes_ok / len(point.durations_s) / 1e6:.3g} MB "
+        f"from an initial window of {INITIAL_WINDOW} x {mss} B)" if extra else "")
+    return bound, (f"{what} x {rtt * 1e3:.3g} ms = {waited:.3g} s "
                    f"of the {wall:.3g} s wall ({waited / wall:.0%})" + _rounds_note(point, rtt))
 
 
