@@ -36,7 +36,7 @@ from pathlib import Path
 
 import pytest
 
-from rig.results.store import Store
+from rig.results.store import Store, TransferRow
 from rigrun import rig_run
 
 pytestmark = pytest.mark.e2e
@@ -67,7 +67,7 @@ def _by(rows, client: str | tuple[str, ...]):
     """step -> that step's rows of one client (or of clients configured alike), one per
     repeat."""
     names = (client,) if isinstance(client, str) else client
-    out: dict[int, list[dict]] = {}
+    out: dict[int, list[TransferRow]] = {}
     for r in rows:
         if r.client in names:
             out.setdefault(r.step, []).append(r)
@@ -293,7 +293,7 @@ def test_lazy_download_is_near_a_plain_download(run_dir, lazy, plain):
     p = _plan(lazy[0])
     segment = 128 * MiB
     touched = [x for x in p.rounds if x.phase == "segment"]
-    assert len(touched) == math.ceil(pl[0][0]["file_bytes"] / segment)
+    assert len(touched) == math.ceil(pl[0][0].file_bytes / segment)
     for r in pl[0]:                 # like with like: the download went to the same disk
         assert "/var/tmp/" in r.argv
     for step, rs in lz.items():
@@ -301,7 +301,7 @@ def test_lazy_download_is_near_a_plain_download(run_dir, lazy, plain):
             assert json.loads(r.extra)["shadow_dir"] == "/var/tmp"
             assert r.branch_fraction == 1.0
             assert r.bytes_wire == sum(x.wire_bytes for x in touched) \
-                == pl[step][0]["file_bytes"]
+                == pl[step][0].file_bytes
         # the replay's own wall excludes connecting and opening; a plain download's
         # time includes them: compare like with like
         if step not in _in_spec(run_dir):
