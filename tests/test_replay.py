@@ -69,6 +69,7 @@ def test_replay_moves_exactly_the_planned_bytes(server, proto, mode):
     assert r.checksum == run.expected_checksum(p, str(path))
     assert len(r.round_s) == len(p.rounds) and r.requests == p.requests
     assert 0 < r.wall_s < 30
+    assert r.cpu_wait_s is not None and 0 <= r.cpu_wait_s < 30     # schedstat, over the wall
 
 
 @pytest.mark.parametrize("proto", ["root", "http"])
@@ -118,6 +119,8 @@ def test_helper_moves_exactly_the_planned_bytes(server, library, mode):
     assert out["bytes_received"] == p.bytes_wire
     assert len(out["round_s"]) == len(p.rounds)
     assert 0 < out["wall_s"] < 30 and out["cpu_user_s"] >= 0
+    # its threads' run-queue wait over the replay (schedstat: this kernel has it)
+    assert isinstance(out["cpu_wait_s"], float) and 0 <= out["cpu_wait_s"] < 30
     # every plan request is at least one HTTP request; libdavix may split a readv further
     assert out["http_requests"] >= p.requests if library == "curl" else out["http_requests"] >= len(p.rounds)
 

@@ -386,3 +386,41 @@ def test_a_saturated_host_explains_what_no_other_bound_does(tmp_path: Path) -> N
     # a bound that holds stays the verdict: the window-limited point with a busy host
     _host_cpu(spare, "curl", 20.0, 0.97)
     assert _verdict_of(spare, "curl", 20) == "window-limited"
+
+
+def _waited(run: Path, client: str, rtt: float, cpu: float, wait: float) -> None:
+    """Give one point's rows the client's own CPU and run-queue wait over its wall (as a
+    replay reports them: cpu_user_s, cpu_sys_s, extra.cpu_wait_s)."""
+    import sqlite3
+    with sqlite3.connect(run / "results.sqlite") as db:
+        n = db.execute("UPDATE transfers SET cpu_user_s = ? * duration_s, cpu_sys_s = 0, "
+                       "extra = json_object('cpu_wait_s', ? * duration_s) "
+                       "WHERE client = ? AND rtt_ms_configured = ?",
+                       (cpu, wait, client, rtt)).rowcount
+    assert n > 0
+
+
+@pytest.mark.parametrize("cpu,wait,kind", [
+    (0.76, 0.20, "host-CPU-bound"),     # runnable 96 %: on a CPU or waiting for one
+    (0.76, 0.04, "unexplained"),        # 80 % runnable: it waited for the network too
+    (0.82, 0.04, "unexplained"),        # 86 % runnable, but 4 % waiting is not the host
+    (0.50, 0.20, "unexplained"),        # 70 % runnable
+    (0.90, 0.00, "client-CPU-bound"),   # its own CPU, no contention
+])
+def test_a_client_kept_from_a_cpu_is_host_cpu_bound(tmp_path: Path, cpu: float, wait: float,
+                                                    kind: str) -> None:
+    """A transfer too short for the host's /proc/stat marks says by itself whether it
+    waited for the network: runnable (on a CPU or in a run queue) >= 85 % of its wall,
+    >= 5 % of it waiting, is the host's CPUs; otherwise it stays what it was."""
+    slow = lambda c, rtt, s, n: 0.5 if (c, rtt) == ("curl", 60.0) else 1.0   # noqa: E731
+    run = make_run(tmp_path / "r", factor=slow)
+    _waited(run, "curl", 60.0, cpu, wait)
+    r = load_run(run)
+    v = next(verdicts(r)[p.key] for p in r.points
+             if p.key.client == "curl" and p.key.rtt_ms == 60)
+    assert v.kind == kind, v.text()
+    if kind == "host-CPU-bound":
+        assert "runnable 96% of its wall: on a CPU 76%, waiting in a run queue for one " \
+               "20%" in v.detail, v.detail
+    if kind == "unexplained":
+        assert f"waiting for a CPU {wait:.0%} of wall" in v.detail, v.detail

@@ -390,3 +390,22 @@ def test_contention_and_a_spread_client_are_said(tmp_path):
     assert "client threads waited for a CPU longer than they ran" in text
     assert "no single client thread is the ceiling: the CPU is spread over 4 busy thread(s), " \
         "the busiest 'w0' on a CPU 22% of a core" in text
+
+
+def test_own_wait_is_the_sum_of_this_process_threads_run_queue_wait(tmp_path: Path) -> None:
+    """A replay's run-queue wait: schedstat's second field over /proc/self/task, summed;
+    a task that cannot be read is left out; None when no task shows any."""
+    from rig.process import threadcpu
+    for tid, text in (("10", "500 2000 3\n"), ("11", "700 300 1\n"), ("12", "garbled\n")):
+        d = tmp_path / "self" / "task" / tid
+        d.mkdir(parents=True)
+        (d / "schedstat").write_text(text)
+    (tmp_path / "self" / "task" / "13").mkdir()          # ended: no schedstat
+    assert threadcpu.own_wait_ns(tmp_path) == 2300
+    empty = tmp_path / "empty"
+    (empty / "self" / "task" / "1").mkdir(parents=True)
+    assert threadcpu.own_wait_ns(empty) is None
+    assert threadcpu.own_wait_ns(tmp_path / "nowhere") is None
+    # this process's own, from the kernel: a number of ns, never negative
+    here = threadcpu.own_wait_ns()
+    assert here is not None and here >= 0

@@ -44,6 +44,28 @@ def parse_schedstat(text: str) -> tuple[int, int]:
     return int(f[0]), int(f[1])
 
 
+def own_wait_ns(root: Path | str = "/proc") -> int | None:
+    """Nanoseconds this process's threads have been runnable but waiting in a run queue
+    (schedstat's second field, summed over /proc/self/task); None when the kernel shows
+    none. A caller takes it before and after a phase: a thread that ends between the two
+    takes its wait along (the replay's threads live through it)."""
+    try:
+        tasks = os.listdir(f"{root}/self/task")
+    except OSError:
+        return None
+    total, seen = 0, False
+    for tid in tasks:
+        text = _read(f"{root}/self/task/{tid}/schedstat")
+        if text is None:
+            continue
+        try:
+            total += parse_schedstat(text)[1]
+        except (ValueError, IndexError):
+            continue
+        seen = True
+    return total if seen else None
+
+
 def parse_task_stat(text: str) -> tuple[float, float]:
     """(user_s, sys_s) of one /proc/PID/task/TID/stat line (the thread's own, no
     children). The name (field 2) may hold spaces and ')': counted from the last ')'."""

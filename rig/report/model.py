@@ -83,6 +83,9 @@ class Point:
     cpu_s: list[float] = field(default_factory=list)         # per process, user+sys
     cpu_sys_s: float = 0.0                                    # sum over processes
     cpu_ratio: list[float] = field(default_factory=list)     # per process, cpu / wall
+    # per process that measured it over its own wall (replays: extra.cpu_wait_s): (cpu /
+    # wall, time runnable but waiting in a run queue for a CPU / wall)
+    runnable: list[tuple[float, float]] = field(default_factory=list)
     tls: str = "off"                                          # off | control | all
     base_client: str = ""                                     # client name without TLS
     server_cpu_s: list[float] = field(default_factory=list)  # per process: group's / N
@@ -261,6 +264,9 @@ def _add_process(p: Point, r: TransferRow) -> None:
         p.cpu_sys_s += r.cpu_sys_s or 0.0
         if r.duration_s:
             p.cpu_ratio.append(cpu / float(r.duration_s))
+            wait = _json_field(r.extra, "cpu_wait_s")
+            if isinstance(wait, (int, float)) and wait >= 0:
+                p.runnable.append((cpu / float(r.duration_s), wait / float(r.duration_s)))
     if r.server_cpu_user_s is not None or r.server_cpu_sys_s is not None:
         p.server_cpu_s.append((r.server_cpu_user_s or 0.0)
                               + (r.server_cpu_sys_s or 0.0))

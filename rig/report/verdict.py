@@ -16,7 +16,10 @@ For one point (path, RTT, client configuration, streams, concurrency), in this o
   host-CPU-bound     the host's CPUs were busy (>= 90 %, /proc/stat, steal included) over
                      the point's groups: client, server, engine and kernel together
                      left no CPU spare (a 2-vCPU VM that runs all of them); the detail
-                     says who used how many cores
+                     says who used how many cores. Or, seen from the client (replays,
+                     which measure it over their own wall, however short): it was
+                     runnable >= 85 % of its wall, on a CPU or waiting in a run queue
+                     for one (>= 5 % waiting), so it never waited for the network
   storage-bound      (storage: disk) throughput near the step's storage check: dd's
                      cold sequential read of the served file (rig.orchestration.storagecheck)
   latency-bound      (caching-mode replays) round trips x RTT explain at least half of
@@ -71,6 +74,7 @@ NEAR = 0.85          # at >= 85 % of a bound, the bound is what limits
 ABOVE = 1.15         # more than 15 % above a "bound" means it was not the bound
 CPU_NEAR = 0.85      # CPU seconds >= 85 % of wall seconds: one thread saturated
 HOST_NEAR = 0.90     # the host's CPUs busy >= 90 % of the group's wall: none spare
+RUNQ_MIN = 0.05      # a client runnable >= CPU_NEAR of its wall, >= 5 % of it waiting for a CPU
 OTHER_LOAD = 0.5     # processes outside the run used >= half of that: other work's doing
 # A window limit shows as the same bytes in flight (throughput x RTT) at several RTTs.
 BDP_SPREAD = 0.12
@@ -339,10 +343,27 @@ def _bounds(point: Point, run: Run) -> list[tuple[str, float, str]]:
     if cpu >= CPU_NEAR:
         out.append(("client-CPU-bound", float("inf"),
                     f"client CPU {cpu:.0%} of wall time (one thread saturated)"))
-    host = host_busy(point)
+    host = host_busy(point) or (client_starved(point) if cpu < CPU_NEAR else None)
     if host:
         out.append(("host-CPU-bound", float("inf"), host))
     return sorted(out, key=lambda t: t[1])
+
+
+def client_starved(point: Point) -> str | None:
+    """The client, by its own account over its wall (median over its processes), was
+    runnable >= CPU_NEAR of the time, >= RUNQ_MIN of it waiting in a run queue: it never
+    waited for the network, and the host's other work (server, engine, interrupts) kept
+    it from a CPU. For transfers too short for the host's /proc/stat marks (10 ms ticks)
+    or its group's window (a 20 ms replay in a 0.45 s process)."""
+    if not point.runnable:
+        return None
+    cpu = statistics.median(c for c, _ in point.runnable)
+    wait = statistics.median(w for _, w in point.runnable)
+    if cpu + wait < CPU_NEAR or wait < RUNQ_MIN:
+        return None
+    return (f"the client was runnable {cpu + wait:.0%} of its wall: on a CPU {cpu:.0%}, "
+            f"waiting in a run queue for one {wait:.0%} (no CPU spare: the server, the "
+            f"engine and the kernel's network work share the host)")
 
 
 def host_busy(point: Point) -> str | None:
@@ -454,6 +475,9 @@ def _distances(point: Point) -> str:
                      f"{_gbit(point.storage_bps)}")
     if point.cpu_ratio:
         parts.append(f"client CPU {max(point.cpu_ratio):.0%} of wall")
+    if point.runnable:
+        parts.append("waiting for a CPU "
+                     f"{statistics.median(w for _, w in point.runnable):.0%} of wall")
     return ", ".join(parts)
 
 

@@ -13,13 +13,16 @@
 // list of (offset, length) ranges. Rounds run one after another (synchronously).
 // Prints one JSON line: wall_s, open_s, rounds, http_requests, bytes_received,
 // cpu_user_s, cpu_sys_s (getrusage of this process, libraries' threads included, replay
-// phase only), round_s, checksum (crc32 of every range's bytes in plan order).
+// phase only), cpu_wait_s (its threads' time runnable but waiting in a run queue for a
+// CPU over the replay, from schedstat; null where the kernel has none), round_s, checksum
+// (crc32 of every range's bytes in plan order).
 // Exit 0 ok, 1 failed, 2 bad usage, 4 deadline (SIGALRM).
 // rig's own code; nothing copied from CMSSW.
 #include <curl/curl.h>
 #include <davix.hpp>
 #include <zlib.h>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -398,6 +401,30 @@ class DavixClient {
   DAVIX_FD *fd_ = nullptr;
 };
 
+// Nanoseconds this process's threads have been runnable but waiting in a run queue (the
+// 2nd field of /proc/self/task/TID/schedstat, the scheduler's own clock); -1 when the
+// kernel shows none. A thread that ends before the second reading takes its wait along.
+long long run_wait_ns() {
+  DIR *d = opendir("/proc/self/task");
+  if (!d) return -1;
+  long long sum = 0;
+  bool any = false;
+  while (struct dirent *e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::string p = std::string("/proc/self/task/") + e->d_name + "/schedstat";
+    FILE *f = std::fopen(p.c_str(), "r");
+    if (!f) continue;
+    unsigned long long run = 0, wait = 0;
+    if (std::fscanf(f, "%llu %llu", &run, &wait) == 2) {
+      sum += (long long)wait;
+      any = true;
+    }
+    std::fclose(f);
+  }
+  closedir(d);
+  return any ? sum : -1;
+}
+
 double cpu(const struct rusage &u, bool user) {
   const struct timeval &t = user ? u.ru_utime : u.ru_stime;
   return t.tv_sec + t.tv_usec / 1e6;
@@ -455,6 +482,7 @@ int main(int argc, char **argv) {
 
   struct rusage r0, r1;
   getrusage(RUSAGE_SELF, &r0);
+  long long wait0 = run_wait_ns();
   double t0 = now();
   uLong crc = crc32(0L, Z_NULL, 0);
   long long received = 0;
@@ -468,6 +496,7 @@ int main(int argc, char **argv) {
     crc = dst.crc(crc, received);       // memory mode: outside the round, inside the wall
   }
   double wall = now() - t0;
+  long long wait1 = run_wait_ns();
   getrusage(RUSAGE_SELF, &r1);
   if (shadow_fd >= 0) {                 // the local copy, read back outside the wall
     std::vector<char> b;
@@ -487,15 +516,17 @@ int main(int argc, char **argv) {
   dc.reset();
   alarm(0);
 
+  char waits[32] = "null";
+  if (wait0 >= 0 && wait1 >= wait0) std::snprintf(waits, sizeof waits, "%.6f", (wait1 - wait0) / 1e9);
   char hex[16];
   std::snprintf(hex, sizeof hex, "%08lx", (unsigned long)(crc & 0xffffffffUL));
   std::printf("{\"library\": \"%s\", \"library_version\": \"%s\", \"wall_s\": %.6f, \"open_s\": %.6f, "
               "\"rounds\": %zu, \"http_requests\": %lld, \"bytes_received\": %lld, "
-              "\"cpu_user_s\": %.6f, \"cpu_sys_s\": %.6f, \"checksum\": \"%s\", \"round_s\": [",
+              "\"cpu_user_s\": %.6f, \"cpu_sys_s\": %.6f, \"cpu_wait_s\": %s, \"checksum\": \"%s\", \"round_s\": [",
               lib.c_str(), cc || lib == "curl" ? curl_version_info(CURLVERSION_NOW)->version
                                                 : Davix::version().c_str(),
               wall, t0 - t_open, plan.size(), http, received,
-              cpu(r1, true) - cpu(r0, true), cpu(r1, false) - cpu(r0, false), hex);
+              cpu(r1, true) - cpu(r0, true), cpu(r1, false) - cpu(r0, false), waits, hex);
   for (size_t i = 0; i < times.size(); ++i) std::printf("%s%.6f", i ? ", " : "", times[i]);
   std::printf("]}\n");
   return 0;

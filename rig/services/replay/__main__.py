@@ -3,7 +3,7 @@
 Reads the ROOT file's layout from a local path (the file the server serves), makes the
 plan of one caching mode, executes it against the URL and prints one JSON line: wall_s,
 requests, round_trips, bytes_useful, bytes_wire, bytes_received, cpu_user_s, cpu_sys_s
-(the replay phase only), checksum and expected_checksum, transport. Exit 0 ok, 1 failed,
+and cpu_wait_s (runnable but waiting for a CPU: the replay phase only), checksum and expected_checksum, transport. Exit 0 ok, 1 failed,
 2 bad usage. Planning and the checksum of the local copy are outside wall_s.
 """
 from __future__ import annotations
@@ -62,13 +62,14 @@ def main(argv: list[str] | None = None) -> int:
                                 ca_dir=a.ca_dir, ca_file=a.ca_file)
             r = dict(wall_s=h["wall_s"], open_s=h["open_s"], bytes_received=h["bytes_received"],
                      cpu_user_s=h["cpu_user_s"], cpu_sys_s=h["cpu_sys_s"],
-                     checksum=h["checksum"], round_s=h["round_s"])
+                     cpu_wait_s=h.get("cpu_wait_s"), checksum=h["checksum"], round_s=h["round_s"])
             extra = {"transport": TRANSPORT[a.library], "http_requests": h["http_requests"],
                      "library_version": h["library_version"]}
         else:
             rr = run.replay(p, a.url, timeout=a.timeout, shadow_dir=shadow)
             r = {k: getattr(rr, k) for k in ("wall_s", "open_s", "bytes_received", "cpu_user_s",
-                                             "cpu_sys_s", "checksum", "round_s")}
+                                             "cpu_sys_s", "cpu_wait_s", "checksum",
+                                             "round_s")}
             extra = {"transport": TRANSPORT[a.library] if a.library == "xrootd"
                      else "Python http.client (baseline, not the library)"}
         expected = run.expected_checksum(p, a.file)
@@ -80,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
            "round_trips": p.round_trips,
            "bytes_useful": p.bytes_useful, "bytes_wire": p.bytes_wire,
            "bytes_received": r["bytes_received"], "cpu_user_s": r["cpu_user_s"],
-           "cpu_sys_s": r["cpu_sys_s"], "checksum": r["checksum"], "expected_checksum": expected,
+           "cpu_sys_s": r["cpu_sys_s"], "cpu_wait_s": r["cpu_wait_s"], "checksum": r["checksum"], "expected_checksum": expected,
            "branches_read": len(p.branches), "branches_total": len(lay.branches),
            "trigger_factor": a.trigger_factor,
            "clusters": p.clusters, "plan_s": round(plan_s, 4),

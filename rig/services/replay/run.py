@@ -22,6 +22,7 @@ from typing import Callable
 
 from rig.errors import RigError
 from rig.description.rootfile.plan import Plan, Request
+from rig.process import threadcpu
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,6 +41,8 @@ class ReplayResult:
     round_s: tuple[float, ...]
     checksum: str                 # crc32 of every received range, in plan order
     open_s: float = 0.0           # connecting and opening the file, before wall_s starts
+    # its threads' time runnable but waiting for a CPU over wall_s (schedstat; None: none)
+    cpu_wait_s: float | None = None
 
     @property
     def throughput_useful_Bps(self) -> float:
@@ -264,6 +267,7 @@ def replay(plan: Plan, url: str, *, timeout: float = 300.0,
         size = max(o + n for r in plan.rounds for q in r.requests for o, n in q.ranges)
         shadow = _Shadow(shadow_dir, size)
     deadline = time.monotonic() + timeout
+    wait0 = threadcpu.own_wait_ns()
     ru0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
     open_s = t0 - t_open
     received, crc, times = 0, 0, []
@@ -289,6 +293,7 @@ def replay(plan: Plan, url: str, *, timeout: float = 300.0,
                         crc = _crc(crc, p)
         wall = time.monotonic() - t0
         ru1 = resource.getrusage(resource.RUSAGE_SELF)
+        wait1 = threadcpu.own_wait_ns()
         if shadow is not None:
             crc = shadow.crc(plan)
     finally:
@@ -298,7 +303,8 @@ def replay(plan: Plan, url: str, *, timeout: float = 300.0,
     return ReplayResult(proto, url, plan.mode, wall, plan.requests, plan.round_trips,
                         plan.bytes_useful, plan.bytes_wire, received,
                         ru1.ru_utime - ru0.ru_utime, ru1.ru_stime - ru0.ru_stime,
-                        tuple(times), f"{crc:08x}", open_s)
+                        tuple(times), f"{crc:08x}", open_s,
+                        None if wait0 is None or wait1 is None else max(0, wait1 - wait0) / 1e9)
 
 
 def expected_checksum(plan: Plan, path: str) -> str:
