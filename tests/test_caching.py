@@ -279,6 +279,38 @@ def test_slow_start_round_trips_count_for_a_short_replay(tmp_path):
             assert v.kind != "latency-bound", v.text()
 
 
+@pytest.mark.parametrize("cpu,wait,kind", [
+    (0.41, 0.18, "latency-bound"),      # 59 % own + 40 % round trips = 99 %: nothing else
+    (0.30, 0.05, "unexplained"),        # 35 % + 40 % = 75 %: it waited for something else
+    (0.60, 0.30, "host-CPU-bound"),     # runnable 90 %: a CPU verdict, not the round trips
+    (0.90, 0.00, "client-CPU-bound"),
+])
+def test_short_round_trips_and_the_clients_own_time_make_the_wall(tmp_path, cpu, wait, kind):
+    """Storage mode at 0 ms (seed 003's E31): 454 synchronous round trips of 0.032 ms are
+    40 % of a 37 ms wall, below latency-bound's half; with the client's own account of the
+    rest (on a CPU, waiting for one) they make up the wall: latency-bound, naming both."""
+    import json
+    from rig.report import load_run, verdicts
+    from rig.results.store import Store, TransferRow
+    st = Store.create(tmp_path / "results.sqlite", "r")
+    wall = 454 * 0.032e-3 / 0.40
+    st.add_transfer(TransferRow(
+        run_id="r", step=0, path="wan", backend="userspace", rtt_ms_configured=0.0,
+        rtt_ms_measured=0.032, client="st", tool="replay", server="apache",
+        streams=1, concurrency=1, instance=0, repeat=0, bytes=16_873_375,
+        duration_s=wall, throughput_bps=8 * 16_873_375 / wall, ok=True, argv="[]",
+        cpu_user_s=cpu * wall, cpu_sys_s=0.0, extra=json.dumps({"cpu_wait_s": wait * wall}),
+        cache_mode="storage", read_library="davix", branch_fraction=1.0,
+        requests=454, round_trips=454, bytes_useful=16_873_375, bytes_wire=16_873_375))
+    st.finish()
+    (v,) = verdicts(load_run(tmp_path)).values()
+    assert v.kind == kind, v.text()
+    if kind == "latency-bound":
+        assert ("the client's own time (on a CPU 41%, waiting for one 18%) and 454 "
+                "synchronous round trips x 0.032 ms make 99% of the 0.0363 s wall") in v.detail, \
+            v.detail
+
+
 def test_latency_bound_wins_over_the_kernels_idle_sender():
     """A storage replay's sender idles between requests (the kernel says application-
     limited): the round trips x RTT explain the time, and the kernel's words are cited;

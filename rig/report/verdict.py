@@ -26,7 +26,10 @@ For one point (path, RTT, client configuration, streams, concurrency), in this o
                      the wall time: the reads wait for the network, not for bandwidth.
                      Round trips: the plan's synchronous ones, plus those slow start
                      needs at least for the replay's bytes on its fresh connection (from
-                     Linux's initial window of 10 segments of the path's MSS)
+                     Linux's initial window of 10 segments of the path's MSS). Or, where
+                     the round trips are short (0 ms): they and the client's own time
+                     (on a CPU or waiting for one, as the replay measures it) make up
+                     >= 85 % of the wall: the client waited for nothing else
   unexplained        none of the above; the detail says how far from each bound it was
 Then the per-thread CPU (thread_cpu, rig.report.threads) may name the bound more closely:
   single-thread-bound   one client thread >= 90 % of a core over the busy time, the
@@ -437,14 +440,29 @@ def _latency(point: Point, mss: int | None = None) -> tuple[float, str] | None:
         per = point.bytes_ok / len(point.durations_s)
         extra = max(0, slow_start_flights(per, mss) - 1)
     waited = (rt + extra) * rtt
-    if waited < LATENCY_SHARE * wall:
-        return None
-    bound = point.mean_bps * wall / waited
     what = f"{rt} synchronous round trips" + (
         f" + {extra} more of slow start ({point.bytes_ok / len(point.durations_s) / 1e6:.3g} MB "
         f"from an initial window of {INITIAL_WINDOW} x {mss} B)" if extra else "")
-    return bound, (f"{what} x {rtt * 1e3:.3g} ms = {waited:.3g} s "
-                   f"of the {wall:.3g} s wall ({waited / wall:.0%})" + _rounds_note(point, rtt))
+    if waited >= LATENCY_SHARE * wall:
+        return point.mean_bps * wall / waited, (
+            f"{what} x {rtt * 1e3:.3g} ms = {waited:.3g} s of the {wall:.3g} s wall "
+            f"({waited / wall:.0%})" + _rounds_note(point, rtt))
+    # the client's own account of its wall (replays): runnable (on a CPU or waiting for
+    # one) or blocked; blocked no longer than the round trips take means it waited for
+    # nothing else (not the server, not bandwidth): each synchronous round is the
+    # client's own turnaround plus one network round trip
+    if not point.runnable:
+        return None
+    cpu = statistics.median(c for c, _ in point.runnable)
+    queue = statistics.median(w for _, w in point.runnable)
+    own = (cpu + queue) * wall
+    if own >= NEAR * wall or waited + own < NEAR * wall:
+        return None         # runnable throughout: a CPU verdict's (client_starved); or not enough
+    return (point.mean_bps * wall / (waited + own),
+            f"the client's own time (on a CPU {cpu:.0%}, waiting for one {queue:.0%}) and "
+            f"{what} x {rtt * 1e3:.3g} ms make {(waited + own) / wall:.0%} of the "
+            f"{wall:.3g} s wall: each synchronous round is the client's turnaround plus a "
+            "network round trip" + _rounds_note(point, rtt))
 
 
 def _rounds_note(point: Point, rtt: float) -> str:
