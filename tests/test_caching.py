@@ -248,17 +248,25 @@ def test_latency_bound_verdict_and_tables(tmp_path):
     assert body == [["100%", "storage", "davix", "xrootd", "20.00", "0.49"]]
 
 
-def test_slow_start_round_trips_count_for_a_short_replay(tmp_path):
-    """16.9 MB in 6 requests at 2 ms in 55 ms: 6 synchronous round trips are 22 % of the
-    wall (no bound), but a fresh connection's slow start from 10 x 1448 B needs 11
-    flights for those bytes: 16 round trips, 59 % (latency-bound). Without the path's MTU
-    stored, slow start is not counted."""
+def test_slow_start_counts_what_a_fresh_connection_needs_at_least(tmp_path):
+    """A fresh connection's slow start from 10 x 1448 B grows the window by what is
+    acknowledged and keeps it from round to round: one 16.9 MB answer needs 11 flights;
+    six synchronous answers of 2.8 MB need 8 for the first and 1 each after (13); 454
+    answers of 37 kB need 2 for the first (455). Without the rounds' sizes the rig counts
+    only what is sure for any split: max(rounds, 11). Without the path's MTU stored,
+    slow start is not counted."""
+    import json
     from rig.report import load_run, verdicts
-    from rig.report.verdict import slow_start_flights
-    from rig.results.store import Store, TransferRow
+    from rig.report.verdict import slow_start_flights, slow_start_rounds
     assert slow_start_flights(14_480, 1448) == 1 and slow_start_flights(14_481, 1448) == 2
     assert slow_start_flights(16_873_375, 1448) == 11
-    for name, mtu in (("with", 1500), ("without", None)):
+    assert slow_start_rounds([16_873_375], 1448) == 11
+    assert slow_start_rounds([2_812_229] * 6, 1448) == 13
+    assert slow_start_rounds([37_000] * 454, 1448) == 455
+    assert slow_start_rounds([0, 14_480, 14_481], 1448) == 3
+
+    def one(name, wall, requests, mtu, sizes):
+        from rig.results.store import Store, TransferRow
         st = Store.create(tmp_path / name / "results.sqlite", "r")
         if mtu:
             st.set_env("tuning", {"mtu": mtu})
@@ -266,17 +274,27 @@ def test_slow_start_round_trips_count_for_a_short_replay(tmp_path):
             run_id="r", step=0, path="wan", backend="userspace", rtt_ms_configured=2.0,
             rtt_ms_measured=2.0, client="app", tool="replay", server="apache",
             streams=1, concurrency=1, instance=0, repeat=0, bytes=16_873_375,
-            duration_s=0.055, throughput_bps=8 * 16_873_375 / 0.055, ok=True, argv="[]",
+            duration_s=wall, throughput_bps=8 * 16_873_375 / wall, ok=True, argv="[]",
+            extra=json.dumps({"round_bytes": sizes}) if sizes else None,
             cache_mode="application", read_library="davix", branch_fraction=1.0,
-            requests=6, round_trips=6, bytes_useful=16_873_375, bytes_wire=16_873_375))
+            requests=requests, round_trips=requests, bytes_useful=16_873_375,
+            bytes_wire=16_873_375))
         st.finish()
         (v,) = verdicts(load_run(tmp_path / name)).values()
-        if mtu:
-            assert v.kind == "latency-bound", v.text()
-            assert ("6 synchronous round trips + 10 more of slow start (16.9 MB from an "
-                    "initial window of 10 x 1448 B) x 2 ms = 0.032 s") in v.detail, v.detail
-        else:
-            assert v.kind != "latency-bound", v.text()
+        return v
+
+    v = one("lazy", 0.030, 1, 1500, None)      # 11 x 2 ms = 22 ms of 30 (73 %)
+    assert v.kind == "latency-bound", v.text()
+    assert ("1 synchronous round trips + 10 more of slow start (16.9 MB from an initial "
+            "window of 10 x 1448 B) x 2 ms = 0.022 s") in v.detail, v.detail
+    assert one("nomtu", 0.030, 1, None, None).kind != "latency-bound"
+    # six answers: 11 flights sure (40 % of 55 ms), 13 with the sizes (47 %): neither
+    assert one("six", 0.055, 6, 1500, None).kind != "latency-bound"
+    assert one("six-sized", 0.055, 6, 1500, [2_812_229] * 6).kind != "latency-bound"
+    v = one("six-fast", 0.045, 6, 1500, [2_812_229] * 6)      # 26 ms of 45 (58 %)
+    assert v.kind == "latency-bound", v.text()
+    assert "6 synchronous round trips + 7 more of slow start (16.9 MB from an initial " \
+           "window of 10 x 1448 B, round by round) x 2 ms = 0.026 s" in v.detail, v.detail
 
 
 @pytest.mark.parametrize("cpu,wait,kind", [

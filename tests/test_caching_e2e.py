@@ -150,6 +150,10 @@ def test_every_replay_ok_and_recorded(run_dir, require_tools):
         extra = json.loads(r.extra)
         assert extra["checksum"] == extra["expected_checksum"]
         assert extra["bytes_received"] == r.bytes_wire
+        # what the verdict reads: each round's size, and the run-queue wait over the wall
+        assert sum(extra["round_bytes"]) == r.bytes_wire
+        assert len(extra["round_bytes"]) == len(extra["round_s"])
+        assert 0 <= extra["cpu_wait_s"] < r.duration_s * 8      # summed over its threads
         assert r.bytes == r.bytes_useful > 0
         # replay rows: throughput is useful bytes over the replay's wall
         assert r.throughput_bps == pytest.approx(8 * r.bytes_useful / r.duration_s)

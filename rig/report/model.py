@@ -101,6 +101,7 @@ class Point:
     branch_fraction: float | None = None
     server: str | None = None
     rounds_s: list[list[float]] = field(default_factory=list)   # extra.round_s, per process
+    round_bytes: list[list[int]] = field(default_factory=list)  # extra.round_bytes, per process
     storage_bps: float | None = None        # storage: disk: the step's cold dd read (slowest file)
     # a storage check's figure, not a transfer (rig.report.against.storage_points):
     # storage-read (cold dd), storage-cached (the same again), storage-write (the file's write)
@@ -258,6 +259,9 @@ def _add_process(p: Point, r: TransferRow) -> None:
             rounds = _json_field(r.extra, "round_s")
             if isinstance(rounds, list) and rounds:
                 p.rounds_s.append([float(x) for x in rounds])
+            sizes = _json_field(r.extra, "round_bytes")
+            if isinstance(sizes, list) and sizes and all(isinstance(x, int) for x in sizes):
+                p.round_bytes.append(sizes)
     cpu = (r.cpu_user_s or 0.0) + (r.cpu_sys_s or 0.0)
     if r.cpu_user_s is not None or r.cpu_sys_s is not None:
         p.cpu_s.append(cpu)

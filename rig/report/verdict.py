@@ -25,8 +25,9 @@ For one point (path, RTT, client configuration, streams, concurrency), in this o
   latency-bound      (caching-mode replays) round trips x RTT explain at least half of
                      the wall time: the reads wait for the network, not for bandwidth.
                      Round trips: the plan's synchronous ones, plus those slow start
-                     needs at least for the replay's bytes on its fresh connection (from
-                     Linux's initial window of 10 segments of the path's MSS). Or, where
+                     needs at least for the replay's rounds on its fresh connection (from
+                     Linux's initial window of 10 segments of the path's MSS, growing by
+                     what is acknowledged, round after round). Or, where
                      the round trips are short (0 ms): they and the client's own time
                      (on a CPU or waiting for one, as the replay measures it) make up
                      >= 85 % of the wall: the client waited for nothing else
@@ -416,6 +417,39 @@ def slow_start_flights(nbytes: float, mss: int, iw: int = INITIAL_WINDOW) -> int
     return math.ceil(math.log2(nbytes / (iw * mss) + 1))
 
 
+def slow_start_rounds(sizes: list[int], mss: int, iw: int = INITIAL_WINDOW) -> int:
+    """Flights a fresh connection needs at least for synchronous rounds of these sizes
+    (bytes each round asks for, in order): every round at least one; a flight carries at
+    most the congestion window, which slow start grows by what was acknowledged (RFC
+    5681), from `iw` segments, and which persists from round to round (a turnaround is
+    far below the RTO that would restart it). Delayed ACKs, HyStart, ssthresh and the
+    receive window only add flights."""
+    cwnd, flights = iw * mss, 0
+    for left in sizes:
+        while True:
+            sent = min(cwnd, left)
+            left -= sent
+            cwnd += sent
+            flights += 1
+            if left <= 0:
+                break
+    return flights
+
+
+def _flights(point: Point, rt: int, mss: int | None) -> int:
+    """The replay's round trips on its fresh connection: its rounds' sizes through
+    slow_start_rounds when the replay recorded them (extra.round_bytes), else the most a
+    round count and a byte count say for sure: max(synchronous rounds, slow start's
+    flights for all the bytes)."""
+    if not mss:
+        return rt
+    if point.round_bytes:
+        return max(rt, slow_start_rounds(point.round_bytes[0], mss))
+    if point.bytes_ok and point.durations_s:
+        return max(rt, slow_start_flights(point.bytes_ok / len(point.durations_s), mss))
+    return rt
+
+
 def path_mss(run: Run, path: str) -> int | None:
     """The path's TCP MSS from the run's stored tuning (its MTU), None when not stored."""
     env = run.env if isinstance(run.env, dict) else {}
@@ -428,21 +462,18 @@ def _latency(point: Point, mss: int | None = None) -> tuple[float, str] | None:
     """A replay whose round trips x RTT make up most of its wall time; the bound is the
     throughput if nothing but the round trips took time. Round trips: the plan's
     synchronous ones, and with `mss` (the path's) those slow start adds on the replay's
-    fresh connection: its bytes need slow_start_flights() flights, the first of which
-    is the first request's round trip."""
+    fresh connection (_flights)."""
     rtt = _rtt_s(point)
     if not point.round_trips or rtt <= 0:
         return None
     rt = sorted(point.round_trips)[len(point.round_trips) // 2]
     wall = sorted(point.durations_s)[len(point.durations_s) // 2]
-    extra = 0
-    if mss and point.bytes_ok and point.durations_s:
-        per = point.bytes_ok / len(point.durations_s)
-        extra = max(0, slow_start_flights(per, mss) - 1)
+    extra = _flights(point, rt, mss) - rt
     waited = (rt + extra) * rtt
     what = f"{rt} synchronous round trips" + (
         f" + {extra} more of slow start ({point.bytes_ok / len(point.durations_s) / 1e6:.3g} MB "
-        f"from an initial window of {INITIAL_WINDOW} x {mss} B)" if extra else "")
+        f"from an initial window of {INITIAL_WINDOW} x {mss} B"
+        + (", round by round" if point.round_bytes else "") + ")" if extra else "")
     if waited >= LATENCY_SHARE * wall:
         return point.mean_bps * wall / waited, (
             f"{what} x {rtt * 1e3:.3g} ms = {waited:.3g} s of the {wall:.3g} s wall "
@@ -475,7 +506,7 @@ def _rounds_note(point: Point, rtt: float) -> str:
         return ""
     per = rounds[len(rounds) // 2] / rtt
     note = f"; median round {per:.2g} RTT"
-    if per >= LATE_ROUNDS_RTT:
+    if per >= LATE_ROUNDS_RTT and rtt >= MIN_RTT_S:     # at ~0 ms a round is processing
         note += (" (each answer one RTT late: a server that holds its answer's last "
                  "segment for an ACK, e.g. nginx with tcp_nopush on)")
     return note

@@ -90,6 +90,8 @@ def main(argv: list[str] | None = None) -> int:
            # every round's time (the physics tests read them); capped so a huge storage
            # plan does not bloat the row
            "round_s": [round(x, 6) for x in r["round_s"]] if len(r["round_s"]) <= 4096 else None,
+           # the bytes each round asked of the server (wire), for the verdict's slow start
+           "round_bytes": [x.wire_bytes for x in p.rounds] if len(p.rounds) <= 4096 else None,
            "segments": sum(1 for x in p.rounds if x.phase == "segment"),
            "shadow_dir": shadow}
     print(json.dumps(out))
