@@ -185,7 +185,8 @@ def _draw(out: Path) -> None:
 
 def cmd_report(a) -> int:
     from rig import report
-    for p in report.render(Path(a.dir), reference_file=a.reference):
+    for p in report.render(Path(a.dir), Path(a.out) if a.out else None,
+                           reference_file=a.reference):
         print(p)
     return 0
 
@@ -284,6 +285,7 @@ def parser() -> argparse.ArgumentParser:
     r.set_defaults(fn=cmd_run)
     rp = sub.add_parser("report", help="redraw charts and tables from DIR/results.sqlite")
     rp.add_argument("dir")
+    rp.add_argument("--out", help="draw into this folder instead of DIR (DIR is only read)")
     rp.add_argument("--reference", metavar="FILE",
                     help="compare against this study reference (reproductions/*.yaml) "
                          "instead of the one stored with the run")

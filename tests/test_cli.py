@@ -53,6 +53,28 @@ def test_report_of_a_folder_without_results_is_bad_input(tmp_path):
     assert r.returncode == 2 and "results.sqlite" in r.stderr and "Traceback" not in r.stderr
 
 
+@pytest.mark.slow
+def test_report_out_draws_elsewhere_and_only_reads_the_run(tmp_path):
+    """`rig report DIR --out OUT`: the report in OUT, DIR untouched; an OUT that is a
+    file or cannot be made is one line, exit 2."""
+    from fixtures_results import make_run
+    run = tmp_path / "run"
+    make_run(run)
+    before = sorted(p.name for p in run.iterdir())
+    r = rig("report", str(run), "--out", str(tmp_path / "elsewhere"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "elsewhere" / "report.html").is_file()
+    assert (tmp_path / "elsewhere" / "summary.csv").is_file()
+    assert sorted(p.name for p in run.iterdir()) == before
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    for out, why in ((afile, "is not a folder"), (afile / "sub", "cannot create")):
+        r = rig("report", str(run), "--out", str(out))
+        assert r.returncode == 2 and r.stderr.count("\n") == 1, r.stderr
+        assert r.stderr.startswith(f"rig: {out}: {why}"), r.stderr
+    assert afile.read_text() == "x"
+
+
 def test_net_up_bad_rtt_is_bad_input():
     if os.geteuid() != 0:
         pytest.skip("needs root")

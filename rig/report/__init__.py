@@ -52,7 +52,13 @@ def render(run_dir: Path, out_dir: Path | None = None,
     if reference_file is not None:    # checked before anything is written
         given = reference.load(reference_file)
     out = Path(out_dir) if out_dir is not None else run.dir
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise InputError("is not a folder: cannot draw the report into it", file=str(out))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"cannot create the report folder ({err.strerror})",
+                         file=str(out)) from None
     userpath.check_out_dir(out)
     vmap = verdicts(run)
     images, notes = draw_charts(run, out, vmap)
