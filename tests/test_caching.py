@@ -297,22 +297,25 @@ def test_slow_start_counts_what_a_fresh_connection_needs_at_least(tmp_path):
            "window of 10 x 1448 B, round by round) x 2 ms = 0.026 s" in v.detail, v.detail
 
 
-@pytest.mark.parametrize("cpu,wait,kind", [
-    (0.41, 0.18, "latency-bound"),      # 59 % own + 40 % round trips = 99 %: nothing else
-    (0.30, 0.05, "unexplained"),        # 35 % + 40 % = 75 %: it waited for something else
-    (0.60, 0.30, "host-CPU-bound"),     # runnable 90 %: a CPU verdict, not the round trips
-    (0.90, 0.00, "client-CPU-bound"),
+@pytest.mark.parametrize("cpu,wait,server,kind", [
+    (0.41, 0.18, None, "latency-bound"),    # 59 % own + 29 % round trips = 88 %
+    (0.35, 0.13, None, "unexplained"),      # 48 % + 29 % = 77 %: it waited for more
+    (0.35, 0.13, 0.48, "latency-bound"),    # + the server's threads' 48 %: 125 %
+    (0.8499, 0.0, None, "latency-bound"),   # no CPU verdict (84.99 %): the round trips' say
+    (0.60, 0.30, None, "host-CPU-bound"),   # runnable 90 %: a CPU verdict, not the round trips
+    (0.90, 0.00, None, "client-CPU-bound"),
 ])
-def test_short_round_trips_and_the_clients_own_time_make_the_wall(tmp_path, cpu, wait, kind):
+def test_short_round_trips_and_the_two_ends_make_the_wall(tmp_path, cpu, wait, server, kind):
     """Storage mode at 0 ms (seed 003's E31): 454 synchronous round trips of 0.032 ms are
-    40 % of a 37 ms wall, below latency-bound's half; with the client's own account of the
-    rest (on a CPU, waiting for one) they make up the wall: latency-bound, naming both."""
+    29 % of a 50 ms wall, below latency-bound's half; with the client's own account of
+    the rest (on a CPU, waiting for one) and the server's threads' CPU over the group,
+    they make up the wall: latency-bound, naming each."""
     import json
     from rig.report import load_run, verdicts
-    from rig.results.store import Store, TransferRow
+    from rig.results.store import Store, ThreadCpuRow, TransferRow
     st = Store.create(tmp_path / "results.sqlite", "r")
-    wall = 454 * 0.032e-3 / 0.40
-    st.add_transfer(TransferRow(
+    wall = 454 * 0.032e-3 / 0.29
+    tid = st.add_transfer(TransferRow(
         run_id="r", step=0, path="wan", backend="userspace", rtt_ms_configured=0.0,
         rtt_ms_measured=0.032, client="st", tool="replay", server="apache",
         streams=1, concurrency=1, instance=0, repeat=0, bytes=16_873_375,
@@ -320,13 +323,25 @@ def test_short_round_trips_and_the_clients_own_time_make_the_wall(tmp_path, cpu,
         cpu_user_s=cpu * wall, cpu_sys_s=0.0, extra=json.dumps({"cpu_wait_s": wait * wall}),
         cache_mode="storage", read_library="davix", branch_fraction=1.0,
         requests=454, round_trips=454, bytes_useful=16_873_375, bytes_wire=16_873_375))
+    if server is not None:
+        st.add_thread_cpu([ThreadCpuRow(
+            transfer_id=tid, side="server", pid=50, tid=50, process="apache2", comm="apache2",
+            cpus_allowed="0-1", t_first_s=0.0, t_last_s=0.5, cpu_s=server * wall, wait_s=0.0,
+            series=json.dumps({"t": [0.0, 0.5], "cpu_ms": [0.0, server * wall * 1e3],
+                               "wait_ms": [0.0, 0.0]}))])
     st.finish()
     (v,) = verdicts(load_run(tmp_path)).values()
     assert v.kind == kind, v.text()
-    if kind == "latency-bound":
+    if (cpu, server) == (0.41, None):
         assert ("the client's own time (on a CPU 41%, waiting for one 18%) and 454 "
-                "synchronous round trips x 0.032 ms make 99% of the 0.0363 s wall") in v.detail, \
-            v.detail
+                "synchronous round trips x 0.032 ms make 88% of the 0.0501 s wall: each "
+                "synchronous round waits for the client's turnaround and a network round "
+                "trip") in v.detail, v.detail
+    if server is not None:
+        assert ("the client's own time (on a CPU 35%, waiting for one 13%), the server's "
+                "threads' CPU (48%, over its group) and 454 synchronous round trips x "
+                "0.032 ms make 125% of the 0.0501 s wall: each synchronous round waits for "
+                "the client's and the server's turnaround") in v.detail, v.detail
 
 
 def test_latency_bound_wins_over_the_kernels_idle_sender():

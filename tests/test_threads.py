@@ -409,3 +409,23 @@ def test_own_wait_is_the_sum_of_this_process_threads_run_queue_wait(tmp_path: Pa
     # this process's own, from the kernel: a number of ns, never negative
     here = threadcpu.own_wait_ns()
     assert here is not None and here >= 0
+
+
+def test_a_replays_planning_is_not_its_transfers_thread_evidence(tmp_path):
+    """A replay's wall leaves out the planning its process did first: a hot thread over
+    2 s of busy time says nothing of a 0.05 s replay (no single-thread-bound); the same
+    threads beside a transfer that fills the busy time do."""
+    hot = {"main": (IDLE_START + [0.93] * 20, 0.03), "helper": (IDLE_START + [0.02] * 20, 0.0)}
+    run, v = _run(tmp_path / "xfer", hot, rate=None, capacity=50e9)
+    (x,) = v.values()
+    assert x.kind == "single-thread-bound", x.text()
+
+    d = tmp_path / "replay"
+    run, v = _run(d, hot, rate=None, capacity=50e9)
+    with sqlite3.connect(d / "run" / "results.sqlite") as db:
+        db.execute("UPDATE transfers SET cache_mode = 'storage', duration_s = 0.05")
+    from rig.report import load_run, verdicts
+    (x,) = verdicts(load_run(d / "run")).values()
+    assert x.kind != "single-thread-bound" and "single-thread-bound" not in x.also, x.text()
+    (p,) = T.evidence(load_run(d / "run")).values()
+    assert not p.client[0].about_transfer() and p.client[0].wall_s == 0.05

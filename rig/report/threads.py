@@ -45,6 +45,7 @@ HOT = 0.90
 HOT_ON_CPU = 0.50
 IDLE = 0.30
 SATURATED = 0.85
+FILL = 0.5           # a client's transfer must fill half its busy time to be judged by it
 # kinds the thread evidence does not replace (it is added to `also`): the path, the
 # emulator or the round trips limited, or nothing ran
 KEEP = ("failed", "emulator-limited", "path-limited", "latency-bound", "loss-limited")
@@ -72,6 +73,13 @@ class ProcUse:
     cores: int | None
     bytes: int
     threads: list[ThreadUse] = field(default_factory=list)   # busiest first
+    wall_s: float | None = None     # client replay: its own wall (duration_s), not the process's
+
+    def about_transfer(self) -> bool:
+        """Its busy time is mostly the transfer's: a client whose transfer's wall is less
+        than FILL of it was busy with something else (a replay of 20 ms after 0.3 s of
+        planning in the same process): its threads say nothing of the transfer."""
+        return self.wall_s is None or self.busy_s <= 0 or self.wall_s >= FILL * self.busy_s
 
     def hot(self) -> ThreadUse | None:
         if not self.threads or self.busy_s <= 0:
@@ -230,7 +238,11 @@ def evidence(run: Run) -> dict[Key, PointThreads]:
         r0 = rows[0]
         k = _key(r0)
         if side == "client":
-            out[k].client.append(proc_use(rows, side, int(r0.bytes or 0)))
+            use = proc_use(rows, side, int(r0.bytes or 0))
+            # a replay's wall leaves out the planning its process did first
+            if r0.cache_mode is not None and r0.duration_s is not None:
+                use.wall_s = float(r0.duration_s)
+            out[k].client.append(use)
         else:
             out[k].server.append(proc_use(rows, side, gbytes.get((k, r0.step, r0.repeat), 0)))
     cached = dict(out)
@@ -260,8 +272,9 @@ def _hot_text(hits: list[tuple[ProcUse, ThreadUse]], n: int, side: str) -> str:
 
 
 def client_hot(p: PointThreads) -> str | None:
-    hits = _majority(p.client, ProcUse.hot)
-    return _hot_text(hits, len(p.client), "client") if hits else None
+    uses = [u for u in p.client if u.about_transfer()]
+    hits = _majority(uses, ProcUse.hot)
+    return _hot_text(hits, len(uses), "client") if hits else None
 
 
 def server_hot(p: PointThreads) -> str | None:
@@ -294,7 +307,8 @@ def notes(p: PointThreads, kind: str) -> list[str]:
     """What the threads say about a verdict they do not change: CPU contention (threads
     waited longer than they ran), and a client CPU bound that no single thread carries."""
     out = []
-    for side, uses in (("client", p.client), ("server", p.server)):
+    clients = [u for u in p.client if u.about_transfer()]
+    for side, uses in (("client", clients), ("server", p.server)):
         hits = _majority(uses, ProcUse.contended)
         if hits:
             on = statistics.median(u.on_cpu() for u, _ in hits)
@@ -302,9 +316,9 @@ def notes(p: PointThreads, kind: str) -> list[str]:
             out.append(f"{side} threads waited for a CPU longer than they ran ({on:.2f} cores "
                        f"on a CPU, {wait:.2f} waiting, over the busy time): the host's CPUs "
                        f"were contended")
-    if kind == "client-CPU-bound" and p.client and not _majority(p.client, ProcUse.hot):
-        tops = [u.threads[0] for u in p.client if u.threads]
-        busy = [len([t for t in u.threads if t.cpu >= 0.05]) for u in p.client]
+    if kind == "client-CPU-bound" and clients and not _majority(clients, ProcUse.hot):
+        tops = [u.threads[0] for u in clients if u.threads]
+        busy = [len([t for t in u.threads if t.cpu >= 0.05]) for u in clients]
         if tops:
             out.append(f"no single client thread is the ceiling: the CPU is spread over "
                        f"{statistics.median(busy):.0f} busy thread(s), the busiest "

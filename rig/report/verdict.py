@@ -28,9 +28,11 @@ For one point (path, RTT, client configuration, streams, concurrency), in this o
                      needs at least for the replay's rounds on its fresh connection (from
                      Linux's initial window of 10 segments of the path's MSS, growing by
                      what is acknowledged, round after round). Or, where
-                     the round trips are short (0 ms): they and the client's own time
-                     (on a CPU or waiting for one, as the replay measures it) make up
-                     >= 85 % of the wall: the client waited for nothing else
+                     the round trips are short (0 ms): they, the client's own time (on
+                     a CPU or waiting for one, as the replay measures it) and, with
+                     several rounds, the server's threads' CPU over the group make up
+                     >= 85 % of the wall: each round waited for the two ends'
+                     turnarounds and the network, nothing else
   unexplained        none of the above; the detail says how far from each bound it was
 Then the per-thread CPU (thread_cpu, rig.report.threads) may name the bound more closely:
   single-thread-bound   one client thread >= 90 % of a core over the busy time, the
@@ -66,6 +68,7 @@ from rig.report.model import Point, Run
 from rig.results.store import EngineStatsRow
 from rig.report.tcpevidence import Evidence, evidence_by_key
 from rig.report.threads import THREAD_KINDS, refine
+from rig.report.threads import evidence as thread_evidence
 
 # Lateness that moves a transfer's throughput visibly, and so makes the emulator the
 # bottleneck: a mean of more than 5 % of the RTT (or 0.5 ms) per round trip. Smaller
@@ -337,17 +340,19 @@ def _bounds(point: Point, run: Run) -> list[tuple[str, float, str]]:
     if d and NEAR * d <= mean <= ABOVE * d:
         out.append(("storage-bound", d, f"{_gbit(mean)} is {mean / d:.0%} of the storage "
                                         f"check's cold read {d / 8e6:.0f} MB/s"))
-    lat = _latency(point, path_mss(run, point.key.path))
+    cpu = max(point.cpu_ratio, default=0.0)
+    starved = client_starved(point) if cpu < CPU_NEAR else None
+    lat = _latency(point, path_mss(run, point.key.path), server_cpu_s(point, run),
+                   cpu_said=cpu >= CPU_NEAR or starved is not None)
     if lat:
         # synchronous round trips also keep throughput x RTT constant: that is the
         # latency, not an effective window, when round trips x RTT explain the time
         out = [b for b in out if not b[2].startswith("throughput x RTT is constant")]
         out.append(("latency-bound", *lat))
-    cpu = max(point.cpu_ratio, default=0.0)
     if cpu >= CPU_NEAR:
         out.append(("client-CPU-bound", float("inf"),
                     f"client CPU {cpu:.0%} of wall time (one thread saturated)"))
-    host = host_busy(point) or (client_starved(point) if cpu < CPU_NEAR else None)
+    host = host_busy(point) or starved
     if host:
         out.append(("host-CPU-bound", float("inf"), host))
     return sorted(out, key=lambda t: t[1])
@@ -458,7 +463,8 @@ def path_mss(run: Run, path: str) -> int | None:
     return int(mtu) - IP_TCP_OVERHEAD if isinstance(mtu, (int, float)) and mtu > 100 else None
 
 
-def _latency(point: Point, mss: int | None = None) -> tuple[float, str] | None:
+def _latency(point: Point, mss: int | None = None, server_s: float | None = None,
+             cpu_said: bool = False) -> tuple[float, str] | None:
     """A replay whose round trips x RTT make up most of its wall time; the bound is the
     throughput if nothing but the round trips took time. Round trips: the plan's
     synchronous ones, and with `mss` (the path's) those slow start adds on the replay's
@@ -480,20 +486,36 @@ def _latency(point: Point, mss: int | None = None) -> tuple[float, str] | None:
             f"({waited / wall:.0%})" + _rounds_note(point, rtt))
     # the client's own account of its wall (replays): runnable (on a CPU or waiting for
     # one) or blocked; blocked no longer than the round trips take means it waited for
-    # nothing else (not the server, not bandwidth): each synchronous round is the
-    # client's own turnaround plus one network round trip
+    # nothing else (not bandwidth): each synchronous round is the client's turnaround
+    # plus one network round trip, and, with several rounds, the server's turnaround
+    # (its threads' CPU over the group, the open included: an upper bound)
     if not point.runnable:
         return None
     cpu = statistics.median(c for c, _ in point.runnable)
     queue = statistics.median(w for _, w in point.runnable)
     own = (cpu + queue) * wall
-    if own >= NEAR * wall or waited + own < NEAR * wall:
-        return None         # runnable throughout: a CPU verdict's (client_starved); or not enough
-    return (point.mean_bps * wall / (waited + own),
-            f"the client's own time (on a CPU {cpu:.0%}, waiting for one {queue:.0%}) and "
-            f"{what} x {rtt * 1e3:.3g} ms make {(waited + own) / wall:.0%} of the "
-            f"{wall:.3g} s wall: each synchronous round is the client's turnaround plus a "
-            "network round trip" + _rounds_note(point, rtt))
+    if cpu_said:
+        return None         # the client's CPU (or the host's, from its side) is the bound
+    srv = server_s if server_s is not None and rt >= 2 else 0.0
+    if waited + own + srv < NEAR * wall:
+        return None
+    ends = (f"the client's own time (on a CPU {cpu:.0%}, waiting for one {queue:.0%})"
+            + (f", the server's threads' CPU ({srv / wall:.0%}, over its group)" if srv
+               else ""))
+    return (point.mean_bps * wall / (waited + own + srv),
+            f"{ends} and {what} x {rtt * 1e3:.3g} ms make {(waited + own + srv) / wall:.0%} "
+            f"of the {wall:.3g} s wall: each synchronous round waits for the client's "
+            + ("and the server's turnaround" if srv else "turnaround")
+            + " and a network round trip" + _rounds_note(point, rtt))
+
+
+def server_cpu_s(point: Point, run: Run) -> float | None:
+    """The server's threads' CPU seconds per transfer over the point's groups (schedstat,
+    the thread sampler's; median over groups, divided by the group's transfers); None
+    when the run did not sample them."""
+    p = thread_evidence(run).get(point.key)
+    uses = [u.cpu_s / max(1, point.key.concurrency) for u in (p.server if p else [])]
+    return statistics.median(uses) if uses else None
 
 
 def _rounds_note(point: Point, rtt: float) -> str:

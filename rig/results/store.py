@@ -328,6 +328,7 @@ class OfTransfer:
     aggregate_bps: float | None = joined()
     origin_cpus: str | None = joined()
     client_cpus: str | None = joined()
+    cache_mode: str | None = joined()       # a replay's: its duration_s leaves its planning out
 
 
 @dataclass
