@@ -305,3 +305,23 @@ def test_tpc_source_sampler_takes_the_source_side_from_the_group_start():
     smp.send.close()
     for s in (pooled, p_srv, idle, i_srv, fresh, f_srv, srv):
         s.close()
+
+
+def test_the_sampler_ticks_fast_in_a_groups_first_half_second():
+    """A group's first FAST_FOR_S are sampled every FAST_S, then at the interval; an
+    interval shorter than FAST_S stays as it is (an 80 ms transfer at ~0 ms fell between
+    two ticks of 100 ms and had no kernel account)."""
+    from rig.orchestration import tcpsample
+    from rig.orchestration.tcpsample import GroupSampler
+    smp = GroupSampler(None, None, sender="server", interval_s=0.1)
+    assert smp.step(0.0) == tcpsample.FAST_S == 0.02
+    assert smp.step(tcpsample.FAST_FOR_S - 0.001) == 0.02
+    assert smp.step(tcpsample.FAST_FOR_S) == 0.1 and smp.step(3.0) == 0.1
+    t, n = 0.0, 0                   # 1.5 s: 25 ticks at 20 ms, then 10 at 100 ms
+    while t < 1.5 - 1e-9:
+        t += smp.step(t + 1e-9)
+        n += 1
+    assert n == 35
+    smp.interval_s = 0.01
+    assert smp.step(0.0) == 0.01 and smp.step(1.0) == 0.01
+    smp.send.close()
