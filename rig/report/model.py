@@ -278,18 +278,19 @@ def _add_process(p: Point, r: TransferRow) -> None:
     _add_host_cpu(p, r, cpu)
 
 
-# The group's host-CPU marks say something of a transfer only when it fills most of the
-# time between them: a replay of 20 ms in a process of 0.45 s (its ROOT setup) does not.
-HOST_WINDOW_FILL = 0.5
+# A measure taken around a process (the group's host-CPU marks, its threads' busy time)
+# says something of its transfer only when the transfer fills at least this share of it:
+# a replay of 20 ms in a process of 0.45 s (its ROOT setup) does not.
+WINDOW_FILL = 0.5
 
 
 def _add_host_cpu(p: Point, r: TransferRow, client_cpu_s: float) -> None:
     """The row's share of its group's host CPU (GroupCpu), when the run recorded it and
-    the transfer filled at least HOST_WINDOW_FILL of the time between the marks."""
+    the transfer filled at least WINDOW_FILL of the time between the marks."""
     shares = [float(x) for x in (r.host_cpu_share, r.server_host_cpu_share)
               if x is not None]
     wall = r.host_cpu_wall_s
-    if not shares or not wall or (r.duration_s or 0.0) < HOST_WINDOW_FILL * wall:
+    if not shares or not wall or (r.duration_s or 0.0) < WINDOW_FILL * wall:
         return
     key = (int(r.step), int(r.repeat or 0))
     g = p.host_cpu.get(key)

@@ -37,7 +37,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
-from rig.report.model import Key, Point, Run, _key
+from rig.report.model import WINDOW_FILL, Key, Point, Run, _key
 from rig.results.store import ThreadCpu
 
 BUSY_CORE = 0.25
@@ -45,7 +45,6 @@ HOT = 0.90
 HOT_ON_CPU = 0.50
 IDLE = 0.30
 SATURATED = 0.85
-FILL = 0.5           # a client's transfer must fill half its busy time to be judged by it
 # kinds the thread evidence does not replace (it is added to `also`): the path, the
 # emulator or the round trips limited, or nothing ran
 KEEP = ("failed", "emulator-limited", "path-limited", "latency-bound", "loss-limited")
@@ -77,9 +76,9 @@ class ProcUse:
 
     def about_transfer(self) -> bool:
         """Its busy time is mostly the transfer's: a client whose transfer's wall is less
-        than FILL of it was busy with something else (a replay of 20 ms after 0.3 s of
+        than WINDOW_FILL of it was busy with something else (a replay of 20 ms after 0.3 s of
         planning in the same process): its threads say nothing of the transfer."""
-        return self.wall_s is None or self.busy_s <= 0 or self.wall_s >= FILL * self.busy_s
+        return self.wall_s is None or self.busy_s <= 0 or self.wall_s >= WINDOW_FILL * self.busy_s
 
     def hot(self) -> ThreadUse | None:
         if not self.threads or self.busy_s <= 0:

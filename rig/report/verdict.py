@@ -358,16 +358,25 @@ def _bounds(point: Point, run: Run) -> list[tuple[str, float, str]]:
     return sorted(out, key=lambda t: t[1])
 
 
+def own_time(point: Point) -> tuple[float, float] | None:
+    """The client's own account of its wall (replays, extra.cpu_wait_s): the medians over
+    its processes of (on a CPU, waiting in a run queue for one) / wall; None without it."""
+    if not point.runnable:
+        return None
+    return (statistics.median(c for c, _ in point.runnable),
+            statistics.median(w for _, w in point.runnable))
+
+
 def client_starved(point: Point) -> str | None:
     """The client, by its own account over its wall (median over its processes), was
     runnable >= CPU_NEAR of the time, >= RUNQ_MIN of it waiting in a run queue: it never
     waited for the network, and the host's other work (server, engine, interrupts) kept
     it from a CPU. For transfers too short for the host's /proc/stat marks (10 ms ticks)
     or its group's window (a 20 ms replay in a 0.45 s process)."""
-    if not point.runnable:
+    own = own_time(point)
+    if own is None:
         return None
-    cpu = statistics.median(c for c, _ in point.runnable)
-    wait = statistics.median(w for _, w in point.runnable)
+    cpu, wait = own
     if cpu + wait < CPU_NEAR or wait < RUNQ_MIN:
         return None
     return (f"the client was runnable {cpu + wait:.0%} of its wall: on a CPU {cpu:.0%}, "
@@ -489,13 +498,11 @@ def _latency(point: Point, mss: int | None = None, server_s: float | None = None
     # nothing else (not bandwidth): each synchronous round is the client's turnaround
     # plus one network round trip, and, with several rounds, the server's turnaround
     # (its threads' CPU over the group, the open included: an upper bound)
-    if not point.runnable:
+    mine = None if cpu_said else own_time(point)   # cpu_said: a CPU verdict is the bound
+    if mine is None:
         return None
-    cpu = statistics.median(c for c, _ in point.runnable)
-    queue = statistics.median(w for _, w in point.runnable)
+    cpu, queue = mine
     own = (cpu + queue) * wall
-    if cpu_said:
-        return None         # the client's CPU (or the host's, from its side) is the bound
     srv = server_s if server_s is not None and rt >= 2 else 0.0
     if waited + own + srv < NEAR * wall:
         return None

@@ -3,8 +3,8 @@
 Reads the ROOT file's layout from a local path (the file the server serves), makes the
 plan of one caching mode, executes it against the URL and prints one JSON line: wall_s,
 requests, round_trips, bytes_useful, bytes_wire, bytes_received, cpu_user_s, cpu_sys_s
-and cpu_wait_s (runnable but waiting for a CPU: the replay phase only), checksum and expected_checksum, transport. Exit 0 ok, 1 failed,
-2 bad usage. Planning and the checksum of the local copy are outside wall_s.
+and cpu_wait_s (runnable but waiting for a CPU: the replay phase only), round_s and
+round_bytes, checksum and expected_checksum, transport. Exit 0 ok, 1 failed, 2 bad usage. Planning and the checksum of the local copy are outside wall_s.
 """
 from __future__ import annotations
 
@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
            "round_trips": p.round_trips,
            "bytes_useful": p.bytes_useful, "bytes_wire": p.bytes_wire,
            "bytes_received": r["bytes_received"], "cpu_user_s": r["cpu_user_s"],
-           "cpu_sys_s": r["cpu_sys_s"], "cpu_wait_s": r["cpu_wait_s"], "checksum": r["checksum"], "expected_checksum": expected,
+           "cpu_sys_s": r["cpu_sys_s"], "cpu_wait_s": r["cpu_wait_s"],
+           "checksum": r["checksum"], "expected_checksum": expected,
            "branches_read": len(p.branches), "branches_total": len(lay.branches),
            "trigger_factor": a.trigger_factor,
            "clusters": p.clusters, "plan_s": round(plan_s, 4),
