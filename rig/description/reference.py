@@ -233,6 +233,27 @@ class Table:
         return vals[self.at.index(x)]
 
 
+@S.with_ctx
+def _replace(ctx: S.Ctx, v: Any) -> dict[str, str]:
+    if not isinstance(v, dict) or not v:
+        raise ctx.error("expected a mapping of the claim's series id -> the ablated series id",
+                        v)
+    out = {}
+    for k, x in v.items():
+        c = ctx.child(str(k))
+        out[S.call(c, _ident, k)] = S.call(c, _ident, x)
+    return out
+
+
+@dataclass(frozen=True)
+class Ablation:
+    """The claim's points again with one suspected cause removed (page checksums off, TLS
+    off, a CPU of its own, bigger windows, ...): each of the claim's series named in
+    `series` is replaced by the ablated one (rows of the same run)."""
+    cause: str = S.spec(_line)
+    series: dict[str, str] = S.spec(_replace)
+
+
 @dataclass(frozen=True)
 class Claim:
     """A claim of the study as a predicate over the rig's points (kinds: KINDS)."""
@@ -262,9 +283,19 @@ class Claim:
     conditions: dict[str, str] = S.spec(_conditions, {})
     precision: str = S.spec(S.text, "")
     note: str = S.spec(S.text, "")
+    # the rig's reading, not the study's statement (a threshold or claim the study does
+    # not state), with its reasoning: reported apart, never counted toward a row's status
+    inference: str | None = S.spec(S.optional(_line), None)
+    ablations: list[Ablation] = S.spec(S.list_of(S.section(Ablation), scalar_ok=False,
+                                                 min_len=0, max_len=16), [])
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
+        for i, ab in enumerate(d["ablations"]):
+            for sid in ab.series:
+                if sid not in d["series"]:
+                    raise ctx.child("ablations").child(i).child("series").error(
+                        "not a series of this claim", sid)
         need = {"ranking": 2, "ratio": 2, "alike": 2}.get(d["kind"], 1)
         n = len(d["series"])
         many = d["kind"] in ("ranking", "alike")
@@ -324,7 +355,8 @@ def _cross_check(ctx: S.Ctx, ref: Reference) -> None:
             if it.id in seen:
                 raise c.child("id").error("duplicate id (tables and claims share ids)", it.id)
             seen.add(it.id)
-            sids = it.rows if isinstance(it, Table) else it.series
+            sids = list(it.rows) if isinstance(it, Table) else it.series + [
+                x for ab in it.ablations for x in ab.series.values()]
             for sid in sids:
                 if sid not in ref.series:
                     raise c.child("rows" if isinstance(it, Table) else "series").error(

@@ -21,7 +21,7 @@ from pathlib import Path
 from rig.description import reference, userpath
 from rig.description.reference import Reference
 from rig.errors import InputError
-from rig.report import against, against_view, threadview
+from rig.report import against, against_view, artefacts, threadview
 from rig.report.html import report_html
 from rig.report.model import Run, _key, load_run
 from rig.report.tables import write_tables
@@ -111,7 +111,7 @@ def against_study(run: Run, vmap: dict, out: Path, given: Reference | None = Non
     if ref is None:
         return [], []
     a = against.compare(ref, run.points + against.storage_points(run), vmap,
-                        srtt_by_key(run))
+                        srtt_by_key(run), artefacts.artefacts(run, vmap))
     notes: list[str] = []
     if given is not None:
         stored = run.env.get("reference")

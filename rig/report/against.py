@@ -1,21 +1,34 @@
 """The run against the study: each claim of a reference file (rig.description.reference)
 evaluated on the run's points, scale-free.
 
-    compare(reference, points, verdicts) -> Against
+    compare(reference, points, verdicts, srtt_ms, artefacts) -> Against
 
-A claim comes out **agrees**, **disagrees** or **not comparable here** (the series lacks a
-capability, or the run has no rows for it), with the numbers on both sides. A
-disagreement carries the rig's own evidence for its points (bottleneck verdict with its
-detail, CPU per GB and per wall second, share of the window bound and of the validated
-capacity); unless every point involved has a verdict that names a bound (not
-`unexplained`, `failed` or none), the disagreement is counted unexplained: one explained
-point does not carry a claim that rests on others.
+A claim comes out:
+  agrees / disagrees     on the means, on every single repeat too (each repeat's value
+                         of every point, or for `statistic: max` the best of the
+                         others), and with each series at its lowest or its highest
+                         repeat (claims on 2 to 6 series): the outcome holds within the
+                         repeats' spread
+  undecided              the outcome flips within that spread, or a point has one repeat
+  rig artefact           every x it could be compared at holds a point the rig itself
+                         spoiled (`artefacts`: its step's path check flagged, the engine
+                         late, an emulator-limited verdict, a server that did not answer
+                         as the one named): never compared with the study. Such x are
+                         left out of every claim, and said.
+  not comparable here    the series lacks a capability, or the run has no rows for it
+A disagreement is **explained** when an ablation of the claim (the same points with one
+suspected cause removed) closed at least half its gap, **plausible** when a specific
+bound's model predicts it (rig.report.explain: the pair rule), **unexplained** otherwise.
+A claim marked `inference:` is the rig's reading, not the study's statement: evaluated
+and shown, counted apart, never toward a row's status.
 
-Pure: reads Points and verdicts (anything with `kind` and `detail`), never the host.
-Must not import matplotlib, rig.realization, rig.process, rig.services.
+Pure: reads Points, verdicts (anything with `kind` and `detail`) and the artefact map,
+never the host. Must not import matplotlib, rig.realization, rig.process, rig.services.
 """
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import json
 import math
 import re
@@ -25,14 +38,18 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from rig.description.reference import UNITS, Claim, Reference, Series, Table
+from rig.report import explain
+from rig.report.explain import EXPLAINED, PLAUSIBLE, UNEXPLAINED
 from rig.report.model import Key, Point, Run
 
 AGREES, DISAGREES, NOT_COMPARABLE = "agrees", "disagrees", "not comparable here"
-VERDICTS = (AGREES, DISAGREES, NOT_COMPARABLE)
+UNDECIDED, ARTEFACT = "undecided", "rig artefact"
+VERDICTS = (AGREES, DISAGREES, UNDECIDED, ARTEFACT, NOT_COMPARABLE)
 NO_EXPLANATION = ("unexplained", "failed")
 X_TOL = 1e-6
 DETAIL_CHARS = 140       # a verdict's detail as evidence, cut to stay readable
 MAX_EVIDENCE = 6         # points cited per disagreement (the rest counted)
+MAX_EXTREME_SERIES = 6   # up to 2^6 views of the series' extremes in the spread test
 
 
 # --- the rig's side of a series -------------------------------------------------------
@@ -115,18 +132,38 @@ def storage_points(run: Run) -> list[Point]:
     return list(out.values())
 
 
-def value(p: Point, unit: str, statistic: str = "mean") -> float | None:
+Pick = int | str | None      # a view of a point's repeats: None (all), k, "lo", "hi"
+
+
+def value(p: Point, unit: str, statistic: str = "mean", rep: Pick = None) -> float | None:
     """The point's figure in the reference unit (throughput or mean duration); `max`:
-    the best repeat (highest throughput, shortest duration)."""
+    the best repeat (highest throughput, shortest duration). `rep`, for the spread test:
+    repeat k alone (for `max`: the best of the others), or the lowest / highest repeat
+    ("lo", "hi"; for `max`: the second best, the best)."""
     quantity, factor = UNITS[unit]
     best = statistic == "max"
-    if quantity == "duration":
-        if not p.durations_s:
-            return None
-        return min(p.durations_s) if best else statistics.fmean(p.durations_s)
-    if not p.samples_bps:
+    vals = list(p.durations_s) if quantity == "duration" else list(p.samples_bps)
+    if not vals:
         return None
-    return (p.max_bps if best else p.mean_bps) * factor
+    if isinstance(rep, int) and len(vals) > 1:
+        k = rep % len(vals)
+        vals = vals[:k] + vals[k + 1:] if best else [vals[k]]
+    elif rep in ("lo", "hi") and len(vals) > 1:
+        # the figure's low end (a throughput's lowest, a duration's shortest)
+        vals = sorted(vals)
+        good = vals[-1] if quantity == "throughput" else vals[0]
+        if best:
+            vals = [good] if rep == ("hi" if quantity == "throughput" else "lo") else \
+                [x for x in vals if x != good] or [good]
+        else:
+            vals = [vals[0] if rep == "lo" else vals[-1]]
+    if quantity == "duration":
+        return min(vals) if best else statistics.fmean(vals)
+    return (max(vals) if best else statistics.fmean(vals)) * factor
+
+
+def repeats(p: Point) -> int:
+    return len(p.durations_s) if p.durations_s and not p.samples_bps else p.n
 
 
 @dataclass
@@ -135,9 +172,9 @@ class RigSeries:
     series: Series
     points: dict[float, list[Point]] = field(default_factory=dict)
 
-    def value(self, x: float, unit: str) -> float | None:
+    def value(self, x: float, unit: str, rep: Pick = None) -> float | None:
         vals = [v for p in self.points.get(x, [])
-                if (v := value(p, unit, self.series.statistic)) is not None]
+                if (v := value(p, unit, self.series.statistic, rep)) is not None]
         return statistics.fmean(vals) if vals else None
 
     def xs(self) -> list[float]:
@@ -162,19 +199,43 @@ def _near(x: float, xs: list[float]) -> float | None:
 
 # --- results --------------------------------------------------------------------------
 @dataclass(frozen=True)
+class Gap:
+    """One piece of a disagreement: at x the study has series `held` `size` times higher
+    relative to series `other` than the rig measured (`other` None: a claim on one
+    series; `size` None: a disagreement with no size, e.g. an onset at another x)."""
+    x: float
+    held: int
+    other: int | None = None
+    size: float | None = None
+
+
+@dataclass(frozen=True)
 class Outcome:
     claim: Claim
     verdict: str
     rig: str                  # the rig's numbers
     study: str                # the study's numbers
     ratio: str = ""           # rig / study where that means something
-    why: str = ""             # not comparable: what is missing
+    why: str = ""             # not comparable, undecided, rig artefact: why
     evidence: tuple[str, ...] = ()
-    explained: bool = True    # a disagreement with no rig evidence: False
+    level: str = ""           # a disagreement: explained, plausible or unexplained
+    explanation: str = ""     # the rule's words for `level` (rig.report.explain)
+    closed: float | None = None              # share of the gap the best ablation closed
+    left_out: tuple[str, ...] = ()           # points left out as rig artefacts
+    gaps: tuple[Gap, ...] = ()
 
     @property
     def unexplained(self) -> bool:
-        return self.verdict == DISAGREES and not self.explained
+        return self.verdict == DISAGREES and self.level == UNEXPLAINED
+
+    @property
+    def explained(self) -> bool:
+        return self.verdict == DISAGREES and self.level == EXPLAINED
+
+    @property
+    def reading(self) -> bool:
+        """The rig's reading (a claim the study does not state): counted apart."""
+        return self.claim.inference is not None
 
 
 @dataclass(frozen=True)
@@ -208,10 +269,44 @@ class TableResult:
 
 @dataclass(frozen=True)
 class Counts:
+    """Outcomes of the study's own claims (the rig's readings only in `reading`)."""
     agrees: int = 0
     disagrees: int = 0
+    undecided: int = 0
+    artefact: int = 0
     not_comparable: int = 0
+    explained: int = 0
+    plausible: int = 0
     unexplained: int = 0
+    reading: int = 0              # claims marked `inference:`: the rig's reading
+    reading_agrees: int = 0
+
+    @property
+    def compared(self) -> int:
+        return self.agrees + self.disagrees + self.undecided + self.artefact
+
+    def status(self) -> str:
+        """Y: most of the study's own claims compared here agree, or every disagreement
+        was explained by an ablation and those with the agreements are most; P: some
+        compared; N: none."""
+        if not self.compared:
+            return "N"
+        if 2 * self.agrees > self.compared:
+            return "Y"
+        if self.disagrees and self.explained == self.disagrees and \
+                2 * (self.agrees + self.explained) > self.compared:
+            return "Y"
+        return "P"
+
+
+def count(outcomes: list[Outcome]) -> Counts:
+    own = [o for o in outcomes if not o.reading]
+    c = Counter(o.verdict for o in own)
+    lv = Counter(o.level for o in own if o.verdict == DISAGREES)
+    read = [o for o in outcomes if o.reading]
+    return Counts(c[AGREES], c[DISAGREES], c[UNDECIDED], c[ARTEFACT], c[NOT_COMPARABLE],
+                  lv[EXPLAINED], lv[PLAUSIBLE], lv[UNEXPLAINED], len(read),
+                  sum(o.verdict == AGREES for o in read))
 
 
 @dataclass(frozen=True)
@@ -222,13 +317,8 @@ class Against:
 
     def counts(self) -> dict[str, Counts]:
         """Per experiment id (in E order), plus 'all'."""
-        out: dict[str, Counts] = {}
-        for exp in self.reference.experiments() + ["all"]:
-            oc = [o for o in self.outcomes if exp in ("all", o.claim.experiment)]
-            c = Counter(o.verdict for o in oc)
-            out[exp] = Counts(c[AGREES], c[DISAGREES], c[NOT_COMPARABLE],
-                              sum(o.unexplained for o in oc))
-        return out
+        return {exp: count([o for o in self.outcomes if exp in ("all", o.claim.experiment)])
+                for exp in self.reference.experiments() + ["all"]}
 
 
 # --- evidence -------------------------------------------------------------------------
@@ -286,16 +376,12 @@ def cores_together(p: Point) -> float | None:
     return (sum(p.cpu_s) + sum(p.server_cpu_s)) * p.key.concurrency / sum(walls)
 
 
-def _evidence(points: list[Point], verdicts: Mapping[Any, Any]) -> tuple[tuple[str, ...], bool]:
-    lines, explained = [], bool(points)
-    for p in points:
-        line, ok = point_evidence(p, verdicts)
-        lines.append(line)
-        explained = explained and ok
+def _evidence(points: list[Point], verdicts: Mapping[Any, Any]) -> tuple[str, ...]:
+    lines = [point_evidence(p, verdicts)[0] for p in points]
     if len(lines) > MAX_EVIDENCE:
         lines = lines[:MAX_EVIDENCE] + [f"... and {len(lines) - MAX_EVIDENCE} more point(s) "
                                         "(the run's verdict table)"]
-    return tuple(lines), explained
+    return tuple(lines)
 
 
 # --- claims ---------------------------------------------------------------------------
@@ -321,14 +407,32 @@ def kendall_tau(a: list[float], b: list[float]) -> float:
 
 
 class _Ctx:
+    """One claim on the run's points: its series (or, for an ablation, the ablated ones in
+    their place), the study's numbers, one repeat's view (`rep`) or the means, and the x
+    left out because a point there is a rig artefact."""
+
     def __init__(self, ref: Reference, points: list[Point], verdicts: Mapping[Any, Any],
-                 claim: Claim, srtt_ms: Mapping[Any, float] | None = None) -> None:
-        self.ref, self.claim, self.verdicts = ref, claim, verdicts
+                 claim: Claim, srtt_ms: Mapping[Any, float] | None = None, *,
+                 rep: Pick | tuple[str, ...] = None,
+                 artefacts: Mapping[Any, str] | None = None,
+                 series: list[str] | None = None) -> None:
+        self.ref, self.claim, self.verdicts, self.rep = ref, claim, verdicts, rep
         self.srtt_ms = srtt_ms or {}
         self.table = ref.table(claim.table) if claim.table else None
         self.axis = self.table.x if self.table else str(claim.x)
         self.unit = self.table.unit if self.table else "MB/s"
-        self.rs = [rig_series(points, ref.series[s], self.axis) for s in claim.series]
+        self.rs = [rig_series(points, ref.series[s], self.axis) for s in series or claim.series]
+        self.left_out: dict[float, list[str]] = {}
+        for r in self.rs:
+            for x, pts in r.points.items():
+                why = [f"{p.key.client} at {_x(x, self.axis)}: {artefacts[p.key]}"
+                       for p in pts if artefacts and p.key in artefacts]
+                if why:
+                    self.left_out.setdefault(x, []).extend(why)
+        for r in self.rs:       # an x with an artefact in any series is left out of all
+            for x in list(r.points):
+                if _near(x, list(self.left_out)) is not None:
+                    del r.points[x]
 
     def label(self, i: int) -> str:
         return self.rs[i].series.label
@@ -347,26 +451,55 @@ class _Ctx:
                 out.append(x)
         return out
 
+    def pick(self, i: int) -> Pick:
+        """Series i's view of its repeats: one per series in a tuple of "lo"/"hi"."""
+        return self.rep[i] if isinstance(self.rep, tuple) else self.rep
+
     def rig(self, i: int, x: float) -> float | None:
         near = _near(x, self.rs[i].xs())
-        return None if near is None else self.rs[i].value(near, self.unit)
+        return None if near is None else self.rs[i].value(near, self.unit, self.pick(i))
+
+    def points_of(self, i: int, x: float) -> list[Point]:
+        near = _near(x, self.rs[i].xs())
+        return list(self.rs[i].points.get(near, [])) if near is not None else []
 
     def points_at(self, xs: list[float]) -> list[Point]:
-        out = []
-        for r in self.rs:
-            for x in xs:
-                near = _near(x, r.xs())
-                out += r.points.get(near, []) if near is not None else []
-        return out
+        return [p for i in range(len(self.rs)) for x in xs for p in self.points_of(i, x)]
 
     def outcome(self, ok: bool, rig: str, study: str, ratio: str = "",
-                xs: list[float] | None = None) -> Outcome:
+                xs: list[float] | None = None, gaps: list[Gap] | None = None) -> Outcome:
         if ok:
             return Outcome(self.claim, AGREES, rig, study, ratio)
-        ev, explained = _evidence(self.points_at(xs if xs is not None else self.xs()),
-                                  self.verdicts)
-        return Outcome(self.claim, DISAGREES, rig, study, ratio, evidence=ev,
-                       explained=explained)
+        xs = xs if xs is not None else self.xs()
+        gaps = gaps if gaps is not None else [Gap(x, i) for x in xs for i in range(len(self.rs))]
+        level, why = self.judge(gaps)
+        return Outcome(self.claim, DISAGREES, rig, study, ratio,
+                       evidence=_evidence(self.points_at(xs), self.verdicts),
+                       level=level, explanation=why, gaps=tuple(gaps))
+
+    def judge(self, gaps: list[Gap]) -> tuple[str, str]:
+        """plausible when the rig's bounds predict every piece of the gap
+        (rig.report.explain), unexplained otherwise (with the first reason)."""
+        if not gaps:
+            return UNEXPLAINED, "no gap the rig's bounds could be tested on"
+        whys: list[str] = []
+        for g in gaps:
+            held = self.points_of(g.held, g.x)
+            if g.other is None:
+                j = explain.single(held, self.verdicts, g.size)
+            elif g.size is None:
+                return UNEXPLAINED, "the study gives no size for this gap"
+            else:
+                js = [explain.pair(h, o, g.size, self.verdicts)
+                      for h in held for o in self.points_of(g.other, g.x)]
+                j = next((j for j in js if j.level == UNEXPLAINED), None) or \
+                    (js[0] if js else explain.Judgement(UNEXPLAINED, "no points"))
+            if j.level == UNEXPLAINED:
+                return UNEXPLAINED, j.why
+            whys.append(j.why)
+        uniq = list(dict.fromkeys(whys))
+        return PLAUSIBLE, "; ".join(uniq[:3]) + (f"; ... {len(uniq) - 3} more"
+                                                 if len(uniq) > 3 else "")
 
 
 def _x(x: float, axis: str) -> str:
@@ -384,6 +517,7 @@ def _ranking(c: _Ctx) -> Outcome:
     if not xs:
         return _missing(c)
     rig_parts, study_parts, bad = [], [], []
+    gaps: list[Gap] = []
     n = len(c.rs)
     for x in xs:
         rv = [c.rig(i, x) or 0.0 for i in range(n)]
@@ -400,8 +534,24 @@ def _ranking(c: _Ctx) -> Outcome:
                                                    else " > ".join(labels)))
         if tau < c.claim.min_tau:
             bad.append(x)
+            gaps += _discordant(x, rv, sv, bool(c.table))
     return c.outcome(not bad, "; ".join(rig_parts), "; ".join(study_parts),
-                     f"τ ≥ {c.claim.min_tau:g} wanted", xs=bad)
+                     f"τ ≥ {c.claim.min_tau:g} wanted", xs=bad, gaps=gaps)
+
+
+def _discordant(x: float, rv: list[float], sv: list[float], sized: bool) -> list[Gap]:
+    """Each pair the rig orders against the study: the one the study puts higher is held;
+    the gap is the study's ratio over the rig's (without the study's numbers: what would
+    tie the two)."""
+    out = []
+    for i in range(len(rv)):
+        for j in range(len(rv)):
+            if sv[i] > sv[j] and rv[i] < rv[j]:
+                rig_r = rv[i] / rv[j]
+                size = (sv[i] / sv[j]) / rig_r if sized and sv[j] > 0 and rig_r > 0 else \
+                    (1 / rig_r if rig_r > 0 else math.inf)
+                out.append(Gap(x, i, j, size))
+    return out
 
 
 def _common_xs(c: _Ctx) -> list[float]:
@@ -415,6 +565,7 @@ def _ratio(c: _Ctx) -> Outcome:
     if not xs:
         return _missing(c)
     rig_parts, study_parts, bad = [], [], []
+    gaps: list[Gap] = []
     for x in xs:
         r = (c.rig(0, x) or 0.0) / (c.rig(1, x) or 1.0)
         if c.table:
@@ -428,11 +579,14 @@ def _ratio(c: _Ctx) -> Outcome:
         rig_parts.append(f"{_x(x, c.axis)}: {_fmt(r)}")
         if not lo <= r <= hi:
             bad.append(x)
+            gaps.append(Gap(x, 0, 1, lo / r if r > 0 else math.inf) if r < lo
+                        else Gap(x, 1, 0, r / hi))
     head = f"{c.label(0)} / {c.label(1)}"
     band = (f"band {_fmt(c.claim.band[0])}–{_fmt(c.claim.band[1])}" if c.claim.band
             else f"within x{c.claim.factor:g} of the study's")
     study = "; ".join(study_parts) if study_parts else band
-    return c.outcome(not bad, f"{head} {'; '.join(rig_parts)}", study, band, xs=bad)
+    return c.outcome(not bad, f"{head} {'; '.join(rig_parts)}", study, band, xs=bad,
+                     gaps=gaps)
 
 
 def collapse_x(xs: list[float], vals: list[float], fraction: float) -> float | None:
@@ -508,6 +662,7 @@ def _alike(c: _Ctx) -> Outcome:
     if not xs:
         return _missing(c)
     rig_parts, study_parts, bad = [], [], []
+    gaps: list[Gap] = []
     for x in xs:
         rv = [c.rig(i, x) or 0.0 for i in range(len(c.rs))]
         spread = (max(rv) - min(rv)) / max(rv) if max(rv) > 0 else 0.0
@@ -520,20 +675,39 @@ def _alike(c: _Ctx) -> Outcome:
             want = s_spread <= c.claim.within
         if (spread <= c.claim.within) != want:
             bad.append(x)
+            gaps += _unalike(c, x, rv)
     study = "spread " + ("; ".join(study_parts) if study_parts
                          else f"within {c.claim.within:.0%}")
     return c.outcome(not bad, "spread (max-min)/max " + "; ".join(rig_parts), study,
-                     f"alike: spread ≤ {c.claim.within:.0%}", xs=bad)
+                     f"alike: spread ≤ {c.claim.within:.0%}", xs=bad, gaps=gaps)
+
+
+def _unalike(c: _Ctx, x: float, rv: list[float]) -> list[Gap]:
+    """The rig spread where the study is alike: its slowest is held by the factor beyond
+    the spread allowed. The rig alike where the study spread: the study's fastest is held
+    (with the study's numbers; without, no size)."""
+    if max(rv) > 0 and (max(rv) - min(rv)) / max(rv) > c.claim.within:
+        h, o = rv.index(min(rv)), rv.index(max(rv))
+        return [Gap(x, h, o, (rv[o] / rv[h]) * (1 - c.claim.within) if rv[h] > 0
+                    else math.inf)]
+    if not c.table:
+        return [Gap(x, 0, 1, None)]
+    sv = [c.study(i, x) or 0.0 for i in range(len(c.rs))]
+    h, o = sv.index(max(sv)), sv.index(min(sv))
+    if sv[o] <= 0 or rv[o] <= 0 or rv[h] <= 0:
+        return [Gap(x, h, o, None)]
+    return [Gap(x, h, o, (sv[h] / sv[o]) / (rv[h] / rv[o]))]
 
 
 def _share(c: _Ctx) -> Outcome:
     r = c.rs[0]
     xs = [x for x in (c.claim.at or r.xs()) if _near(x, r.xs()) is not None]
     parts, bad = [], []
+    gaps: list[Gap] = []
     lo, hi = c.claim.band or (0.0, math.inf)
     for x in xs:
         pts = [p for p in r.points[_near(x, r.xs()) or x] if p.samples_bps]
-        pairs = [(p.mean_bps, bound) for p in pts
+        pairs = [((value(p, "Gbit/s", "mean", c.pick(0)) or 0.0) * 1e9, bound) for p in pts
                  if (bound := {"capacity": p.path_bound_bps(), "window": p.window_bound_bps(),
                                "rate": p.rate_bps}[str(c.claim.bound)])]
         if not pairs:
@@ -552,6 +726,8 @@ def _share(c: _Ctx) -> Outcome:
             parts.append(f"{_x(x, c.axis)}: {s:.0%}")
         if not lo <= s <= hi:
             bad.append(x)
+            if s < lo:      # above the band: no bound of the rig's says why the study was lower
+                gaps.append(Gap(x, 0, None, lo / s if s > 0 else math.inf))
     if not parts:
         return _missing(c, "its points are not the paths of one joint step (together:), "
                            f"each with its {c.claim.bound} bound" if c.claim.joint
@@ -559,7 +735,7 @@ def _share(c: _Ctx) -> Outcome:
     study = f"{lo:.0%}–{hi:.0%} of {c.claim.bound}" + (
         f" (states {_fmt(c.claim.study_value)})" if c.claim.study_value is not None else "")
     return c.outcome(not bad, f"{c.label(0)} share of {c.claim.bound}: " + "; ".join(parts),
-                     study, xs=bad)
+                     study, xs=bad, gaps=gaps)
 
 
 def _inflation(c: _Ctx) -> Outcome:
@@ -628,15 +804,98 @@ KIND_FN = {"ranking": _ranking, "ratio": _ratio, "collapse": lambda c: _onset(c,
 
 
 def evaluate(ref: Reference, points: list[Point], verdicts: Mapping[Any, Any],
-             claim: Claim, srtt_ms: Mapping[Any, float] | None = None) -> Outcome:
+             claim: Claim, srtt_ms: Mapping[Any, float] | None = None,
+             artefacts: Mapping[Any, str] | None = None) -> Outcome:
     lacks = [ref.series[s] for s in claim.series if ref.series[s].lacks]
     if claim.lacks or lacks:
         why = claim.lacks or "; ".join(f"{s.label}: {s.lacks}" for s in lacks)
         return Outcome(claim, NOT_COMPARABLE, "—", claim.text, why=f"needs {why}")
-    c = _Ctx(ref, points, verdicts, claim, srtt_ms)
+
+    def ctx(rep: Pick | tuple[str, ...] = None, series: list[str] | None = None) -> _Ctx:
+        return _Ctx(ref, points, verdicts, claim, srtt_ms, rep=rep, artefacts=artefacts,
+                    series=series)
+
+    c = ctx()
+    left = tuple(w for ws in c.left_out.values() for w in ws)
     if any(not r.points for r in c.rs):
-        return _missing(c)
-    return KIND_FN[claim.kind](c)
+        out = _missing(c)
+    else:
+        out = KIND_FN[claim.kind](c)
+    if out.verdict == NOT_COMPARABLE and left:
+        return dataclasses.replace(out, verdict=ARTEFACT, left_out=left, why=(
+            "every x it could be compared at holds a point the rig spoiled: "
+            + "; ".join(left[:4]) + (f"; ... {len(left) - 4} more" if len(left) > 4 else "")))
+    out = dataclasses.replace(out, left_out=left)
+    if out.verdict not in (AGREES, DISAGREES):
+        return out
+    out = _spread(out, c, ctx)
+    if out.verdict == DISAGREES and claim.ablations:
+        out = _ablate(out, ctx)
+    return out
+
+
+def _spread(out: Outcome, c: _Ctx, ctx: Any) -> Outcome:
+    """The outcome on the means must hold for every repeat's view (rig.report.against's
+    docstring); undecided if one flips it, or a point has a single repeat."""
+    pts = [p for r in c.rs for x in (c.claim.at or r.xs()) for p in c.points_of(
+        c.rs.index(r), x)] or [p for r in c.rs for ps in r.points.values() for p in ps]
+    n = min((repeats(p) for p in pts), default=0)
+    if n < 2:
+        return dataclasses.replace(out, verdict=UNDECIDED, why=(
+            f"{out.verdict} on the means, but a point has {n} repeat(s): no spread to "
+            "decide from"))
+    for k in range(n):
+        if KIND_FN[c.claim.kind](ctx(rep=k)).verdict != out.verdict:
+            return dataclasses.replace(out, verdict=UNDECIDED, why=(
+                f"{out.verdict} on the means of {n} repeats, not on repeat {k + 1} alone "
+                "(for best-of series: the best of the others): within the spread"))
+    ns = len(c.rs)
+    if 2 <= ns <= MAX_EXTREME_SERIES:
+        for view in itertools.product(("lo", "hi"), repeat=ns):
+            if KIND_FN[c.claim.kind](ctx(rep=view)).verdict != out.verdict:
+                shown = ", ".join(f"{c.label(i)} {v}" for i, v in enumerate(view))
+                return dataclasses.replace(out, verdict=UNDECIDED, why=(
+                    f"{out.verdict} on the means of {n} repeats, not with {shown} "
+                    "(each series at its lowest or highest repeat): within the spread"))
+    return out
+
+
+def _ablate(out: Outcome, ctx: Any) -> Outcome:
+    """The share of the disagreement's gap each ablation closed (rig.report.explain); the
+    best one at or above ABLATION_CLOSES makes it explained."""
+    best: tuple[float, str] | None = None
+    notes = []
+    for ab in out.claim.ablations:
+        c2 = ctx(series=[ab.series.get(s, s) for s in out.claim.series])
+        if any(not r.points for r in c2.rs):
+            notes.append(f"ablation '{ab.cause}': no rows for its series in this run")
+            continue
+        o2 = KIND_FN[out.claim.kind](c2)
+        shares = []
+        for g in out.gaps:
+            idx = [g.held] + ([g.other] if g.other is not None else [])
+            if any(c2.rig(i, g.x) is None for i in idx):
+                shares.append(0.0)
+                continue
+            after = [g2 for g2 in o2.gaps if abs(g2.x - g.x) <= X_TOL and g2.held == g.held
+                     and g2.other == g.other]
+            if g.size is None or (after and after[0].size is None):
+                shares.append(0.0 if after else 1.0)
+            else:
+                shares.append(explain.closed_share(g.size, after[0].size if after and
+                                                   after[0].size is not None else 1.0))
+        if not shares:
+            shares = [1.0 if o2.verdict == AGREES else 0.0]
+        closed = statistics.median(shares)
+        notes.append(f"ablation '{ab.cause}' closed {min(closed, 1.0):.0%} of the gap "
+                     f"(ablated: {o2.rig})")
+        if best is None or closed > best[0]:
+            best = (closed, ab.cause)
+    if best is not None and best[0] >= explain.ABLATION_CLOSES:
+        return dataclasses.replace(out, level=EXPLAINED, closed=best[0],
+                                   explanation="; ".join(notes) + f"; before: {out.explanation}")
+    return dataclasses.replace(out, closed=None if best is None else best[0],
+                               explanation="; ".join(notes + [out.explanation]))
 
 
 def table_result(ref: Reference, points: list[Point], t: Table) -> TableResult:
@@ -652,9 +911,11 @@ def table_result(ref: Reference, points: list[Point], t: Table) -> TableResult:
 
 
 def compare(ref: Reference, points: list[Point], verdicts: Mapping[Any, Any],
-            srtt_ms: Mapping[Any, float] | None = None) -> Against:
+            srtt_ms: Mapping[Any, float] | None = None,
+            artefacts: Mapping[Any, str] | None = None) -> Against:
     """Every claim and table of `ref` against the run's points; `srtt_ms`: the sender's
-    mean smoothed RTT per point Key (for `inflation` claims)."""
-    return Against(ref, tuple(evaluate(ref, points, verdicts, c, srtt_ms)
+    mean smoothed RTT per point Key (for `inflation` claims); `artefacts`: per point Key,
+    why the rig spoiled it (rig.report.verdict.artefacts): left out of every claim."""
+    return Against(ref, tuple(evaluate(ref, points, verdicts, c, srtt_ms, artefacts)
                               for c in ref.claims),
                    tuple(table_result(ref, points, t) for t in ref.tables))

@@ -11,11 +11,19 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rig.report.against import AGREES, DISAGREES, Against, Counts, Outcome, TableResult, _fmt
+from rig.report.against import AGREES, ARTEFACT, DISAGREES, UNDECIDED, Against, Counts, \
+    Outcome, TableResult, _fmt
 from rig.report.page import esc, image, table
 
 TITLE = "against the study"
-_CLASS = {AGREES: "good", DISAGREES: "flag"}
+_CLASS = {AGREES: "good", DISAGREES: "flag", ARTEFACT: "flag", UNDECIDED: ""}
+RULES = ("A claim agrees or disagrees only when every repeat's view gives the same outcome "
+         "as the means (else undecided). Points the rig spoiled (a flagged path check, a late "
+         "engine, an emulator-limited verdict) are left out as rig artefacts. A "
+         "disagreement is explained only by an ablation that closed at least half its gap, "
+         "plausible where a bound's model predicts the gap (rig/report/explain.py), "
+         "unexplained otherwise. Claims marked as the rig's reading (not stated by the "
+         "study) are counted apart and never toward a row's status.")
 
 
 def _xs(t: TableResult) -> list[float]:
@@ -44,21 +52,26 @@ def table_rows(t: TableResult) -> tuple[list[str], list[list[str]]]:
 
 def claim_row(o: Outcome) -> list[str]:
     why = o.why or "; ".join(o.evidence)
-    if o.unexplained:
-        why = "UNEXPLAINED: " + (why or "no rig evidence")
-    return [o.claim.id, o.claim.kind, o.claim.text, o.rig, o.study, o.ratio, o.verdict, why]
+    if o.verdict == DISAGREES:
+        why = f"{o.level.upper()}: {o.explanation}" + (f" | evidence: {why}" if why else "")
+    if o.left_out and o.verdict != ARTEFACT:
+        why += f" | left out as rig artefacts: {'; '.join(o.left_out[:3])}"
+    text = o.claim.text + (f" [the rig's reading: {o.claim.inference}]" if o.reading else "")
+    return [o.claim.id, o.claim.kind, text, o.rig, o.study, o.ratio, o.verdict, why]
 
 
 CLAIM_HEADER = ["claim", "kind", "the study says", "rig", "study", "ratio / band", "verdict",
-                "rig's evidence / what is missing"]
-COUNT_HEADER = ["experiment", "claims", "agrees", "disagrees", "not comparable here",
-                "unexplained"]
+                "why / rig's evidence"]
+COUNT_HEADER = ["experiment", "study's claims", "agrees", "disagrees", "undecided",
+                "rig artefact", "not comparable here", "explained", "plausible", "unexplained",
+                "the rig's reading (agrees)", "status"]
 
 
 def _count_row(exp: str, c: Counts) -> list[str]:
-    n = c.agrees + c.disagrees + c.not_comparable
-    return [exp, str(n), str(c.agrees), str(c.disagrees), str(c.not_comparable),
-            str(c.unexplained)]
+    n = c.compared + c.not_comparable
+    return [exp, str(n), str(c.agrees), str(c.disagrees), str(c.undecided), str(c.artefact),
+            str(c.not_comparable), str(c.explained), str(c.plausible), str(c.unexplained),
+            f"{c.reading} ({c.reading_agrees})", c.status() if exp != "all" else ""]
 
 
 def html_section(a: Against, images: dict[str, Path], notes: list[str]) -> list[str]:
@@ -72,6 +85,7 @@ def html_section(a: Against, images: dict[str, Path], notes: list[str]) -> list[
     if ref.conditions:
         out.append(table(["study condition", "value"], ref.conditions.items()))
     counts = a.counts()
+    out.append(f'<p class="note">{esc(RULES)}</p>')
     out.append(table(COUNT_HEADER, [_count_row(e, c) for e, c in counts.items()]))
     out += [f'<p class="note">{esc(n)}</p>' for n in notes]
     for exp in ref.experiments():
@@ -114,6 +128,7 @@ def markdown(a: Against, run_id: str, notes: list[str] | None = None) -> str:
     out += [f"Note: {n}" for n in notes or []] + ([""] if notes else [])
     if ref.scaled:
         out += [f"Scaled: {ref.scaled}", ""]
+    out += [RULES, ""]
     out += _md_table(COUNT_HEADER, [_count_row(e, c) for e, c in a.counts().items()]) + [""]
     for exp in ref.experiments():
         out += [f"## {exp}", ""]

@@ -1,0 +1,53 @@
+"""Points the rig itself spoiled: never an explanation, never compared with a study.
+
+A point is a **rig artefact** when
+  - a path check of one of its steps was flagged (RTT off, capacity short, loss off:
+    the path was not the one the step is labelled with);
+  - the engine was late during its step's transfers (EMULATION LATE);
+  - its verdict is emulator-limited (the engine's own statistics).
+(A server that does not answer as the one named, e.g. nginx on Apache's port, never gets
+this far: the run refuses a port another process listens on before it starts.)
+The report shows them first and counts them apart (rig.report.against).
+
+Pure: reads a loaded Run and its verdicts. Must not import matplotlib, rig.realization,
+rig.process, rig.services.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from rig.description.steps import shown_step
+from rig.report.model import Run
+from rig.report.verdict import step_flags
+
+ARTEFACT_VERDICTS = ("emulator-limited",)
+STEP_FLAGS = ("path validation", "emulation late")
+
+
+def _reasons_by_step(run: Run) -> dict[int, list[str]]:
+    out: dict[int, list[str]] = {}
+    for v in run.validations:
+        if v.flagged:
+            out.setdefault(shown_step(v.step), []).append(
+                f"path check flagged ({v.phase}: {(v.flag_reason or 'no reason stored')[:120]})")
+    for kind, steps in step_flags(run).items():
+        if kind == "emulation late":
+            for s in steps:
+                out.setdefault(s, []).append("the engine was late during the transfers")
+    return out
+
+
+def artefacts(run: Run, verdicts: Mapping[Any, Any]) -> dict[Any, str]:
+    """Per point Key: why the rig spoiled it (the first reasons); absent: a clean point."""
+    by_step = _reasons_by_step(run)
+    out: dict[Any, str] = {}
+    for p in run.points:
+        why: list[str] = []
+        for s in sorted(p.steps):
+            why += [f"step {shown_step(s)}: {r}" for r in by_step.get(shown_step(s), [])]
+        v = verdicts.get(p.key)
+        if getattr(v, "kind", None) in ARTEFACT_VERDICTS:
+            why.append(f"emulator-limited ({str(getattr(v, 'detail', ''))[:100]})")
+        if why:
+            out[p.key] = "; ".join(dict.fromkeys(why))
+    return out
