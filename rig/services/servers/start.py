@@ -47,6 +47,7 @@ def start_server(p: ServerPlan, local_dir: Path | None = None,
     to local_dir/stdout.log. `cgroup`: its CPU set as a cgroup (instead of taskset)."""
     if p.host is not None:
         return _start_remote(p, local_dir or Path("/dev/null"))
+    refuse_taken_ports(p.ns, p.addr, p.ports, f"server {p.origin} ({p.spec.kind})")
     kind = p.kind
     if p.workdir.exists():
         shutil.rmtree(p.workdir)
@@ -73,6 +74,17 @@ def start_server(p: ServerPlan, local_dir: Path | None = None,
         svc.stop()
         raise RigError(f"{e}; log: {_log_tail(p)}") from None
     return RunningServer(p, svc)
+
+
+def refuse_taken_ports(ns: str | None, addr: str, ports: dict[str, int], what: str) -> None:
+    """Refuse, before anything starts, a port where something already answers: the
+    readiness probe would take that process for the server (nginx answering on Apache's
+    port: a run that measured another server than the one it names)."""
+    for proto, port in ports.items():
+        if nsprobe.tcp_open(ns, addr, port):
+            raise RigError(f"{what}: port {port} ({proto}) on {addr} is already in use: "
+                           "another process answers there; give the server another port "
+                           "or stop that process")
 
 
 def _start_remote(p: ServerPlan, local_dir: Path) -> RunningServer:
