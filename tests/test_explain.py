@@ -222,3 +222,43 @@ def test_ranking_gap_from_the_study_s_numbers() -> None:
     assert A._discordant(0.0, [1.0, 4.0], [2.0, 1.0], True) == [A.Gap(0.0, 0, 1, 8.0)]
     assert A._discordant(0.0, [1.0, 4.0], [2.0, 1.0], False) == [A.Gap(0.0, 0, 1, 4.0)]
     assert A._discordant(0.0, [4.0, 1.0], [2.0, 1.0], True) == []
+
+
+MADE_UP_FILE = """
+format: 1
+study: madeup
+title: a made-up study
+seed: 999_madeup.txt
+series:
+  xrdcp: {label: xrdcp, select: {client: xrdcp}}
+  curl: {label: curl, select: {client: curl}}
+claims:
+  - {id: made-up, experiment: E5, source: nowhere, kind: ratio, x: rtt_ms,
+     text: xrdcp is 100000 times faster than curl at every RTT,
+     series: [xrdcp, curl], band: [100000, 1000000000]}
+"""
+
+
+@pytest.mark.slow
+def test_rig_report_calls_a_made_up_claim_unexplained(tmp_path) -> None:
+    """Issue 38: a reference with a made-up claim given to `rig report` on a run (here a
+    synthetic one, 3 repeats, one flagged step): disagrees, unexplained, and the flagged
+    step's points are left out as rig artefacts."""
+    import subprocess
+    import sys
+
+    from fixtures_results import make_run
+    run = make_run(tmp_path / "run", flagged_steps=(2,))
+    ref = tmp_path / "madeup.yaml"
+    ref.write_text(MADE_UP_FILE)
+    r = subprocess.run([sys.executable, "-m", "rig", "report", str(run), "--reference",
+                        str(ref)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    md = (run / "against.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| E5 |"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    # experiment, claims, agrees, disagrees, undecided, artefact, n/c, explained,
+    # plausible, unexplained, reading, status
+    assert cells[1:10] == ["1", "0", "1", "0", "0", "0", "0", "0", "1"], row
+    assert cells[11] == "P"
+    assert "UNEXPLAINED" in md and "left out as rig artefacts" in md and "60 ms" in md
