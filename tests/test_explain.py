@@ -262,3 +262,22 @@ def test_rig_report_calls_a_made_up_claim_unexplained(tmp_path) -> None:
     assert cells[1:10] == ["1", "0", "1", "0", "0", "0", "0", "0", "1"], row
     assert cells[11] == "P"
     assert "UNEXPLAINED" in md and "left out as rig artefacts" in md and "60 ms" in md
+
+
+@pytest.mark.slow
+def test_repro_status_sums_a_run_s_outcomes(tmp_path) -> None:
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from fixtures_results import make_run
+    run = make_run(tmp_path / "run", env={"reference": {"file": "madeup.yaml",
+                                                        "text": MADE_UP_FILE}})
+    tool = Path(__file__).resolve().parent.parent / "tools" / "repro-status"
+    r = subprocess.run([sys.executable, str(tool), str(run)], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "| E5 | P | 0 | 1 | 0 | 0 | 0 | 0 | 0 | 1 | 0 | 0 | syn |" in r.stdout
+    r = subprocess.run([sys.executable, str(tool), str(tmp_path / "nope")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1

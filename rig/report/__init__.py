@@ -103,15 +103,22 @@ def srtt_by_key(run: Run) -> dict:
     return out
 
 
+def against_of(run: Run, vmap: dict, given: Reference | None = None) -> against.Against | None:
+    """The run against its study (the stored reference, or `given`); None without one."""
+    ref = given or stored_reference(run)
+    if ref is None:
+        return None
+    return against.compare(ref, run.points + against.storage_points(run), vmap,
+                           srtt_by_key(run), artefacts.artefacts(run, vmap))
+
+
 def against_study(run: Run, vmap: dict, out: Path, given: Reference | None = None
                   ) -> tuple[list[str], list[Path]]:
     """The section "against the study" and against.md (+ its charts), if the run has a
     reference (or one is `given`: `rig report DIR --reference FILE`); ([], []) otherwise."""
-    ref = given or stored_reference(run)
-    if ref is None:
+    a = against_of(run, vmap, given)
+    if a is None:
         return [], []
-    a = against.compare(ref, run.points + against.storage_points(run), vmap,
-                        srtt_by_key(run), artefacts.artefacts(run, vmap))
     notes: list[str] = []
     if given is not None:
         stored = run.env.get("reference")
