@@ -74,6 +74,11 @@ def _count_row(exp: str, c: Counts) -> list[str]:
             f"{c.reading} ({c.reading_agrees})", c.status() if exp != "all" else ""]
 
 
+def artefact_lines(a: Against) -> list[str]:
+    """Every point left out as a rig artefact, once, first in the section."""
+    return list(dict.fromkeys(w for o in a.outcomes for w in o.left_out))
+
+
 def html_section(a: Against, images: dict[str, Path], notes: list[str]) -> list[str]:
     ref = a.reference
     out = [f"<h2 id=\"against\">{esc(TITLE)}: {esc(ref.title)}</h2>",
@@ -85,6 +90,10 @@ def html_section(a: Against, images: dict[str, Path], notes: list[str]) -> list[
     if ref.conditions:
         out.append(table(["study condition", "value"], ref.conditions.items()))
     counts = a.counts()
+    if arts := artefact_lines(a):
+        out.append(f"<p class=\"flag\"><b>Rig artefacts, left out of every claim "
+                   f"({len(arts)}):</b></p><ul>" + "".join(f"<li>{esc(w)}</li>" for w in arts)
+                   + "</ul>")
     out.append(f'<p class="note">{esc(RULES)}</p>')
     out.append(table(COUNT_HEADER, [_count_row(e, c) for e, c in counts.items()]))
     out += [f'<p class="note">{esc(n)}</p>' for n in notes]
@@ -128,6 +137,9 @@ def markdown(a: Against, run_id: str, notes: list[str] | None = None) -> str:
     out += [f"Note: {n}" for n in notes or []] + ([""] if notes else [])
     if ref.scaled:
         out += [f"Scaled: {ref.scaled}", ""]
+    if arts := artefact_lines(a):
+        out += [f"**Rig artefacts, left out of every claim ({len(arts)}):**", ""]
+        out += [f"- {w}" for w in arts] + [""]
     out += [RULES, ""]
     out += _md_table(COUNT_HEADER, [_count_row(e, c) for e, c in a.counts().items()]) + [""]
     for exp in ref.experiments():
