@@ -176,3 +176,17 @@ def test_every_selected_client_is_in_a_scenario_that_reproduces_it() -> None:
         for s in ref.series.values():
             if s.select and "client" in s.select:
                 assert s.select["client"] in clients.get(f.name, set()), (f.name, s.id)
+
+
+def test_the_format_s_example_parses() -> None:
+    """reproductions/README.md's example, with its two placeholders dropped, is a valid
+    reference (inference and ablations included)."""
+    text = (ROOT / "reproductions" / "README.md").read_text()
+    blk = text[text.index("```yaml\nformat: 1") + len("```yaml\n"):]
+    blk = blk[:blk.index("```")]
+    blk = "\n".join(line for line in blk.splitlines()
+                    if "{...}" not in line and not line.strip().startswith("note: text"))
+    ref = reference.from_text(blk, "reproductions/README.md")
+    kinds = {c.id: c for c in ref.claims}
+    assert any(c.inference for c in kinds.values())
+    assert any(c.ablations for c in kinds.values())
