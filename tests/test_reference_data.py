@@ -190,3 +190,12 @@ def test_the_format_s_example_parses() -> None:
     kinds = {c.id: c for c in ref.claims}
     assert any(c.inference for c in kinds.values())
     assert any(c.ablations for c in kinds.values())
+
+
+def test_the_docs_list_every_claim_marked_as_the_rig_s_reading() -> None:
+    text = (ROOT / "docs" / "reproductions" / "README.md").read_text()
+    sec = text[text.index("## The rig's reading"):]
+    sec = sec[:sec.index("\n## ")] if "\n## " in sec else sec
+    listed = set(re.findall(r"^\| (seed-00\d) \| `([a-z0-9_.+-]+)` \|", sec, re.M))
+    marked = {(f.stem, c.id) for f in REFS for c in reference.load(f).claims if c.inference}
+    assert listed == marked
