@@ -221,7 +221,8 @@ class Outcome:
     level: str = ""           # a disagreement: explained, plausible or unexplained
     explanation: str = ""     # the rule's words for `level` (rig.report.explain)
     closed: float | None = None              # share of the gap the best ablation closed
-    left_out: tuple[str, ...] = ()           # points left out as rig artefacts
+    # points left out as rig artefacts: (the point, why), at the x the claim compares
+    left_out: tuple[tuple[str, str], ...] = ()
     gaps: tuple[Gap, ...] = ()
 
     @property
@@ -422,10 +423,13 @@ class _Ctx:
         self.axis = self.table.x if self.table else str(claim.x)
         self.unit = self.table.unit if self.table else "MB/s"
         self.rs = [rig_series(points, ref.series[s], self.axis) for s in series or claim.series]
-        self.left_out: dict[float, list[str]] = {}
+        self.left_out: dict[float, list[tuple[str, str]]] = {}
+        wanted = claim.at or (self.table.at if self.table else None)
         for r in self.rs:
             for x, pts in r.points.items():
-                why = [f"{p.key.client} at {_x(x, self.axis)}: {artefacts[p.key]}"
+                if wanted is not None and _near(x, wanted) is None:
+                    continue
+                why = [(f"{p.key.client} at {_x(x, self.axis)}", artefacts[p.key])
                        for p in pts if artefacts and p.key in artefacts]
                 if why:
                     self.left_out.setdefault(x, []).extend(why)
@@ -824,7 +828,7 @@ def evaluate(ref: Reference, points: list[Point], verdicts: Mapping[Any, Any],
     if out.verdict == NOT_COMPARABLE and left:
         return dataclasses.replace(out, verdict=ARTEFACT, left_out=left, why=(
             "every x it could be compared at holds a point the rig spoiled: "
-            + "; ".join(left[:4]) + (f"; ... {len(left) - 4} more" if len(left) > 4 else "")))
+            + artefact_summary(left)))
     out = dataclasses.replace(out, left_out=left)
     if out.verdict not in (AGREES, DISAGREES):
         return out
@@ -832,6 +836,18 @@ def evaluate(ref: Reference, points: list[Point], verdicts: Mapping[Any, Any],
     if out.verdict == DISAGREES and claim.ablations:
         out = _ablate(out, ctx)
     return out
+
+
+def artefact_summary(left: tuple[tuple[str, str], ...] | list[tuple[str, str]],
+                     most: int = 3) -> str:
+    """The left-out points grouped by why: 'why: a, b, c'."""
+    by: dict[str, list[str]] = {}
+    for point, why in left:
+        by.setdefault(why, []).append(point)
+    parts = [f"{why}: {', '.join(pts[:6])}" + (f" (+{len(pts) - 6})" if len(pts) > 6 else "")
+             for why, pts in by.items()]
+    return "; ".join(parts[:most]) + (f"; ... {len(parts) - most} more" if len(parts) > most
+                                       else "")
 
 
 def _spread(out: Outcome, c: _Ctx, ctx: Any) -> Outcome:
