@@ -17,8 +17,8 @@ from rig.report.page import esc, image, table
 
 TITLE = "against the study"
 _CLASS = {AGREES: "good", DISAGREES: "flag", ARTEFACT: "flag", UNDECIDED: ""}
-RULES = ("A claim agrees or disagrees only when every repeat's view gives the same outcome "
-         "as the means (else undecided). Points the rig spoiled (a flagged path check, a late "
+RULES = ("A claim agrees or disagrees only when its outcome on the means holds at both ends "
+         "of each series' 90 % confidence interval (else undecided; one repeat: undecided). Points the rig spoiled (a flagged path check, a late "
          "engine, an emulator-limited verdict) are left out as rig artefacts. A "
          "disagreement is explained only by an ablation that closed at least half its gap, "
          "plausible where a bound's model predicts the gap (rig/report/explain.py), "
