@@ -252,15 +252,28 @@ def cmd_clean(a) -> int:
     return 0
 
 
+def _share(text: str) -> float:
+    """A relative change on the command line: '5%' as in scenarios, or a bare fraction
+    (0.05, as these options always took)."""
+    t = text.strip()
+    try:
+        return float(t[:-1]) / 100.0 if t.endswith("%") else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a percentage like '5%': {text[:40]!r}") \
+            from None
+
+
 class _Parser(argparse.ArgumentParser):
     """Usage errors as one line `rig: ...`, exit 2, like every other bad input."""
 
     def error(self, message: str):
-        self.exit(int(ExitStatus.BAD_INPUT), clip(f"rig: {self.prog}: {message}") + "\n")
+        self.exit(int(ExitStatus.BAD_INPUT), clip(f"{self.prog}: {message}") + "\n")
 
 
 def parser() -> argparse.ArgumentParser:
     p = _Parser(prog="rig", description="WAN-latency test rig for HEP data transfer")
+    from rig import __version__
+    p.add_argument("--version", action="version", version=f"rig {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("doctor", help="what this host can do")
     d.add_argument("--json", action="store_true")
@@ -295,9 +308,9 @@ def parser() -> argparse.ArgumentParser:
         description="Regression check between two runs, one verdict per matched point. "
         "Regressed / improved: the geometric-mean throughput moved by --floor or more and "
         "a t on log throughput (noise shrunk toward the grid's, limma's moderated t) is "
-        "significant after Holm's correction over all matched points (family-wise 5 %%); "
+        "significant after Holm's correction over all matched points (family-wise 5 %); "
         "failed: every candidate repeat failed while most baseline repeats succeeded. "
-        "Same: the 90 %% interval lies within +-margin. Undecided: neither, with about how "
+        "Same: the 90 % interval lies within +-margin. Undecided: neither, with about how "
         "many repeats a side would decide it; also points with fewer than 3 successful "
         "repeats on a side. Metadata differences (kernel, host, backends, tool versions, "
         "tuning, scenario hash) are printed first.",
@@ -307,11 +320,12 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("baseline")
     c.add_argument("candidate")
     c.add_argument("--out")
-    c.add_argument("--floor", "--threshold", dest="threshold", type=float, default=0.05,
+    c.add_argument("--floor", "--threshold", dest="threshold", type=_share, default=0.05,
                    help="magnitude floor: smallest relative change called regressed or "
-                   "improved (default 0.05; must not exceed --margin)")
-    c.add_argument("--margin", type=float, default=0.05,
-                   help="equivalence margin of 'same' (default 0.05)")
+                   "improved, e.g. 5%% (a bare 0.05 is read as a fraction; default 5%%; "
+                   "must not exceed --margin)")
+    c.add_argument("--margin", type=_share, default=0.05,
+                   help="equivalence margin of 'same', e.g. 5%% (default 5%%)")
     c.add_argument("--strict", action="store_true",
                    help="an environment difference (kernel, host, backend, tool version) "
                    "is bad input: exit 2, nothing written")
@@ -325,17 +339,18 @@ def parser() -> argparse.ArgumentParser:
     h = sub.add_parser(
         "history", help="change points over a series of runs (exit 1: a drop)",
         description="Reads the runs' results.sqlite in the order given (one per release "
-        "or night), charts each point's geometric mean with its 95 %% interval across the "
+        "or night), charts each point's geometric mean with its 95 % interval across the "
         "runs and finds change points: binary segmentation between runs, a permutation "
-        "test of the squared t summed over the grid (5 %%), the points that changed named "
+        "test of the squared t summed over the grid (5 %), the points that changed named "
         "by a t on log throughput with Holm over the points and the magnitude floor.",
         epilog="exit status: 0 no drop, 1 a point dropped by --floor or more at a change "
         "point (with --last: at the last run), 2 unusable input (fewer than 2 runs, runs "
         "of different scenarios)")
     h.add_argument("runs", nargs="+", metavar="RUN")
     h.add_argument("--out", help="output folder (default LAST_RUN/history)")
-    h.add_argument("--floor", type=float, default=0.05,
-                   help="smallest relative change called a change (default 0.05)")
+    h.add_argument("--floor", type=_share, default=0.05,
+                   help="smallest relative change called a change, e.g. 5%% (a bare 0.05 "
+                   "is read as a fraction; default 5%%)")
     h.add_argument("--last", action="store_true",
                    help="only a drop at the last run sets exit 1 (a nightly job)")
     h.set_defaults(fn=cmd_history)

@@ -80,3 +80,27 @@ def test_net_up_bad_rtt_is_bad_input():
         pytest.skip("needs root")
     r = rig("net", "up", "--name", "x", "--rtt", "fast")
     assert r.returncode == 2 and r.stderr.count("\n") == 1
+
+
+def test_version_one_prefix_percent_options_and_no_doubled_percent() -> None:
+    """Issue 41 item 4: `rig --version`; a usage error starts with the parser's own name
+    once; --floor takes 5% as scenarios do; no literal %% in a description."""
+    import subprocess
+    import sys
+
+    def rig(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "rig", *args], capture_output=True,
+                              text=True, timeout=120)
+    from rig import __version__
+    assert rig("--version").stdout.strip() == f"rig {__version__}"
+    r = rig()
+    assert r.returncode == 2 and r.stderr.startswith("rig: the following") and \
+        "rig: rig:" not in r.stderr
+    r = rig("compare", "nope-a", "nope-b", "--floor", "5%")
+    assert r.returncode == 2 and "--floor" not in r.stderr and "nope-a" in r.stderr
+    r = rig("compare", "nope-a", "nope-b", "--floor", "5x")
+    assert r.returncode == 2 and r.stderr.startswith("rig compare: argument --floor")
+    for cmd in ("compare", "history", "net"):
+        assert "%%" not in rig(cmd, "--help").stdout
+    from rig.cli import _share
+    assert _share("5%") == 0.05 and _share("0.05") == 0.05

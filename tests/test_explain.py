@@ -103,7 +103,7 @@ def test_artefact_x_left_out_the_rest_compared() -> None:
           [_pt("curl", r, 1.0) for r in (0, 20)]
     # at 20 ms the ratio is 0.1 (disagrees): but the xrdcp point there is an artefact
     o = _one(ref, pts, {}, {pts[1].key: "emulator-limited (late releases)"})
-    assert o.verdict == A.AGREES and o.left_out and "emulator-limited" in o.left_out[0]
+    assert o.verdict == A.AGREES and o.left_out and "emulator-limited" in o.left_out[0][1]
     o = _one(ref, pts, {})
     assert o.verdict == A.DISAGREES
 

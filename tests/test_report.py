@@ -424,3 +424,17 @@ def test_a_client_kept_from_a_cpu_is_host_cpu_bound(tmp_path: Path, cpu: float, 
                "20%" in v.detail, v.detail
     if kind == "unexplained":
         assert f"waiting for a CPU {wait:.0%} of wall" in v.detail, v.detail
+
+
+@pytest.mark.slow
+def test_cpu_per_gb_note_only_without_cpu_times(tmp_path):
+    """Issue 41: the note 'cpu_per_gb not drawn' belonged to the TLS test's else: every run
+    without TLS printed it under a drawn cpu_per_gb chart."""
+    from fixtures_results import make_run
+
+    from rig.report import charts, load_run, verdicts
+    run = load_run(make_run(tmp_path / "run"))          # CPU times, no TLS
+    (tmp_path / "out").mkdir()
+    files, notes = charts.draw_all(run, tmp_path / "out", verdicts(run))
+    assert any(f.name == "cpu_per_gb.png" for f in files)
+    assert not any(n.startswith("cpu_per_gb not drawn") for n in notes), notes

@@ -143,3 +143,17 @@ def test_sweep_streams_beyond_a_tools_limit_is_an_error():
     with pytest.raises(InputError, match=r"sweep\.streams: client x \(xrdcp\) supports at most 15 "
                                          r"streams \(got 16\)"):
         scenario.parse(d, source="s.yaml")
+
+
+@pytest.mark.parametrize("key, meant", [("bandwidth", "rate"), ("delay", "rtt"),
+                                        ("latency", "rtt"), ("bw", "rate")])
+def test_an_unknown_key_suggests_the_key_it_means(key, meant):
+    """Issue 41: `bandwidth:` and `delay:` listed six known keys in alphabetical order;
+    a common synonym names the key it means."""
+    doc = {"name": "t", "paths": [{"name": "wan", "kind": "emulated", "rtt": ["10ms"],
+                                   key: "5ms"}],
+           "servers": [{"name": "x", "kind": "xrootd"}], "files": [{"name": "f", "size": "1MiB"}],
+           "clients": [{"name": "c", "tool": "xrdcp", "file": "f"}]}
+    with pytest.raises(InputError) as e:
+        scenario.parse(doc, source="s.yaml")
+    assert f"s.yaml: paths[0].{key}: unknown key (did you mean {meant}?)" in str(e.value)

@@ -21,7 +21,7 @@ def test_size(text, want):
     assert units.parse_size(text) == want
 
 
-@pytest.mark.parametrize("text,want", [("1.5%", 0.015), ("0%", 0.0), ("0.01", 0.01)])
+@pytest.mark.parametrize("text,want", [("1.5%", 0.015), ("0%", 0.0), (0, 0.0), ("0", 0.0)])
 def test_fraction(text, want):
     assert units.parse_fraction(text) == pytest.approx(want)
 
@@ -56,6 +56,10 @@ def test_bad_units_raise(fn, bad):
     (units.parse_size, 10**400, "not finite"),
     (units.parse_size, float("inf"), "not finite"),
     (units.parse_fraction, float("nan"), "not finite"),
+    (units.parse_fraction, 0.5, "write a percentage, '50%' for 0.5 as a fraction or '0.5%'"),
+    (units.parse_fraction, "0.01", "'1%' for 0.01 as a fraction or '0.01%'"),
+    (units.parse_fraction, -0.5, "not negative"),
+    (units.parse_fraction, "-0.5%", "must be between 0% and 100%: not negative"),
     (units.parse_duration, "1" * 10**6 + "s", "too long"),
 ])
 def test_traps_are_refused_with_what_to_write(fn, bad, words):

@@ -82,10 +82,21 @@ EMPTY = object()   # default of a nested section: a missing key reads as an empt
 KNOWN_CHARS = 160     # a longer list of known keys would not fit an error's one line
 
 
+# words a user of tc, Mininet or iperf3 writes for a key the scenario names otherwise
+SYNONYMS = {"bandwidth": "rate", "bw": "rate", "delay": "rtt", "latency": "rtt",
+            "capacity": "rate", "drop": "loss", "packet_loss": "loss", "parallel": "streams",
+            "threads": "streams", "size_bytes": "size", "repeat": "repeats",
+            "repetitions": "repeats", "congestion": "congestion_control", "cc": "congestion_control"}
+
+
 def _known(key: str, fields: dict) -> str:
-    """The keys a section knows, for an unknown key's error: all of them when they are
-    few, else the closest to the one given (the README lists them all)."""
+    """The keys a section knows, for an unknown key's error: the key it means where the
+    word is a common synonym (bandwidth -> rate), all of them when they are few, else the
+    closest to the one given (the README lists them all)."""
     names = sorted(fields)
+    meant = SYNONYMS.get(key.strip().lower())
+    if meant in names:
+        return f"did you mean {meant}?"
     known = ", ".join(names)
     if len(known) <= KNOWN_CHARS:
         return f"known: {known}"

@@ -133,15 +133,26 @@ def parse_size(text: object, *, bare_unit: str | None = None) -> int:
 
 
 def parse_fraction(text: object) -> float:
-    """'1.5%' -> 0.015; bare numbers are fractions (0.015)."""
+    """'1.5%' -> 0.015. A bare number other than 0 is refused: 0.5 meant as 0.5 % would
+    be 50 % loss (the trap netem's own syntax sets), so the unit is written, as for RTTs."""
+    if isinstance(text, str) and text.strip().startswith("-") or \
+            isinstance(text, (int, float)) and not isinstance(text, bool) and text < 0:
+        raise ValueError("must be between 0% and 100%: not negative")
     value, unit = _split(text, "percentage like '0.5%'")
     if unit == "%":
         value /= 100.0
     elif unit:
-        raise ValueError(f"unknown unit {_show(unit)} (use % or a fraction)")
+        raise ValueError(f"unknown unit {_show(unit)} (write a percentage like '0.5%')")
+    elif value != 0:
+        raise ValueError(f"a bare number is ambiguous: write a percentage, "
+                         f"'{_show_pct(value)}' for {value:g} as a fraction or '{value:g}%'")
     if not 0.0 <= value <= 1.0:
         raise ValueError("must be between 0% and 100%")
     return value
+
+
+def _show_pct(fraction: float) -> str:
+    return f"{fraction * 100:g}%"
 
 
 def fmt_rate(bps: float) -> str:

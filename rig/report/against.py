@@ -4,11 +4,10 @@ evaluated on the run's points, scale-free.
     compare(reference, points, verdicts, srtt_ms, artefacts) -> Against
 
 A claim comes out:
-  agrees / disagrees     on the means, on every single repeat too (each repeat's value
-                         of every point, or for `statistic: max` the best of the
-                         others), and with each series at its lowest or its highest
-                         repeat (claims on 2 to 6 series): the outcome holds within the
-                         repeats' spread
+  agrees / disagrees     on the means, and at both ends of each series' 90 % confidence
+                         interval of its mean (Student's t over the repeats; for
+                         `statistic: max` the second best and the best): every series
+                         low or high, or one series low, high, rising or falling along x
   undecided              the outcome flips within that spread, or a point has one repeat
   rig artefact           every x it could be compared at holds a point the rig itself
                          spoiled (`artefacts`: its step's path check flagged, the engine
@@ -41,6 +40,7 @@ from rig.description.reference import UNITS, Claim, Reference, Series, Table
 from rig.report import explain
 from rig.report.explain import EXPLAINED, PLAUSIBLE, UNEXPLAINED
 from rig.report.model import Key, Point, Run
+from rig.report.stats import t_ppf
 
 AGREES, DISAGREES, NOT_COMPARABLE = "agrees", "disagrees", "not comparable here"
 UNDECIDED, ARTEFACT = "undecided", "rig artefact"
@@ -132,31 +132,31 @@ def storage_points(run: Run) -> list[Point]:
     return list(out.values())
 
 
-Pick = int | str | None      # a view of a point's repeats: None (all), k, "lo", "hi"
+Pick = str | None      # a view of a point's repeats: None (the figure), "lo", "hi"
+CONFIDENCE = 0.90      # the spread test: both ends of this confidence interval of a mean
 
 
 def value(p: Point, unit: str, statistic: str = "mean", rep: Pick = None) -> float | None:
     """The point's figure in the reference unit (throughput or mean duration); `max`:
     the best repeat (highest throughput, shortest duration). `rep`, for the spread test:
-    repeat k alone (for `max`: the best of the others), or the lowest / highest repeat
-    ("lo", "hi"; for `max`: the second best, the best)."""
+    the low or high end ("lo", "hi") of the mean's CONFIDENCE interval (Student's t over
+    the repeats), or for `max` the second best and the best repeat."""
     quantity, factor = UNITS[unit]
     best = statistic == "max"
     vals = list(p.durations_s) if quantity == "duration" else list(p.samples_bps)
     if not vals:
         return None
-    if isinstance(rep, int) and len(vals) > 1:
-        k = rep % len(vals)
-        vals = vals[:k] + vals[k + 1:] if best else [vals[k]]
-    elif rep in ("lo", "hi") and len(vals) > 1:
-        # the figure's low end (a throughput's lowest, a duration's shortest)
+    if rep in ("lo", "hi") and len(vals) > 1:
         vals = sorted(vals)
-        good = vals[-1] if quantity == "throughput" else vals[0]
-        if best:
-            vals = [good] if rep == ("hi" if quantity == "throughput" else "lo") else \
-                [x for x in vals if x != good] or [good]
+        if best:        # the best, or the best of the others
+            good = vals[-1] if quantity == "throughput" else vals[0]
+            high = rep == ("hi" if quantity == "throughput" else "lo")
+            vals = [good] if high else [vals[-2] if quantity == "throughput" else vals[1]]
         else:
-            vals = [vals[0] if rep == "lo" else vals[-1]]
+            m = statistics.fmean(vals)
+            half = t_ppf(0.5 + CONFIDENCE / 2, len(vals) - 1) * statistics.stdev(vals) \
+                / math.sqrt(len(vals))
+            vals = [max(0.0, m - half) if rep == "lo" else m + half]
     if quantity == "duration":
         return min(vals) if best else statistics.fmean(vals)
     return (max(vals) if best else statistics.fmean(vals)) * factor
@@ -221,7 +221,8 @@ class Outcome:
     level: str = ""           # a disagreement: explained, plausible or unexplained
     explanation: str = ""     # the rule's words for `level` (rig.report.explain)
     closed: float | None = None              # share of the gap the best ablation closed
-    left_out: tuple[str, ...] = ()           # points left out as rig artefacts
+    # points left out as rig artefacts: (the point, why), at the x the claim compares
+    left_out: tuple[tuple[str, str], ...] = ()
     gaps: tuple[Gap, ...] = ()
 
     @property
@@ -422,10 +423,13 @@ class _Ctx:
         self.axis = self.table.x if self.table else str(claim.x)
         self.unit = self.table.unit if self.table else "MB/s"
         self.rs = [rig_series(points, ref.series[s], self.axis) for s in series or claim.series]
-        self.left_out: dict[float, list[str]] = {}
+        self.left_out: dict[float, list[tuple[str, str]]] = {}
+        wanted = claim.at or (self.table.at if self.table else None)
         for r in self.rs:
             for x, pts in r.points.items():
-                why = [f"{p.key.client} at {_x(x, self.axis)}: {artefacts[p.key]}"
+                if wanted is not None and _near(x, wanted) is None:
+                    continue
+                why = [(f"{p.key.client} at {_x(x, self.axis)}", artefacts[p.key])
                        for p in pts if artefacts and p.key in artefacts]
                 if why:
                     self.left_out.setdefault(x, []).extend(why)
@@ -451,13 +455,19 @@ class _Ctx:
                 out.append(x)
         return out
 
-    def pick(self, i: int) -> Pick:
-        """Series i's view of its repeats: one per series in a tuple of "lo"/"hi"."""
-        return self.rep[i] if isinstance(self.rep, tuple) else self.rep
+    def pick(self, i: int, x: float | None = None) -> Pick:
+        """Series i's view of its repeats at x: "lo", "hi", or along x "rise" (low below
+        the middle x, high above) and "fall" (the reverse); one per series in a tuple."""
+        p = self.rep[i] if isinstance(self.rep, tuple) else self.rep
+        if p in ("rise", "fall") and x is not None:
+            xs = self.rs[i].xs()
+            mid = xs[len(xs) // 2] if xs else 0.0
+            return ("lo" if x < mid else "hi") if p == "rise" else ("hi" if x < mid else "lo")
+        return p
 
     def rig(self, i: int, x: float) -> float | None:
         near = _near(x, self.rs[i].xs())
-        return None if near is None else self.rs[i].value(near, self.unit, self.pick(i))
+        return None if near is None else self.rs[i].value(near, self.unit, self.pick(i, x))
 
     def points_of(self, i: int, x: float) -> list[Point]:
         near = _near(x, self.rs[i].xs())
@@ -707,7 +717,7 @@ def _share(c: _Ctx) -> Outcome:
     lo, hi = c.claim.band or (0.0, math.inf)
     for x in xs:
         pts = [p for p in r.points[_near(x, r.xs()) or x] if p.samples_bps]
-        pairs = [((value(p, "Gbit/s", "mean", c.pick(0)) or 0.0) * 1e9, bound) for p in pts
+        pairs = [((value(p, "Gbit/s", "mean", c.pick(0, x)) or 0.0) * 1e9, bound) for p in pts
                  if (bound := {"capacity": p.path_bound_bps(), "window": p.window_bound_bps(),
                                "rate": p.rate_bps}[str(c.claim.bound)])]
         if not pairs:
@@ -824,7 +834,7 @@ def evaluate(ref: Reference, points: list[Point], verdicts: Mapping[Any, Any],
     if out.verdict == NOT_COMPARABLE and left:
         return dataclasses.replace(out, verdict=ARTEFACT, left_out=left, why=(
             "every x it could be compared at holds a point the rig spoiled: "
-            + "; ".join(left[:4]) + (f"; ... {len(left) - 4} more" if len(left) > 4 else "")))
+            + artefact_summary(left)))
     out = dataclasses.replace(out, left_out=left)
     if out.verdict not in (AGREES, DISAGREES):
         return out
@@ -834,29 +844,40 @@ def evaluate(ref: Reference, points: list[Point], verdicts: Mapping[Any, Any],
     return out
 
 
+def artefact_summary(left: tuple[tuple[str, str], ...] | list[tuple[str, str]],
+                     most: int = 3) -> str:
+    """The left-out points grouped by why: 'why: a, b, c'."""
+    by: dict[str, list[str]] = {}
+    for point, why in left:
+        by.setdefault(why, []).append(point)
+    parts = [f"{why}: {', '.join(pts[:6])}" + (f" (+{len(pts) - 6})" if len(pts) > 6 else "")
+             for why, pts in by.items()]
+    return "; ".join(parts[:most]) + (f"; ... {len(parts) - most} more" if len(parts) > most
+                                       else "")
+
+
 def _spread(out: Outcome, c: _Ctx, ctx: Any) -> Outcome:
-    """The outcome on the means must hold for every repeat's view (rig.report.against's
-    docstring); undecided if one flips it, or a point has a single repeat."""
-    pts = [p for r in c.rs for x in (c.claim.at or r.xs()) for p in c.points_of(
-        c.rs.index(r), x)] or [p for r in c.rs for ps in r.points.values() for p in ps]
+    """The outcome on the means must hold at both ends of each series' CONFIDENCE
+    interval: every series low or high (claims on 2 to MAX_EXTREME_SERIES series), or for
+    one series all low, all high, rising and falling along x; undecided if one view flips
+    it, or a point has a single repeat (no spread to decide from)."""
+    pts = [p for i in range(len(c.rs)) for x in (c.claim.at or c.rs[i].xs())
+           for p in c.points_of(i, x)]
     n = min((repeats(p) for p in pts), default=0)
     if n < 2:
         return dataclasses.replace(out, verdict=UNDECIDED, why=(
             f"{out.verdict} on the means, but a point has {n} repeat(s): no spread to "
             "decide from"))
-    for k in range(n):
-        if KIND_FN[c.claim.kind](ctx(rep=k)).verdict != out.verdict:
-            return dataclasses.replace(out, verdict=UNDECIDED, why=(
-                f"{out.verdict} on the means of {n} repeats, not on repeat {k + 1} alone "
-                "(for best-of series: the best of the others): within the spread"))
     ns = len(c.rs)
-    if 2 <= ns <= MAX_EXTREME_SERIES:
-        for view in itertools.product(("lo", "hi"), repeat=ns):
-            if KIND_FN[c.claim.kind](ctx(rep=view)).verdict != out.verdict:
-                shown = ", ".join(f"{c.label(i)} {v}" for i, v in enumerate(view))
-                return dataclasses.replace(out, verdict=UNDECIDED, why=(
-                    f"{out.verdict} on the means of {n} repeats, not with {shown} "
-                    "(each series at its lowest or highest repeat): within the spread"))
+    views: list[tuple[str, ...]] = [("lo",), ("hi",), ("rise",), ("fall",)] if ns == 1 else \
+        list(itertools.product(("lo", "hi"), repeat=ns)) if ns <= MAX_EXTREME_SERIES else []
+    for view in views:
+        if KIND_FN[c.claim.kind](ctx(rep=view)).verdict != out.verdict:
+            shown = ", ".join(f"{c.label(i)} {v}" for i, v in enumerate(view))
+            return dataclasses.replace(out, verdict=UNDECIDED, why=(
+                f"{out.verdict} on the means (at least {n} repeats per point), not with "
+                f"{shown} ({CONFIDENCE:.0%} confidence interval of each mean): within "
+                "the spread"))
     return out
 
 

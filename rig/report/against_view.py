@@ -12,13 +12,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from rig.report.against import AGREES, ARTEFACT, DISAGREES, UNDECIDED, Against, Counts, \
-    Outcome, TableResult, _fmt
+    Outcome, TableResult, _fmt, artefact_summary
 from rig.report.page import esc, image, table
 
 TITLE = "against the study"
 _CLASS = {AGREES: "good", DISAGREES: "flag", ARTEFACT: "flag", UNDECIDED: ""}
-RULES = ("A claim agrees or disagrees only when every repeat's view gives the same outcome "
-         "as the means (else undecided). Points the rig spoiled (a flagged path check, a late "
+RULES = ("A claim agrees or disagrees only when its outcome on the means holds at both ends "
+         "of each series' 90 % confidence interval (else undecided; one repeat: undecided). Points the rig spoiled (a flagged path check, a late "
          "engine, an emulator-limited verdict) are left out as rig artefacts. A "
          "disagreement is explained only by an ablation that closed at least half its gap, "
          "plausible where a bound's model predicts the gap (rig/report/explain.py), "
@@ -55,7 +55,7 @@ def claim_row(o: Outcome) -> list[str]:
     if o.verdict == DISAGREES:
         why = f"{o.level.upper()}: {o.explanation}" + (f" | evidence: {why}" if why else "")
     if o.left_out and o.verdict != ARTEFACT:
-        why += f" | left out as rig artefacts: {'; '.join(o.left_out[:3])}"
+        why += f" | left out as rig artefacts: {artefact_summary(o.left_out, 1)}"
     text = o.claim.text + (f" [the rig's reading: {o.claim.inference}]" if o.reading else "")
     return [o.claim.id, o.claim.kind, text, o.rig, o.study, o.ratio, o.verdict, why]
 
@@ -75,8 +75,11 @@ def _count_row(exp: str, c: Counts) -> list[str]:
 
 
 def artefact_lines(a: Against) -> list[str]:
-    """Every point left out as a rig artefact, once, first in the section."""
-    return list(dict.fromkeys(w for o in a.outcomes for w in o.left_out))
+    """Every point left out as a rig artefact, once, grouped by why, first in the section."""
+    by: dict[str, list[str]] = {}
+    for point, why in dict.fromkeys(w for o in a.outcomes for w in o.left_out):
+        by.setdefault(why, []).append(point)
+    return [f"{why}: {', '.join(pts)}" for why, pts in by.items()]
 
 
 def html_section(a: Against, images: dict[str, Path], notes: list[str]) -> list[str]:
@@ -91,8 +94,7 @@ def html_section(a: Against, images: dict[str, Path], notes: list[str]) -> list[
         out.append(table(["study condition", "value"], ref.conditions.items()))
     counts = a.counts()
     if arts := artefact_lines(a):
-        out.append(f"<p class=\"flag\"><b>Rig artefacts, left out of every claim "
-                   f"({len(arts)}):</b></p><ul>" + "".join(f"<li>{esc(w)}</li>" for w in arts)
+        out.append("<p class=\"flag\"><b>Rig artefacts, left out of every claim:</b></p><ul>" + "".join(f"<li>{esc(w)}</li>" for w in arts)
                    + "</ul>")
     out.append(f'<p class="note">{esc(RULES)}</p>')
     out.append(table(COUNT_HEADER, [_count_row(e, c) for e, c in counts.items()]))
@@ -138,7 +140,7 @@ def markdown(a: Against, run_id: str, notes: list[str] | None = None) -> str:
     if ref.scaled:
         out += [f"Scaled: {ref.scaled}", ""]
     if arts := artefact_lines(a):
-        out += [f"**Rig artefacts, left out of every claim ({len(arts)}):**", ""]
+        out += ["**Rig artefacts, left out of every claim:**", ""]
         out += [f"- {w}" for w in arts] + [""]
     out += [RULES, ""]
     out += _md_table(COUNT_HEADER, [_count_row(e, c) for e, c in a.counts().items()]) + [""]

@@ -26,10 +26,13 @@ STEP_FLAGS = ("path validation", "emulation late")
 
 def _reasons_by_step(run: Run) -> dict[int, list[str]]:
     out: dict[int, list[str]] = {}
+    checks: dict[int, list[str]] = {}
     for v in run.validations:
         if v.flagged:
-            out.setdefault(shown_step(v.step), []).append(
-                f"path check flagged ({v.phase}: {(v.flag_reason or 'no reason stored')[:120]})")
+            checks.setdefault(shown_step(v.step), []).append(
+                f"{v.phase}: {(v.flag_reason or 'no reason stored')[:100]}")
+    for s, reasons in checks.items():
+        out.setdefault(s, []).append(f"path check flagged ({'; '.join(reasons)})")
     for kind, steps in step_flags(run).items():
         if kind == "emulation late":
             for s in steps:
@@ -44,7 +47,8 @@ def artefacts(run: Run, verdicts: Mapping[Any, Any]) -> dict[Any, str]:
     for p in run.points:
         why: list[str] = []
         for s in sorted(p.steps):
-            why += [f"step {shown_step(s)}: {r}" for r in by_step.get(shown_step(s), [])]
+            if rs := by_step.get(shown_step(s)):
+                why.append(f"step {shown_step(s)}: {', '.join(rs)}")
         v = verdicts.get(p.key)
         if getattr(v, "kind", None) in ARTEFACT_VERDICTS:
             why.append(f"emulator-limited ({str(getattr(v, 'detail', ''))[:100]})")

@@ -356,10 +356,10 @@ def draw_all(run: Run, out_dir: Path, verdicts: dict) -> tuple[list[Path], list[
     files += caching_chart.draw(run, out_dir)
     if any(p.cpu_s for p in run.points):
         files += cpu_per_gb(run, out_dir)
-    if tls_cost.has_tls(run):
-        files += tls_cost_chart(run, out_dir)
     else:
         notes.append("cpu_per_gb not drawn: no CPU times recorded")
+    if tls_cost.has_tls(run):
+        files += tls_cost_chart(run, out_dir)
     if run.tcp:
         files += timeline.draw(run, out_dir)
     else:
