@@ -56,7 +56,7 @@ def test_once_reuses_the_first_step_of_a_path_whose_capacity_cannot_depend_on_th
     assert [pathcheck.capacity_source(st0, s, "once") for s in st0] == [None, None, 0, 1]
     assert [pathcheck.capacity_source(st, s, "each-step") for s in st] == [None] * 5
     for extra in (", loss: 0.1%", ", jitter: 1ms", ", queue: 100",
-                  ", gemodel: {p: 0.01, r: 0.5}"):
+                  ", gemodel: {p: 1%, r: 50%}"):
         sc2 = _scenario(tmp_path, extra, ", capacity: once")
         st2 = steps.expand(sc2)
         assert pathcheck.capacity_source(st2, st2[1], "once") is None, extra
