@@ -143,6 +143,8 @@ def engine_argv(site: LinkSite, *, python: str = sys.executable,
     argv = [python, "-m", "rig.realization.emul.engine",
             "--queues", str(site.queue_base), str(site.queue_base + 1),
             "--control", str(control_path(site)), "--profile", str(profile_path(site))]
+    if not site.end:     # a forwarding router: arrival stamps and audit in the kernel
+        argv += ["--stamp-ifs", site.to_client_if, site.to_server_if]
     return argv + (["--seed", str(seed)] if seed is not None else [])
 
 

@@ -17,6 +17,7 @@ and the pure stats contract rig.description.linkstats.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from typing import Any
 import gc
 import json
@@ -32,11 +33,13 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from rig.description.linkstats import LATENESS_EDGES_S, EmulStats, lateness_bin, rtt_tolerance_s
+from rig.description.linkstats import (LATENESS_EDGES_S, EmulStats, Lateness, lateness_bin,
+                                       rtt_tolerance_s)
 from rig.description.profile import Direction, LinkProfile
 from rig.realization.emul.engine.core import HOLD_DUP, DirectionQueue, WakeCompensator
 from rig.realization.emul.engine.nfq import NfQueue, verdict
 from rig.realization.emul.engine.timer import current_cpu
+from rig.realization.emul.engine import bpf
 
 # A wake-up that comes before its release time finishes the wait in a busy loop when it
 # is this close (or the learned wake-up compensation, if larger), else releases what is
@@ -44,6 +47,15 @@ from rig.realization.emul.engine.timer import current_cpu
 SPIN_MAX_S = 100e-6
 # Kernel timestamps (NFQA_TIMESTAMP, wall clock) trusted only when this close to now.
 TSTAMP_SANITY_S = 0.5
+# Release ahead of the deadline (issue 42) by what the wire audit shows is always spent
+# after the decision. Every AUDIT_EVERY_S the audit's window minimum plus the lead in force
+# is that window's floor of the post-decision time; the lead is the smallest floor of the
+# last AUDIT_WINDOWS windows less AUDIT_MARGIN_S (at most LEAD_MAX_S), so the least late
+# packet leaves about the margin late. Never the median: that would send half early.
+AUDIT_EVERY_S = 0.25
+AUDIT_WINDOWS = 16
+AUDIT_MARGIN_S = 10e-6
+LEAD_MAX_S = 300e-6
 
 
 @dataclass(frozen=True)
@@ -81,8 +93,9 @@ class Timing:
              50 ms path pinged 48.5-49.4 ms (bench/early_release.py)
     hold_s   read cadence while traffic flows: after a read, sleep this long (never past
              the next release) and read again, instead of waking per arriving packet;
-             arrivals read after such a sleep are stamped at the read (the latest they
-             can have arrived: never early, up to hold_s late; until issue 31 at the
+             arrivals read after such a sleep without a kernel stamp (see stamp) are
+             stamped after the read (the latest they can have arrived: never early, up to
+             hold_s late; until issue 42 before the read, until issue 31 at the
              sleep's middle, +-hold_s/2, so hold_s was 0.2 ms)
     qos      hold a PM QoS request for idle-exit latency 0 (/dev/cpu_dma_latency) while the
              engine runs: idle CPUs poll instead of halting, so a timer wake-up does not
@@ -102,6 +115,18 @@ class Timing:
              the wake-ups >= 0.5 ms late but not the share of packets > 1 ms late, as
              the other CPU is in such a syscall too as often, and the VM itself stalls
              both (cyclictest, idle: wake-ups up to 7.5 ms late). `twin_us=150` turns it on.
+    stamp    (issue 42) arrival stamps in the kernel: a tcx-ingress eBPF program at the
+             router's two interfaces writes each packet's CLOCK_MONOTONIC arrival into
+             skb->tstamp, which NFQUEUE hands over as NFQA_TIMESTAMP (bpf.py), and a
+             tcx-egress program audits every packet's real delay on the wire. Without it
+             (stamp=0, an end host, a kernel without tcx) a packet keeps a kernel stamp
+             only when some socket on the host asked for receive timestamps, and is
+             otherwise stamped when read (after the read: never early, up to a read
+             cadence late). Stats `extra.arrival_stamp` names the method used
+    lead     (issue 42) release ahead of the deadline by the audit's window minimum (what
+             is always spent after the decision: the rest of the wake-up, the verdict's
+             send, the kernel's re-injection), so the least late packet leaves the router
+             AUDIT_MARGIN_S late, never early; needs the audit (stamp)
     scale    batch_s and hold_s are meant for the tightest RTT tolerance (0.3 ms) and grow
              with the step's tolerance, max(0.3 ms, 1 % of the RTT): at 120 ms four times
     Default: rt_all + batch 0.4 ms + hold 0.1 ms, scaled (bench variant `scaled`): the
@@ -122,6 +147,8 @@ class Timing:
     scale: bool = True
     qos: bool = True
     twin_s: float = 0.0
+    stamp: bool = True
+    lead: bool = True
 
     @classmethod
     def from_env(cls, text: str | None = None) -> "Timing":
@@ -138,7 +165,9 @@ class Timing:
                    cpu=int(kv.get("cpu", d.cpu)),
                    scale=kv.get("scale", "1" if d.scale else "0") == "1",
                    qos=kv.get("qos", "1" if d.qos else "0") == "1",
-                   twin_s=float(kv.get("twin_us", d.twin_s * 1e6)) / 1e6)
+                   twin_s=float(kv.get("twin_us", d.twin_s * 1e6)) / 1e6,
+                   stamp=kv.get("stamp", "1" if d.stamp else "0") == "1",
+                   lead=kv.get("lead", "1" if d.lead else "0") == "1")
 
     def factor(self, rtt_s: float) -> float:
         """How much batch_s and hold_s grow at this RTT (1 without `scale`)."""
@@ -159,6 +188,8 @@ def queue_limit(d: Direction, profile: LinkProfile) -> int:
 
 class Lane:
     """One direction: its NFQUEUE, its core queue, payloads of packets to duplicate."""
+    read_stamped = 0    # class defaults: a test-built lane reads them
+    lead_s = 0.0
 
     def __init__(self, name: str, queue: int, d: Direction, profile: LinkProfile,
                  rng: random.Random) -> None:
@@ -169,7 +200,10 @@ class Lane:
         self.stash: dict[int, bytes] = {}       # payloads of packets to duplicate
         self.payloads: dict[int, bytes] = {}    # this batch's payloads (copy mode)
         self.tstamp_used = 0
+        self.floors: deque[float] = deque(maxlen=AUDIT_WINDOWS)   # Engine.audit_tick
+        self.read_stamped = 0      # packets stamped when read (no plausible kernel stamp)
         self.wakeups = 0
+        self.lead_s = 0.0          # learned from the audit (Engine.audit_tick)
 
     def configure(self, d: Direction, profile: LinkProfile) -> None:
         self.core.configure(d, limit=queue_limit(d, profile))
@@ -204,8 +238,14 @@ class Engine:
     first_send: float | None = None     # when this wake-up's first verdict went out
     batch_s = hold_s = 0.0     # Timing's, scaled to the profile's RTT (set_windows)
 
+    stamper: "bpf.Stamper | None" = None
+    stamp_note = "read time (no stamp interfaces given)"
+    audit_ticks = lead_raises = lead_cuts = 0
+    audit_skip = False
+
     def __init__(self, queues: tuple[int, int], profile: LinkProfile, control: Path,
-                 *, seed: int | None = None) -> None:
+                 *, seed: int | None = None,
+                 stamp_ifs: tuple[str, str] | None = None) -> None:
         rng = random.Random(seed)
         self.profile = profile
         self.lanes = [Lane("forward", queues[0], profile.forward, profile, rng),
@@ -230,6 +270,59 @@ class Engine:
         n = len(LATENESS_EDGES_S) + 1
         self.wake_hist, self.twin_hist, self.busy_hist = [0] * n, [0] * n, [0] * n
         self.set_windows()
+        self.audit_ticks = self.lead_raises = self.lead_cuts = 0
+        self.stamper = None
+        if stamp_ifs is None:
+            self.stamp_note = "read time (no stamp interfaces: an end host or a test)"
+        else:
+            try:
+                self.stamper = bpf.Stamper(stamp_ifs, stamp=self.timing.stamp)
+                self.stamp_note = (f"tcx-ingress eBPF on {stamp_ifs[0]},{stamp_ifs[1]} "
+                                   "(CLOCK_MONOTONIC), audited at tcx-egress"
+                                   if self.timing.stamp else
+                                   "kernel NFQA stamp when some socket asked for one, else "
+                                   "read time (stamp=0); audited at tcx-egress")
+                self._audit_delays()
+            except (OSError, ValueError) as e:
+                self.stamp_note = ("kernel NFQA stamp when some socket asked for one, else "
+                                   f"read time (tcx unavailable: {e}); no wire audit")
+        print(f"engine: arrival stamps: {self.stamp_note}", flush=True)
+
+    @property
+    def lead_s(self) -> float:
+        """How far ahead of its deadline a packet is released (Timing.lead): the smaller
+        of the two directions' learned leads, as one wake-up releases both."""
+        if self.stamper is None or not self.timing.lead:
+            return 0.0
+        return min((lane.lead_s for lane in self.lanes if _leads(lane)), default=0.0)
+
+    def _audit_delays(self) -> None:
+        if self.stamper is not None:
+            for i, lane in enumerate(self.lanes):
+                self.stamper.set_delay(i, lane.core.d.delay_s)
+
+    def audit_tick(self) -> None:
+        """Learn the release lead from the audit's window minimum (Timing.lead; see
+        AUDIT_WINDOWS). A window with an early packet lowers the lead at once."""
+        if self.stamper is None:
+            return
+        self.audit_ticks += 1
+        for i, lane in enumerate(self.lanes):
+            try:
+                snap = self.stamper.read(i)
+                self.stamper.reset(i)
+            except OSError:
+                continue
+            if snap.window_min_ns is None or not _leads(lane) or self.audit_skip:
+                continue     # no packet; jitter or no delay; the delay changed meanwhile
+            lane.floors.append(lane.lead_s + snap.window_min_ns * 1e-9)
+            lead = min(LEAD_MAX_S, max(0.0, min(lane.floors) - AUDIT_MARGIN_S))
+            if lead < lane.lead_s:
+                self.lead_cuts += 1
+            elif lead > lane.lead_s:
+                self.lead_raises += 1
+            lane.lead_s = lead
+        self.audit_skip = False
 
     def set_windows(self) -> None:
         f = self.timing.factor(self.profile.rtt_s)
@@ -261,23 +354,27 @@ class Engine:
             got = 0
             with self.lock:
                 for lane in self.lanes:
-                    got += self._on_readable(lane, arrival=now)
+                    got += self._on_readable(lane)
                 self.busy_hist[lateness_bin(time.monotonic() - now)] += 1
             if not got:
                 return
 
-    def _on_readable(self, lane: Lane, arrival: float | None = None) -> int:
+    def _on_readable(self, lane: Lane) -> int:
         """Read what is queued, hold/drop it, release what is due; returns how many
-        packets were read. `arrival`: when they arrived, if not now (read cadence)."""
+        packets were read. A packet without a kernel stamp is stamped after its read."""
         lane.wakeups += 1
+        # the wall clock read around the monotonic one (issue 42: read after it, a stall
+        # between the two moved a whole batch of wall-stamped arrivals earlier)
+        w0 = time.time()
         now = time.monotonic()
-        seen = now if arrival is None else arrival
+        offset = (w0 + time.time()) / 2 - now
         try:
             if lane.nfq.copy_packet:
-                batches = self._read_full(lane, seen)
+                batches = self._read_full(lane, offset)
             else:
-                batches, used = lane.nfq.read_batches(seen, time.time() - now)
+                batches, used = lane.nfq.read_batches(now, offset)
                 lane.tstamp_used += used
+                lane.read_stamped += sum(len(ids) for ids, _ in batches) - used
         except OSError as e:
             print(f"engine: {lane.name}: read failed: {e}", flush=True)
             if self.stopping is not None:
@@ -289,6 +386,9 @@ class Engine:
         drops = []
         core = lane.core
         got = 0
+        # packets without a usable kernel stamp: after the read, the latest they can
+        # have arrived (never early)
+        seen = time.monotonic()
         for ids, times in batches:
             got += len(ids)
             for pid, code in core.arrive_batch(ids, seen, times):
@@ -304,17 +404,23 @@ class Engine:
         self._rearm(now)
         return got
 
-    def _read_full(self, lane: Lane, now: float) -> list:
-        """Copy-mode PACKET (duplication): keep payloads until the core has decided."""
+    def _read_full(self, lane: Lane, offset: float) -> list:
+        """Copy-mode PACKET (duplication): keep payloads until the core has decided.
+        Arrival times: a plausible kernel stamp (monotonic from the tcx stamp, else wall
+        clock less `offset`), else None (stamped by the caller after the read)."""
         raw: list = []
         lane.nfq.read(raw)
-        offset = time.time() - now
-        ids, times = [], []
+        now = time.monotonic()
+        ids: list[int] = []
+        times: list[float] = []
         for pid, _, ts, payload in raw:
             t = now
-            if ts is not None and now - TSTAMP_SANITY_S < ts - offset <= now:
-                t = ts - offset
+            if ts is not None and now - TSTAMP_SANITY_S < (
+                    kt := ts - offset if ts > 1e9 else ts) <= now:
+                t = kt
                 lane.tstamp_used += 1
+            else:
+                lane.read_stamped += 1
             ids.append(pid)
             times.append(t)
             if payload is not None:
@@ -393,9 +499,12 @@ class Engine:
         return self.lag.value_s if self.lag is not None and self.timing.lag else 0.0
 
     def _release_lane(self, lane: Lane, upto: float, prefix: bytes) -> None:
-        """Release what is due by `upto`, a time the clock has passed; lateness is counted
-        at the expected send (Timing.lag), which only adds."""
-        ids, dups = lane.core.release(upto, now=upto + self._lag_s())
+        """Release what is due by `upto` (a time the clock has passed) plus the learned
+        lead (Timing.lead); lateness is counted at the expected send: the decision plus
+        the larger of the learned send lag (Timing.lag) and the lead (what the audit
+        shows is always spent after the decision)."""
+        lead = self.lead_s
+        ids, dups = lane.core.release(upto + lead, now=upto + max(self._lag_s(), lead))
         q = lane.nfq.queue
         if ids:
             if lane.core.reorder:
@@ -451,6 +560,7 @@ class Engine:
             lasts = [x for lane in self.lanes
                      if (x := lane.core.last_due(head + self.batch_s / 2)) is not None]
             self.release_at = max(lasts, default=head)
+        self.release_at -= self.lead_s     # what is always spent after the decision
         self.armed = self.release_at - (self.comp.value_s if self.timing.comp else 0.0) \
             - self.timing.spin_s
         self.timer.arm(self.armed)
@@ -463,22 +573,29 @@ class Engine:
         ru = resource.getrusage(resource.RUSAGE_SELF)
         kernel = {kq.get("queue"): kq for kq in kernel_queue_stats()}
         dirs = []
-        for lane in self.lanes:
+        for i, lane in enumerate(self.lanes):
             kq = kernel.get(lane.nfq.queue, {})
             d = lane.core.stats.report(
                 lane.name, lane.core.held, queue=lane.nfq.queue, gso=lane.nfq.gso,
                 copy_packet=lane.nfq.copy_packet, limit=lane.core.limit,
                 reorder=lane.core.reorder, netlink_errors=lane.nfq.errors,
-                kernel_tstamps=lane.tstamp_used, wakeups=lane.wakeups, recvs=lane.nfq.recvs,
+                kernel_tstamps=lane.tstamp_used, read_stamped=lane.read_stamped,
+                lead_us=lane.lead_s * 1e6, wakeups=lane.wakeups, recvs=lane.nfq.recvs,
                 messages=lane.nfq.msgs, verdict_sends=lane.nfq.sends)
             dirs.append(replace(d, nfq_queue_dropped=kq.get("queue_dropped"),
-                                nfq_user_dropped=kq.get("user_dropped")))
+                                nfq_user_dropped=kq.get("user_dropped"),
+                                wire=self._wire(i, lane)))
         run_s, wait_s = schedstat()
         return EmulStats("userspace", tuple(dirs), alive=True, instance=os.getpid(),
                          cpu_user_s=ru.ru_utime, cpu_sys_s=ru.ru_stime, run_s=run_s,
                          run_wait_s=wait_s, wall_s=time.monotonic() - self.started,
                          steal_s=host_steal_s(),
                          extra={"uptime_s": time.monotonic() - self.started,
+                                "arrival_stamp": self.stamp_note,
+                                "lead_s": self.lead_s,
+                                "audit": {"ticks": self.audit_ticks,
+                                          "lead_raises": self.lead_raises,
+                                          "lead_cuts": self.lead_cuts},
                                 "wake_compensation_s": self.comp.value_s,
                                 "send_lag_s": self._lag_s(),
                                 "timer_wakeups": self.timer_wakeups,
@@ -500,6 +617,19 @@ class Engine:
                                            "busy_hist": list(self.busy_hist)},
                                 "profile": self.profile.to_dict()})
 
+    def _wire(self, i: int, lane: Lane) -> Lateness | None:
+        """The wire audit of one direction (bpf.Stamper), None without one or while the
+        direction has jitter (its configured delay is then only a mean)."""
+        if self.stamper is None or lane.core.d.jitter_s > 0:
+            return None
+        try:
+            w = self.stamper.read(i)
+        except OSError:
+            return None
+        return Lateness(w.count, w.sum_ns * 1e-9 / w.count if w.count else 0.0,
+                        (w.max_ns or 0) * 1e-9, w.hist,
+                        min_s=None if w.min_ns is None else w.min_ns * 1e-9)
+
     def handle(self, req: dict) -> dict:
         op = req.get("op")
         if op == "ping":
@@ -514,6 +644,8 @@ class Engine:
                     self._on_readable(lane)      # packets read while waiting for the ack
                 self.profile = profile
                 self.set_windows()
+                self._audit_delays()
+                self.audit_skip = True       # packets held under the old delay
                 self._rearm(time.monotonic())
             return {"ok": True}
         return {"ok": False, "error": f"unknown op {op!r}"}
@@ -581,6 +713,12 @@ class Engine:
                     " wake-up, kept off its CPU"
                 self._track_cpu()
             print(f"engine: standby waker {self.twin_note}", flush=True)
+        if self.stamper is not None:
+            def tick() -> None:
+                with self.lock:
+                    self.audit_tick()
+                loop.call_later(AUDIT_EVERY_S, tick)
+            loop.call_later(AUDIT_EVERY_S, tick)
         self.control_path.unlink(missing_ok=True)
         server = await asyncio.start_unix_server(self.serve_client, path=str(self.control_path))
         # Few cycles are created on the packet path; a collection pause is a late release.
@@ -607,6 +745,8 @@ class Engine:
                 self.twin_timer.close()
             if qos_fd is not None:
                 os.close(qos_fd)           # the kernel drops the request
+            if self.stamper is not None:
+                self.stamper.close()       # the kernel detaches the programs
             self.control_path.unlink(missing_ok=True)
             print("engine: stopped", flush=True)
 
@@ -658,6 +798,13 @@ class Engine:
         ready.wait(2)
         print(f"engine: {name} thread {getattr(self, note)}", flush=True)
         return t, stop_w
+
+
+def _leads(lane: Lane) -> bool:
+    """Whether a direction's audit minimum can teach the release lead: it holds packets
+    for a plain delay (no jitter: a jittered deadline is not the configured delay)."""
+    d = lane.core.d
+    return d.delay_s > 0 and d.jitter_s <= 0
 
 
 def schedstat() -> tuple[float | None, float | None]:
