@@ -337,9 +337,9 @@ class Stamper:
             self.stats = self._keep(map_create(BPF_MAP_TYPE_PERCPU_ARRAY, 4, VALUE_SIZE, 2))
             for d in (0, 1):
                 self.reset(d, window_only=False)
-            stamp = self._keep(prog_load(stamp_program(stamp), b"rig_stamp"))
+            ingress = self._keep(prog_load(stamp_program(stamp), b"rig_stamp"))
             for i in idx:
-                self._keep(link_tcx(stamp, i, BPF_TCX_INGRESS))
+                self._keep(link_tcx(ingress, i, BPF_TCX_INGRESS))
             # forward (0) leaves by the server side, reverse (1) by the client side
             for d, i in ((0, idx[1]), (1, idx[0])):
                 prog = self._keep(prog_load(audit_program(d, self.cfg, self.stats),

@@ -80,6 +80,7 @@ class DirectionQueue:
         self._heap: list[tuple[float, int, bool]] = []
         self._last_deadline = float("-inf")
         self._ge_bad = False
+        self.last_released = float("-inf")    # the latest deadline released so far
         self.configure(d, limit=limit)
 
     def configure(self, d: Direction, *, limit: int) -> None:
@@ -246,6 +247,7 @@ class DirectionQueue:
             lates: list[float] = []
             while h and h[0][0] <= limit:
                 deadline, pid, dup = heapq.heappop(h)
+                self.last_released = max(self.last_released, deadline)
                 ids.append(pid)
                 lates.append(now - deadline)
                 if dup:
@@ -256,6 +258,7 @@ class DirectionQueue:
             q = self._fifo
             while q and q[0][0] <= limit:
                 deadline, run, dup = q.popleft()
+                self.last_released = deadline
                 ids += run
                 if dup:
                     dups += run

@@ -17,7 +17,6 @@ and the pure stats contract rig.description.linkstats.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from typing import Any
 import gc
 import json
@@ -48,14 +47,19 @@ SPIN_MAX_S = 100e-6
 # Kernel timestamps (NFQA_TIMESTAMP, wall clock) trusted only when this close to now.
 TSTAMP_SANITY_S = 0.5
 # Release ahead of the deadline (issue 42) by what the wire audit shows is always spent
-# after the decision. Every AUDIT_EVERY_S the audit's window minimum plus the lead in force
-# is that window's floor of the post-decision time; the lead is the smallest floor of the
-# last AUDIT_WINDOWS windows less AUDIT_MARGIN_S (at most LEAD_MAX_S), so the least late
-# packet leaves about the margin late. Never the median: that would send half early.
+# after the send. The Python work between decision and send is not guessed: a release is
+# picked ahead by the learned send lag, then its send waits (a short busy loop) until only
+# the lead is left before its last deadline. Every AUDIT_EVERY_S the audit's window
+# minimum plus the lead in force is that window's floor of the kernel's own part (verdict
+# to the router's egress); the lead is the smallest floor seen since the engine started
+# (AUDIT_WINDOWS of them at least) less AUDIT_MARGIN_S, at most LEAD_MAX_S. Never the
+# median: that would send half early. Measured: the floor is lower under load than idle
+# (hot caches), so a lead learned on idle windows alone sent packets ~20 us early when
+# 8 streams started; hence the whole history and the margin.
 AUDIT_EVERY_S = 0.25
-AUDIT_WINDOWS = 16
+AUDIT_WINDOWS = 8
 AUDIT_MARGIN_S = 10e-6
-LEAD_MAX_S = 300e-6
+LEAD_MAX_S = 100e-6
 
 
 @dataclass(frozen=True)
@@ -200,7 +204,8 @@ class Lane:
         self.stash: dict[int, bytes] = {}       # payloads of packets to duplicate
         self.payloads: dict[int, bytes] = {}    # this batch's payloads (copy mode)
         self.tstamp_used = 0
-        self.floors: deque[float] = deque(maxlen=AUDIT_WINDOWS)   # Engine.audit_tick
+        self.floor_s = float("inf")    # Engine.audit_tick: the lowest floor seen
+        self.windows = 0
         self.read_stamped = 0      # packets stamped when read (no plausible kernel stamp)
         self.wakeups = 0
         self.lead_s = 0.0          # learned from the audit (Engine.audit_tick)
@@ -242,6 +247,7 @@ class Engine:
     stamp_note = "read time (no stamp interfaces given)"
     audit_ticks = lead_raises = lead_cuts = 0
     audit_skip = False
+    send_spins = 0
 
     def __init__(self, queues: tuple[int, int], profile: LinkProfile, control: Path,
                  *, seed: int | None = None,
@@ -315,8 +321,10 @@ class Engine:
                 continue
             if snap.window_min_ns is None or not _leads(lane) or self.audit_skip:
                 continue     # no packet; jitter or no delay; the delay changed meanwhile
-            lane.floors.append(lane.lead_s + snap.window_min_ns * 1e-9)
-            lead = min(LEAD_MAX_S, max(0.0, min(lane.floors) - AUDIT_MARGIN_S))
+            lane.floor_s = min(lane.floor_s, lane.lead_s + snap.window_min_ns * 1e-9)
+            lane.windows += 1
+            lead = 0.0 if lane.windows < AUDIT_WINDOWS else \
+                min(LEAD_MAX_S, max(0.0, lane.floor_s - AUDIT_MARGIN_S))
             if lead < lane.lead_s:
                 self.lead_cuts += 1
             elif lead > lane.lead_s:
@@ -503,8 +511,10 @@ class Engine:
         lead (Timing.lead); lateness is counted at the expected send: the decision plus
         the larger of the learned send lag (Timing.lag) and the lead (what the audit
         shows is always spent after the decision)."""
-        lead = self.lead_s
-        ids, dups = lane.core.release(upto + lead, now=upto + max(self._lag_s(), lead))
+        k = self.lead_s
+        gate = self.stamper is not None and self.timing.lead
+        ahead = k + self._lag_s() if gate else 0.0
+        ids, dups = lane.core.release(upto + ahead, now=upto + max(self._lag_s(), ahead))
         q = lane.nfq.queue
         if ids:
             if lane.core.reorder:
@@ -517,6 +527,14 @@ class Engine:
             return
         if self.first_send is None:
             self.first_send = time.monotonic()
+        if gate and ids:
+            # picked ahead by the expected Python work; the send itself waits until only
+            # the kernel's own part (k, the audit's floor) is left before the last deadline
+            until = lane.core.last_released - k
+            if time.monotonic() < until:
+                self.send_spins += 1
+                while time.monotonic() < until:
+                    pass
         lane.nfq.send(msg)
         for pid in dups:
             self._inject(lane.stash.pop(pid, None))
@@ -560,7 +578,8 @@ class Engine:
             lasts = [x for lane in self.lanes
                      if (x := lane.core.last_due(head + self.batch_s / 2)) is not None]
             self.release_at = max(lasts, default=head)
-        self.release_at -= self.lead_s     # what is always spent after the decision
+        if self.stamper is not None and self.timing.lead:   # see _release_lane
+            self.release_at -= self.lead_s + self._lag_s()
         self.armed = self.release_at - (self.comp.value_s if self.timing.comp else 0.0) \
             - self.timing.spin_s
         self.timer.arm(self.armed)
@@ -594,6 +613,7 @@ class Engine:
                                 "arrival_stamp": self.stamp_note,
                                 "lead_s": self.lead_s,
                                 "audit": {"ticks": self.audit_ticks,
+                                          "send_spins": self.send_spins,
                                           "lead_raises": self.lead_raises,
                                           "lead_cuts": self.lead_cuts},
                                 "wake_compensation_s": self.comp.value_s,
