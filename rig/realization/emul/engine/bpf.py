@@ -96,7 +96,8 @@ _K, _X = 0x00, 0x08
 _W, _DW = 0x00, 0x18
 _MEM, _IMM = 0x60, 0x00
 ADD, SUB, MUL, DIV, LSH, RSH, MOV = 0x00, 0x10, 0x20, 0x30, 0x60, 0x70, 0xb0
-JA, JEQ, JNE, JSGE, JSLT, JSLE, CALL, EXIT = 0x00, 0x10, 0x50, 0x70, 0xc0, 0xd0, 0x80, 0x90
+JA, JEQ, JGT, JNE, JSGE, JSLT, JSLE, CALL, EXIT = (0x00, 0x10, 0x20, 0x50, 0x70, 0xc0, 0xd0,
+                                                   0x80, 0x90)
 
 
 def alu(op: int, dst: int, imm: int) -> bytes:
@@ -209,8 +210,11 @@ def audit_program(direction: int, cfg_fd: int, stats_fd: int) -> bytes:
     _ip_only(a, "out")
     a(alux(MOV, R6, R1), ldx(_W, R7, R6, SKB_MARK))
     a.jump(JEQ, R7, 0, "out")
-    a(call(FN_KTIME_GET_NS), alu(RSH, R0, MARK_SHIFT), alux(SUB, R0, R7), mov32(R0, R0),
-      alu(LSH, R0, MARK_SHIFT), alux(MOV, R8, R0),            # r8: ns since arrival
+    a(call(FN_KTIME_GET_NS), alu(RSH, R0, MARK_SHIFT), alux(SUB, R0, R7), mov32(R0, R0))
+    # "before its arrival" (a mark this program did not write, or CPU clocks a few ns
+    # apart on a packet that was not held): not a packet of the path, not counted
+    a.jump(JGT, R0, 0x7FFFFFFF, "out")
+    a(alu(LSH, R0, MARK_SHIFT), alux(MOV, R8, R0),            # r8: ns since arrival
       st(_W, R10, -4, direction), ld_map_fd(R1, cfg_fd), alux(MOV, R2, R10),
       alu(ADD, R2, -4), call(FN_MAP_LOOKUP_ELEM))
     a.jump(JEQ, R0, 0, "out")

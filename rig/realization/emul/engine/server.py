@@ -52,14 +52,17 @@ TSTAMP_SANITY_S = 0.5
 # the lead is left before its last deadline. Every AUDIT_EVERY_S the audit's window
 # minimum plus the lead in force is that window's floor of the kernel's own part (verdict
 # to the router's egress); the lead is the smallest floor seen since the engine started
-# (AUDIT_WINDOWS of them at least) less AUDIT_MARGIN_S, at most LEAD_MAX_S. Never the
-# median: that would send half early. Measured: the floor is lower under load than idle
-# (hot caches), so a lead learned on idle windows alone sent packets ~20 us early when
-# 8 streams started; hence the whole history and the margin.
+# (AUDIT_WINDOWS of them at least, each with AUDIT_MIN_PACKETS packets or more) less
+# AUDIT_MARGIN_S, at most Timing.lead_max_s. Never the median: that would send half early.
+# Measured here (50 ms path, 4 streams, lead off): the floor under load is 4-5 us, on idle
+# windows (pings) ~25 us, and a lead learned on idle windows sent packets ~20 us early
+# when the streams started; hence loaded windows only, the whole history and the margin.
+# On this host the learned lead is therefore 0: the send gate alone keeps every packet on
+# time, and what is left after it is the kernel's few microseconds.
 AUDIT_EVERY_S = 0.25
 AUDIT_WINDOWS = 8
+AUDIT_MIN_PACKETS = 500
 AUDIT_MARGIN_S = 10e-6
-LEAD_MAX_S = 100e-6
 
 
 @dataclass(frozen=True)
@@ -153,6 +156,7 @@ class Timing:
     twin_s: float = 0.0
     stamp: bool = True
     lead: bool = True
+    lead_max_s: float = 100e-6
 
     @classmethod
     def from_env(cls, text: str | None = None) -> "Timing":
@@ -171,7 +175,8 @@ class Timing:
                    qos=kv.get("qos", "1" if d.qos else "0") == "1",
                    twin_s=float(kv.get("twin_us", d.twin_s * 1e6)) / 1e6,
                    stamp=kv.get("stamp", "1" if d.stamp else "0") == "1",
-                   lead=kv.get("lead", "1" if d.lead else "0") == "1")
+                   lead=kv.get("lead", "1" if d.lead else "0") == "1",
+                   lead_max_s=float(kv.get("lead_max_us", d.lead_max_s * 1e6)) / 1e6)
 
     def factor(self, rtt_s: float) -> float:
         """How much batch_s and hold_s grow at this RTT (1 without `scale`)."""
@@ -206,6 +211,7 @@ class Lane:
         self.tstamp_used = 0
         self.floor_s = float("inf")    # Engine.audit_tick: the lowest floor seen
         self.windows = 0
+        self.audited = 0
         self.read_stamped = 0      # packets stamped when read (no plausible kernel stamp)
         self.wakeups = 0
         self.lead_s = 0.0          # learned from the audit (Engine.audit_tick)
@@ -319,12 +325,14 @@ class Engine:
                 self.stamper.reset(i)
             except OSError:
                 continue
-            if snap.window_min_ns is None or not _leads(lane) or self.audit_skip:
-                continue     # no packet; jitter or no delay; the delay changed meanwhile
+            n, lane.audited = snap.count - lane.audited, snap.count
+            if snap.window_min_ns is None or not _leads(lane) or self.audit_skip \
+                    or n < AUDIT_MIN_PACKETS:
+                continue     # too few packets; jitter or no delay; the delay changed
             lane.floor_s = min(lane.floor_s, lane.lead_s + snap.window_min_ns * 1e-9)
             lane.windows += 1
             lead = 0.0 if lane.windows < AUDIT_WINDOWS else \
-                min(LEAD_MAX_S, max(0.0, lane.floor_s - AUDIT_MARGIN_S))
+                min(self.timing.lead_max_s, max(0.0, lane.floor_s - AUDIT_MARGIN_S))
             if lead < lane.lead_s:
                 self.lead_cuts += 1
             elif lead > lane.lead_s:
@@ -496,7 +504,7 @@ class Engine:
         self.first_send = None
         decided = time.monotonic()
         for lane in self.lanes:
-            self._release_lane(lane, decided, b"")
+            self._release_lane(lane, decided, b"", ahead_ok=True)
         if self.lag is not None and self.timing.lag and self.first_send is not None \
                 and not twin:
             self.lag.observe(self.first_send - decided)
@@ -506,13 +514,15 @@ class Engine:
         """How long after a release decision its verdict is expected to leave (Timing.lag)."""
         return self.lag.value_s if self.lag is not None and self.timing.lag else 0.0
 
-    def _release_lane(self, lane: Lane, upto: float, prefix: bytes) -> None:
-        """Release what is due by `upto` (a time the clock has passed) plus the learned
-        lead (Timing.lead); lateness is counted at the expected send: the decision plus
-        the larger of the learned send lag (Timing.lag) and the lead (what the audit
-        shows is always spent after the decision)."""
+    def _release_lane(self, lane: Lane, upto: float, prefix: bytes,
+                      ahead_ok: bool = False) -> None:
+        """Release what is due by `upto` (a time the clock has passed); lateness is
+        counted at the expected send (Timing.lag). With the audit and Timing.lead, a
+        timer's release (ahead_ok) picks what is due by upto + the send lag + the lead
+        and sends once the clock is within the lead of the last deadline picked (the
+        send gate; the read path releases only what is already due: it never waits)."""
         k = self.lead_s
-        gate = self.stamper is not None and self.timing.lead
+        gate = ahead_ok and self.stamper is not None and self.timing.lead
         ahead = k + self._lag_s() if gate else 0.0
         ids, dups = lane.core.release(upto + ahead, now=upto + max(self._lag_s(), ahead))
         q = lane.nfq.queue
