@@ -297,13 +297,16 @@ class WakeCompensator:
     """
 
     def __init__(self, *, step_s: float = 2e-6, cap_s: float = 1e-3,
-                 initial_s: float = 50e-6) -> None:
+                 initial_s: float = 50e-6, quantile: float = 0.5) -> None:
         self.step_s = step_s
         self.cap_s = cap_s
         self.value_s = initial_s
+        # steps up q/(1-q) times larger than down: settles where a share q of the samples
+        # is below (0.5: the median)
+        self.up_s = step_s * quantile / (1.0 - quantile)
 
     def observe(self, latency_s: float) -> None:
         if latency_s > self.value_s:
-            self.value_s = min(self.value_s + self.step_s, self.cap_s)
+            self.value_s = min(self.value_s + self.up_s, self.cap_s)
         elif latency_s < self.value_s:
             self.value_s = max(self.value_s - self.step_s, 0.0)

@@ -60,6 +60,8 @@ TSTAMP_SANITY_S = 0.5
 # On this host the learned lead is therefore 0: the send gate alone keeps every packet on
 # time, and what is left after it is the kernel's few microseconds.
 AUDIT_EVERY_S = 0.25
+LAG_QUANTILE = 0.8
+COMP_QUANTILE = 0.9
 AUDIT_WINDOWS = 8
 AUDIT_MIN_PACKETS = 500
 AUDIT_MARGIN_S = 10e-6
@@ -263,8 +265,13 @@ class Engine:
         self.lanes = [Lane("forward", queues[0], profile.forward, profile, rng),
                       Lane("reverse", queues[1], profile.reverse, profile, rng)]
         self.control_path = control
-        self.comp = WakeCompensator()
-        self.lag = WakeCompensator(initial_s=0.0)   # wake-up -> verdict sent (Timing.lag)
+        self.timing = Timing.from_env()
+        # the timer's wake-up latency: its median, or with the send gate (Timing.lead) its
+        # 90th percentile: an early wake-up only spins, a late one is a late release
+        self.comp = WakeCompensator(quantile=COMP_QUANTILE if self.timing.lead else 0.5)
+        # wake-up -> verdict sent (Timing.lag); its 80th percentile, as a release picked
+        # ahead by it is sent no earlier than its deadline (the send gate, Timing.lead)
+        self.lag = WakeCompensator(initial_s=0.0, quantile=LAG_QUANTILE)
         self.timer_wakeups = 0
         self.timer: Any = None                # a DeadlineTimer once run() starts
         self.target: float | None = None      # head deadline the timer was armed for
