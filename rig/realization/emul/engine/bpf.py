@@ -342,7 +342,7 @@ class Stamper:
             for d in (0, 1):
                 self.reset(d, window_only=False)
             ingress = self._keep(prog_load(stamp_program(stamp), b"rig_stamp"))
-            for i in idx:
+            for i in sorted(set(idx)):       # one interface twice (a probe on lo)
                 self._keep(link_tcx(ingress, i, BPF_TCX_INGRESS))
             # forward (0) leaves by the server side, reverse (1) by the client side
             for d, i in ((0, idx[1]), (1, idx[0])):
