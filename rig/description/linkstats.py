@@ -253,6 +253,12 @@ class DirStats:
     applied_delay_mean_s: float | None = None
     lateness: Lateness | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)   # diagnostics, never judged
+    # The wire audit (issue 42), independent of the backend's own bookkeeping: each
+    # packet's departure from the router minus its arrival minus the configured delay,
+    # taken by the kernel (userspace engine: tcx eBPF at the router's ingress and
+    # egress); None where nothing audits. Its min_s is cumulative over the engine's life;
+    # a phase's early side is in its (differenced) histogram.
+    wire: Lateness | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.direction, str) or not self.direction:
@@ -270,7 +276,11 @@ class DirStats:
         late = self.lateness
         if late is not None and prev.lateness is not None:
             late = late.since(prev.lateness)
-        return replace(self, applied_delay_mean_s=applied, lateness=late, **counts)  # type: ignore[arg-type]
+        wire = self.wire
+        if wire is not None and prev.wire is not None:
+            wire = wire.since(prev.wire)
+        return replace(self, applied_delay_mean_s=applied, lateness=late, wire=wire,
+                       **counts)  # type: ignore[arg-type]
 
     def _accepted(self) -> int | None:
         if self.seen is None:
@@ -283,6 +293,8 @@ class DirStats:
         out["applied_delay_mean_s"] = self.applied_delay_mean_s
         out["lateness"] = self.lateness.to_json() if self.lateness else None
         out["extra"] = dict(self.extra)
+        if self.wire is not None:
+            out["wire"] = self.wire.to_json()
         return out
 
     @classmethod
@@ -298,7 +310,8 @@ class DirStats:
                                              f"{where}.applied_delay_mean_s"),
                    lateness=None if d.get("lateness") is None
                    else Lateness.from_json(d["lateness"]),
-                   extra=extra)
+                   extra=extra,
+                   wire=None if d.get("wire") is None else Lateness.from_json(d["wire"]))
 
 
 @dataclass(frozen=True)
@@ -450,26 +463,28 @@ def emulation_late(stats: "EmulStats | UnreadableStats", rtt_s: float | None,
     LATE_SHARE_MAX of one direction's packets later than max(tolerance, LATE_THRESHOLD_S)
     (its p99 beyond the 1 ms target, or beyond the tolerance where that is larger).
     Each reason carries its numbers. Backends that cannot time their releases (netem,
-    none) and unreadable stats give no evidence either way."""
+    none) and unreadable stats give no evidence either way. Where a direction has a
+    wire audit (DirStats.wire) it is read instead of the backend's own account, and the
+    reason says "(wire audit)"."""
     if not isinstance(stats, EmulStats):
         return []
     tol = tol_s if tol_s is not None else rtt_tolerance_s(rtt_s or 0.0)
     tail = max(tol, LATE_THRESHOLD_S)
-    lates = [(d, d.lateness) for d in stats.directions
-             if d.lateness is not None and d.lateness.count]
+    lates = _timed(stats)
     if not lates:
         return []
     out = []
     rtt_late = sum(lt.mean_s for _, lt in lates)
+    src = _source(stats)
     if rtt_late > tol:
-        out.append(f"emulation late: mean lateness {rtt_late * 1e3:.3f} ms per round trip "
+        out.append(f"emulation late{src}: mean lateness {rtt_late * 1e3:.3f} ms per round trip "
                    f"({' + '.join(f'{lt.mean_s * 1e3:.3f} {d.direction}' for d, lt in lates)})"
                    f" > tolerance {tol * 1e3:.3f} ms")
     for d, lt in lates:
         so = lt.share_over(tail)
         if so and so[0] > LATE_SHARE_MAX:
             p99 = lt.p99_s
-            out.append(f"emulation late ({d.direction}): {so[0]:.2%} of packets > "
+            out.append(f"emulation late ({d.direction}){src}: {so[0]:.2%} of packets > "
                        f"{so[1] * 1e3:.3g} ms late (max {LATE_SHARE_MAX:.0%}; p99 <= "
                        f"{(p99 or 0) * 1e3:.3g} ms, max {lt.max_s * 1e3:.3g} ms)")
     return out + emulation_early(stats, tol)
@@ -481,21 +496,55 @@ def emulation_early(stats: "EmulStats | UnreadableStats", tol: float) -> list[st
     more than EARLY_THRESHOLD_S early, or a round trip's mean lateness below -tol."""
     if not isinstance(stats, EmulStats):
         return []
-    lates = [(d, d.lateness) for d in stats.directions
-             if d.lateness is not None and d.lateness.count]
+    lates = _timed(stats)
     out = []
     rtt_late = sum(lt.mean_s for _, lt in lates)
+    src = _source(stats)
     if lates and rtt_late < -tol:
-        out.append(f"emulation early: mean lateness {rtt_late * 1e3:.3f} ms per round trip "
+        out.append(f"emulation early{src}: mean lateness {rtt_late * 1e3:.3f} ms per round trip "
                    f"< -tolerance {tol * 1e3:.3f} ms")
     for d, lt in lates:
         share = lt.share_early()
         if share is not None and share > LATE_SHARE_MAX:
             least = "" if lt.min_s is None else f", most early {-lt.min_s * 1e3:.3g} ms"
-            out.append(f"emulation early ({d.direction}): {share:.2%} of packets released > "
+            out.append(f"emulation early ({d.direction}){src}: {share:.2%} of packets released > "
                        f"{EARLY_THRESHOLD_S * 1e6:.0f} us before their deadline "
                        f"(max {LATE_SHARE_MAX:.0%}{least})")
     return out
+
+
+def _timed(stats: EmulStats) -> list[tuple[DirStats, Lateness]]:
+    """Each direction's release timing: the wire audit where there is one, else the
+    backend's own account."""
+    out = []
+    for d in stats.directions:
+        lt = d.wire if d.wire is not None and d.wire.count else d.lateness
+        if lt is not None and lt.count:
+            out.append((d, lt))
+    return out
+
+
+def _source(stats: EmulStats) -> str:
+    return " (wire audit)" if any(d.wire is not None and d.wire.count
+                                  for d in stats.directions) else ""
+
+
+def wire_audit(stats: "EmulStats | UnreadableStats") -> str | None:
+    """One line on what the wire audit saw (packets, early ones, minimum, p99 and
+    mean per direction), or None where nothing audited."""
+    if not isinstance(stats, EmulStats):
+        return None
+    parts = []
+    for d in stats.directions:
+        w = d.wire
+        if w is None or not w.count:
+            continue
+        early = sum(w.hist[:lateness_bin(0.0)])
+        p99 = w.p99_s
+        parts.append(f"{d.direction} {w.count} pkts, {early} early, mean "
+                     f"{w.mean_s * 1e3:+.3f} ms, p99 <= {(p99 or 0) * 1e3:.3g} ms"
+                     + ("" if w.min_s is None else f", min {w.min_s * 1e3:+.3f} ms"))
+    return ("wire audit: " + "; ".join(parts)) if parts else None
 
 
 def widen_hist(hist: "tuple[int, ...] | list[int]") -> tuple[int, ...]:

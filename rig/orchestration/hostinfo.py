@@ -138,4 +138,7 @@ def emulation() -> dict:
     from rig.realization.emul import registry
     usable = {b.name: b.usable() for b in registry.ranked()}
     out: dict = {b.doctor_key: usable[b.name] for b in registry.ranked()}
+    if usable.get("userspace"):
+        from rig.realization.emul.userspace import arrival_stamp_probe
+        out["userspace_stamps"] = arrival_stamp_probe()
     return {**out, "auto": registry.auto_choice(usable)}

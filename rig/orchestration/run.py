@@ -37,7 +37,7 @@ from rig.realization.emul import chain
 from rig.realization.emul.choose import make_backend
 from rig.realization.emul.none import NoneBackend
 from rig.errors import OutputFull, RigError, StepAborted
-from rig.description.linkstats import EmulStats, emulation_late, late_wakeups
+from rig.description.linkstats import EmulStats, emulation_late, late_wakeups, wire_audit
 from rig.orchestration.reporter import Reporter, Say, stderr_say
 from rig.results.store import BackgroundRow, EngineStatsRow, Store, ValidationRow
 from rig.description.scenario import (LOCAL, PathSpec, Scenario, background_on,
@@ -867,6 +867,15 @@ class Run:
                               ns for ns in (live.client_ns, live.server_ns) if ns),
                           **live.client.run_kw())
         self._check(live)
+        if v["flagged"] and live.site is not None and live.applied:
+            # what the wire audit saw meanwhile: the engine's releases, measured by the
+            # kernel, beside the RTT the check measured (issue 42)
+            try:
+                audit = wire_audit(live.backend.stats(live.site).since(live.last_stats))
+            except RigError:
+                audit = None
+            if audit:
+                v["flag_reason"] = f"{v['flag_reason']} ({audit})"
         self.store.add_validation(ValidationRow(**self._step_fields(step, live), phase=phase, **v))
         rtt = f"{v['rtt_ms_measured']:.3f} ms" if v["rtt_ms_measured"] is not None else "n/a"
         flag = f"  FLAGGED: {v['flag_reason']}" if v["flagged"] else "  ok"

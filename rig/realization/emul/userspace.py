@@ -143,6 +143,8 @@ def engine_argv(site: LinkSite, *, python: str = sys.executable,
     argv = [python, "-m", "rig.realization.emul.engine",
             "--queues", str(site.queue_base), str(site.queue_base + 1),
             "--control", str(control_path(site)), "--profile", str(profile_path(site))]
+    if not site.end:     # a forwarding router: arrival stamps and audit in the kernel
+        argv += ["--stamp-ifs", site.to_client_if, site.to_server_if]
     return argv + (["--seed", str(seed)] if seed is not None else [])
 
 
@@ -392,6 +394,21 @@ class UserspaceBackend:
             return None
         svc = self._engines.get(self._key(site))
         return svc.pid if svc else None
+
+
+def arrival_stamp_probe(timeout: float = 15.0) -> str:
+    """How the engine will stamp arrivals here: the tcx eBPF programs loaded and attached
+    to the loopback of a throwaway anonymous namespace (engine/bpf.py), or why not."""
+    code = ("from rig.realization.emul.engine import bpf\n"
+            "bpf.Stamper(('lo', 'lo')).close()\n")
+    try:
+        res = proc.run(["unshare", "--net", "--", sys.executable, "-c", code], timeout=timeout)
+    except RigError as e:
+        return f"read time (probe failed: {e})"
+    if res.ok:
+        return "kernel (tcx-ingress eBPF), with a wire audit at tcx-egress"
+    why = (res.stderr.strip().splitlines() or ["?"])[-1][-160:]
+    return f"read time, no wire audit (tcx eBPF unavailable: {why})"
 
 
 def kernel_has_nfqueue(timeout: float = 10.0) -> bool:

@@ -80,6 +80,7 @@ class DirectionQueue:
         self._heap: list[tuple[float, int, bool]] = []
         self._last_deadline = float("-inf")
         self._ge_bad = False
+        self.last_released = float("-inf")    # the latest deadline released so far
         self.configure(d, limit=limit)
 
     def configure(self, d: Direction, *, limit: int) -> None:
@@ -246,6 +247,7 @@ class DirectionQueue:
             lates: list[float] = []
             while h and h[0][0] <= limit:
                 deadline, pid, dup = heapq.heappop(h)
+                self.last_released = max(self.last_released, deadline)
                 ids.append(pid)
                 lates.append(now - deadline)
                 if dup:
@@ -256,6 +258,7 @@ class DirectionQueue:
             q = self._fifo
             while q and q[0][0] <= limit:
                 deadline, run, dup = q.popleft()
+                self.last_released = deadline
                 ids += run
                 if dup:
                     dups += run
@@ -294,13 +297,16 @@ class WakeCompensator:
     """
 
     def __init__(self, *, step_s: float = 2e-6, cap_s: float = 1e-3,
-                 initial_s: float = 50e-6) -> None:
+                 initial_s: float = 50e-6, quantile: float = 0.5) -> None:
         self.step_s = step_s
         self.cap_s = cap_s
         self.value_s = initial_s
+        # steps up q/(1-q) times larger than down: settles where a share q of the samples
+        # is below (0.5: the median)
+        self.up_s = step_s * quantile / (1.0 - quantile)
 
     def observe(self, latency_s: float) -> None:
         if latency_s > self.value_s:
-            self.value_s = min(self.value_s + self.step_s, self.cap_s)
+            self.value_s = min(self.value_s + self.up_s, self.cap_s)
         elif latency_s < self.value_s:
             self.value_s = max(self.value_s - self.step_s, 0.0)

@@ -15,6 +15,7 @@ import errno
 import os
 import socket
 import struct
+import time
 
 from rig.realization.emul.engine.mmsg import MmsgReceiver, batch_struct, be16
 
@@ -278,7 +279,9 @@ class NfQueue:
                                                               list[float] | None]], int]:
         """Drain what is queued now (copy mode META) with recvmmsg, at most max_batches
         full rounds: [(ids, arrival times or None)] (see parse_slots) and the number of
-        kernel-timestamped packets."""
+        kernel-timestamped packets. A stamp is plausible up to the clock read after its
+        recvmmsg (`now` at the least), which is also the arrival of a packet without one
+        (issue 42: `now`, read before, made a packet that arrived meanwhile early)."""
         out: list = []
         used = 0
         if self._pending:
@@ -291,7 +294,8 @@ class NfQueue:
                 break
             self.recvs += 1
             self.msgs += n
-            ids, times, u = parse_slots(mm.view, n, mm.slot, now, wall_offset, self._hint)
+            ids, times, u = parse_slots(mm.view, n, mm.slot, max(now, time.monotonic()),
+                                        wall_offset, self._hint)
             used += u
             if ids:
                 out.append((ids, times))

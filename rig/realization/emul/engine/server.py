@@ -32,11 +32,13 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from rig.description.linkstats import LATENESS_EDGES_S, EmulStats, lateness_bin, rtt_tolerance_s
+from rig.description.linkstats import (LATENESS_EDGES_S, EmulStats, Lateness, lateness_bin,
+                                       rtt_tolerance_s)
 from rig.description.profile import Direction, LinkProfile
 from rig.realization.emul.engine.core import HOLD_DUP, DirectionQueue, WakeCompensator
 from rig.realization.emul.engine.nfq import NfQueue, verdict
 from rig.realization.emul.engine.timer import current_cpu
+from rig.realization.emul.engine import bpf
 
 # A wake-up that comes before its release time finishes the wait in a busy loop when it
 # is this close (or the learned wake-up compensation, if larger), else releases what is
@@ -44,6 +46,26 @@ from rig.realization.emul.engine.timer import current_cpu
 SPIN_MAX_S = 100e-6
 # Kernel timestamps (NFQA_TIMESTAMP, wall clock) trusted only when this close to now.
 TSTAMP_SANITY_S = 0.5
+# Release ahead of the deadline (issue 42) by what the wire audit shows is always spent
+# after the send. The Python work between decision and send is not guessed: a release is
+# picked ahead by the learned send lag, then its send waits (a short busy loop) until only
+# the lead is left before its last deadline. Every AUDIT_EVERY_S the audit's window
+# minimum plus the lead in force is that window's floor of the kernel's own part (verdict
+# to the router's egress); the lead is the smallest floor seen since the engine started
+# (AUDIT_WINDOWS of them at least, each with AUDIT_MIN_PACKETS packets or more) less
+# AUDIT_MARGIN_S, at most Timing.lead_max_s. Never the median: that would send half early.
+# Measured here (50 ms path, 4 streams, lead off): the floor under load is 4-5 us, on idle
+# windows (pings) ~25 us, and a lead learned on idle windows sent packets ~20 us early
+# when the streams started; hence loaded windows only, the whole history and the margin.
+# On this host the learned lead is therefore 0: the send gate alone keeps every packet on
+# time, and what is left after it is the kernel's few microseconds.
+AUDIT_EVERY_S = 0.25
+LAG_QUANTILE = 0.8
+COMP_QUANTILE = 0.9
+SPARSE_S = 2e-3
+AUDIT_WINDOWS = 8
+AUDIT_MIN_PACKETS = 500
+AUDIT_MARGIN_S = 10e-6
 
 
 @dataclass(frozen=True)
@@ -81,8 +103,9 @@ class Timing:
              50 ms path pinged 48.5-49.4 ms (bench/early_release.py)
     hold_s   read cadence while traffic flows: after a read, sleep this long (never past
              the next release) and read again, instead of waking per arriving packet;
-             arrivals read after such a sleep are stamped at the read (the latest they
-             can have arrived: never early, up to hold_s late; until issue 31 at the
+             arrivals read after such a sleep without a kernel stamp (see stamp) are
+             stamped after the read (the latest they can have arrived: never early, up to
+             hold_s late; until issue 42 before the read, until issue 31 at the
              sleep's middle, +-hold_s/2, so hold_s was 0.2 ms)
     qos      hold a PM QoS request for idle-exit latency 0 (/dev/cpu_dma_latency) while the
              engine runs: idle CPUs poll instead of halting, so a timer wake-up does not
@@ -102,6 +125,18 @@ class Timing:
              the wake-ups >= 0.5 ms late but not the share of packets > 1 ms late, as
              the other CPU is in such a syscall too as often, and the VM itself stalls
              both (cyclictest, idle: wake-ups up to 7.5 ms late). `twin_us=150` turns it on.
+    stamp    (issue 42) arrival stamps in the kernel: a tcx-ingress eBPF program at the
+             router's two interfaces writes each packet's CLOCK_MONOTONIC arrival into
+             skb->tstamp, which NFQUEUE hands over as NFQA_TIMESTAMP (bpf.py), and a
+             tcx-egress program audits every packet's real delay on the wire. Without it
+             (stamp=0, an end host, a kernel without tcx) a packet keeps a kernel stamp
+             only when some socket on the host asked for receive timestamps, and is
+             otherwise stamped when read (after the read: never early, up to a read
+             cadence late). Stats `extra.arrival_stamp` names the method used
+    lead     (issue 42) release ahead of the deadline by the audit's window minimum (what
+             is always spent after the decision: the rest of the wake-up, the verdict's
+             send, the kernel's re-injection), so the least late packet leaves the router
+             AUDIT_MARGIN_S late, never early; needs the audit (stamp)
     scale    batch_s and hold_s are meant for the tightest RTT tolerance (0.3 ms) and grow
              with the step's tolerance, max(0.3 ms, 1 % of the RTT): at 120 ms four times
     Default: rt_all + batch 0.4 ms + hold 0.1 ms, scaled (bench variant `scaled`): the
@@ -122,6 +157,9 @@ class Timing:
     scale: bool = True
     qos: bool = True
     twin_s: float = 0.0
+    stamp: bool = True
+    lead: bool = True
+    lead_max_s: float = 100e-6
 
     @classmethod
     def from_env(cls, text: str | None = None) -> "Timing":
@@ -138,7 +176,10 @@ class Timing:
                    cpu=int(kv.get("cpu", d.cpu)),
                    scale=kv.get("scale", "1" if d.scale else "0") == "1",
                    qos=kv.get("qos", "1" if d.qos else "0") == "1",
-                   twin_s=float(kv.get("twin_us", d.twin_s * 1e6)) / 1e6)
+                   twin_s=float(kv.get("twin_us", d.twin_s * 1e6)) / 1e6,
+                   stamp=kv.get("stamp", "1" if d.stamp else "0") == "1",
+                   lead=kv.get("lead", "1" if d.lead else "0") == "1",
+                   lead_max_s=float(kv.get("lead_max_us", d.lead_max_s * 1e6)) / 1e6)
 
     def factor(self, rtt_s: float) -> float:
         """How much batch_s and hold_s grow at this RTT (1 without `scale`)."""
@@ -159,6 +200,8 @@ def queue_limit(d: Direction, profile: LinkProfile) -> int:
 
 class Lane:
     """One direction: its NFQUEUE, its core queue, payloads of packets to duplicate."""
+    read_stamped = 0    # class defaults: a test-built lane reads them
+    lead_s = 0.0
 
     def __init__(self, name: str, queue: int, d: Direction, profile: LinkProfile,
                  rng: random.Random) -> None:
@@ -169,7 +212,12 @@ class Lane:
         self.stash: dict[int, bytes] = {}       # payloads of packets to duplicate
         self.payloads: dict[int, bytes] = {}    # this batch's payloads (copy mode)
         self.tstamp_used = 0
+        self.floor_s = float("inf")    # Engine.audit_tick: the lowest floor seen
+        self.windows = 0
+        self.audited = 0
+        self.read_stamped = 0      # packets stamped when read (no plausible kernel stamp)
         self.wakeups = 0
+        self.lead_s = 0.0          # learned from the audit (Engine.audit_tick)
 
     def configure(self, d: Direction, profile: LinkProfile) -> None:
         self.core.configure(d, limit=queue_limit(d, profile))
@@ -204,15 +252,33 @@ class Engine:
     first_send: float | None = None     # when this wake-up's first verdict went out
     batch_s = hold_s = 0.0     # Timing's, scaled to the profile's RTT (set_windows)
 
+    stamper: "bpf.Stamper | None" = None
+    stamp_note = "read time (no stamp interfaces given)"
+    audit_ticks = lead_raises = lead_cuts = 0
+    audit_skip = False
+    send_spins = 0
+    read_gap = 1.0
+    last_read = 0.0
+    comp_hi: WakeCompensator | None = None
+
     def __init__(self, queues: tuple[int, int], profile: LinkProfile, control: Path,
-                 *, seed: int | None = None) -> None:
+                 *, seed: int | None = None,
+                 stamp_ifs: tuple[str, str] | None = None) -> None:
         rng = random.Random(seed)
         self.profile = profile
         self.lanes = [Lane("forward", queues[0], profile.forward, profile, rng),
                       Lane("reverse", queues[1], profile.reverse, profile, rng)]
         self.control_path = control
+        self.timing = Timing.from_env()
+        # the timer's wake-up latency: its median, and its 90th percentile for sparse
+        # traffic with the send gate (see sparse)
         self.comp = WakeCompensator()
-        self.lag = WakeCompensator(initial_s=0.0)   # wake-up -> verdict sent (Timing.lag)
+        self.comp_hi = WakeCompensator(quantile=COMP_QUANTILE)
+        self.last_read = time.monotonic()
+        self.read_gap = 1.0
+        # wake-up -> verdict sent (Timing.lag); its 80th percentile, as a release picked
+        # ahead by it is sent no earlier than its deadline (the send gate, Timing.lead)
+        self.lag = WakeCompensator(initial_s=0.0, quantile=LAG_QUANTILE)
         self.timer_wakeups = 0
         self.timer: Any = None                # a DeadlineTimer once run() starts
         self.target: float | None = None      # head deadline the timer was armed for
@@ -230,6 +296,63 @@ class Engine:
         n = len(LATENESS_EDGES_S) + 1
         self.wake_hist, self.twin_hist, self.busy_hist = [0] * n, [0] * n, [0] * n
         self.set_windows()
+        self.audit_ticks = self.lead_raises = self.lead_cuts = 0
+        self.stamper = None
+        if stamp_ifs is None:
+            self.stamp_note = "read time (no stamp interfaces: an end host or a test)"
+        else:
+            try:
+                self.stamper = bpf.Stamper(stamp_ifs, stamp=self.timing.stamp)
+                self.stamp_note = (f"tcx-ingress eBPF on {stamp_ifs[0]},{stamp_ifs[1]} "
+                                   "(CLOCK_MONOTONIC), audited at tcx-egress"
+                                   if self.timing.stamp else
+                                   "kernel NFQA stamp when some socket asked for one, else "
+                                   "read time (stamp=0); audited at tcx-egress")
+                self._audit_delays()
+            except (OSError, ValueError) as e:
+                self.stamp_note = ("kernel NFQA stamp when some socket asked for one, else "
+                                   f"read time (tcx unavailable: {e}); no wire audit")
+        print(f"engine: arrival stamps: {self.stamp_note}", flush=True)
+
+    @property
+    def lead_s(self) -> float:
+        """How far ahead of its deadline a packet is released (Timing.lead): the smaller
+        of the two directions' learned leads, as one wake-up releases both."""
+        if self.stamper is None or not self.timing.lead:
+            return 0.0
+        return min((lane.lead_s for lane in self.lanes if _leads(lane)), default=0.0)
+
+    def _audit_delays(self) -> None:
+        if self.stamper is not None:
+            for i, lane in enumerate(self.lanes):
+                self.stamper.set_delay(i, lane.core.d.delay_s)
+
+    def audit_tick(self) -> None:
+        """Learn the release lead from the audit's window minimum (Timing.lead; see
+        AUDIT_WINDOWS). A window with an early packet lowers the lead at once."""
+        if self.stamper is None:
+            return
+        self.audit_ticks += 1
+        for i, lane in enumerate(self.lanes):
+            try:
+                snap = self.stamper.read(i)
+                self.stamper.reset(i)
+            except OSError:
+                continue
+            n, lane.audited = snap.count - lane.audited, snap.count
+            if snap.window_min_ns is None or not _leads(lane) or self.audit_skip \
+                    or n < AUDIT_MIN_PACKETS:
+                continue     # too few packets; jitter or no delay; the delay changed
+            lane.floor_s = min(lane.floor_s, lane.lead_s + snap.window_min_ns * 1e-9)
+            lane.windows += 1
+            lead = 0.0 if lane.windows < AUDIT_WINDOWS else \
+                min(self.timing.lead_max_s, max(0.0, lane.floor_s - AUDIT_MARGIN_S))
+            if lead < lane.lead_s:
+                self.lead_cuts += 1
+            elif lead > lane.lead_s:
+                self.lead_raises += 1
+            lane.lead_s = lead
+        self.audit_skip = False
 
     def set_windows(self) -> None:
         f = self.timing.factor(self.profile.rtt_s)
@@ -261,23 +384,27 @@ class Engine:
             got = 0
             with self.lock:
                 for lane in self.lanes:
-                    got += self._on_readable(lane, arrival=now)
+                    got += self._on_readable(lane)
                 self.busy_hist[lateness_bin(time.monotonic() - now)] += 1
             if not got:
                 return
 
-    def _on_readable(self, lane: Lane, arrival: float | None = None) -> int:
+    def _on_readable(self, lane: Lane) -> int:
         """Read what is queued, hold/drop it, release what is due; returns how many
-        packets were read. `arrival`: when they arrived, if not now (read cadence)."""
+        packets were read. A packet without a kernel stamp is stamped after its read."""
         lane.wakeups += 1
+        # the wall clock read around the monotonic one (issue 42: read after it, a stall
+        # between the two moved a whole batch of wall-stamped arrivals earlier)
+        w0 = time.time()
         now = time.monotonic()
-        seen = now if arrival is None else arrival
+        offset = (w0 + time.time()) / 2 - now
         try:
             if lane.nfq.copy_packet:
-                batches = self._read_full(lane, seen)
+                batches = self._read_full(lane, offset)
             else:
-                batches, used = lane.nfq.read_batches(seen, time.time() - now)
+                batches, used = lane.nfq.read_batches(now, offset)
                 lane.tstamp_used += used
+                lane.read_stamped += sum(len(ids) for ids, _ in batches) - used
         except OSError as e:
             print(f"engine: {lane.name}: read failed: {e}", flush=True)
             if self.stopping is not None:
@@ -289,6 +416,11 @@ class Engine:
         drops = []
         core = lane.core
         got = 0
+        # packets without a usable kernel stamp: after the read, the latest they can
+        # have arrived (never early)
+        seen = time.monotonic()
+        self.read_gap += 0.25 * (min(seen - self.last_read, 1.0) - self.read_gap)
+        self.last_read = seen
         for ids, times in batches:
             got += len(ids)
             for pid, code in core.arrive_batch(ids, seen, times):
@@ -304,17 +436,23 @@ class Engine:
         self._rearm(now)
         return got
 
-    def _read_full(self, lane: Lane, now: float) -> list:
-        """Copy-mode PACKET (duplication): keep payloads until the core has decided."""
+    def _read_full(self, lane: Lane, offset: float) -> list:
+        """Copy-mode PACKET (duplication): keep payloads until the core has decided.
+        Arrival times: a plausible kernel stamp (monotonic from the tcx stamp, else wall
+        clock less `offset`), else None (stamped by the caller after the read)."""
         raw: list = []
         lane.nfq.read(raw)
-        offset = time.time() - now
-        ids, times = [], []
+        now = time.monotonic()
+        ids: list[int] = []
+        times: list[float] = []
         for pid, _, ts, payload in raw:
             t = now
-            if ts is not None and now - TSTAMP_SANITY_S < ts - offset <= now:
-                t = ts - offset
+            if ts is not None and now - TSTAMP_SANITY_S < (
+                    kt := ts - offset if ts > 1e9 else ts) <= now:
+                t = kt
                 lane.tstamp_used += 1
+            else:
+                lane.read_stamped += 1
             ids.append(pid)
             times.append(t)
             if payload is not None:
@@ -371,31 +509,54 @@ class Engine:
         if self.target is not None:
             if self.armed is not None and not twin:
                 self.comp.observe(now - self.armed - self.timing.spin_s)
+                if self.comp_hi is not None:
+                    self.comp_hi.observe(now - self.armed - self.timing.spin_s)
             at = self.release_at or self.target
             if now < at:
                 self.early_wakeups += 1
-                if at - now <= max(SPIN_MAX_S, self.comp.value_s) + self.timing.spin_s:
+                if at - now <= max(SPIN_MAX_S, self._comp_s()) + self.timing.spin_s:
                     self.spins += 1
                     while now < at:
                         now = time.monotonic()
             self.target = None
         self.first_send = None
         decided = time.monotonic()
+        sparse = self.sparse
         for lane in self.lanes:
-            self._release_lane(lane, decided, b"")
+            self._release_lane(lane, decided, b"", ahead_ok=sparse)
         if self.lag is not None and self.timing.lag and self.first_send is not None \
                 and not twin:
             self.lag.observe(self.first_send - decided)
         self._rearm(now)
 
+    @property
+    def sparse(self) -> bool:
+        """Sparse traffic (reads SPARSE_S apart on average: pings, a request now and then):
+        a timer release is picked ahead and sent through the gate, the timer armed at the
+        90th percentile of its wake-up latency; an early wake-up then only spins. Under
+        load (measured, bench/engine_stamps.py) that spin cost a third of a core more and
+        made releases later, as the busy loop held the CPU the packet path needed."""
+        return self.stamper is not None and self.timing.lead and self.read_gap > SPARSE_S
+
+    def _comp_s(self) -> float:
+        hi = self.comp_hi
+        return hi.value_s if hi is not None and self.sparse else self.comp.value_s
+
     def _lag_s(self) -> float:
         """How long after a release decision its verdict is expected to leave (Timing.lag)."""
         return self.lag.value_s if self.lag is not None and self.timing.lag else 0.0
 
-    def _release_lane(self, lane: Lane, upto: float, prefix: bytes) -> None:
-        """Release what is due by `upto`, a time the clock has passed; lateness is counted
-        at the expected send (Timing.lag), which only adds."""
-        ids, dups = lane.core.release(upto, now=upto + self._lag_s())
+    def _release_lane(self, lane: Lane, upto: float, prefix: bytes,
+                      ahead_ok: bool = False) -> None:
+        """Release what is due by `upto` (a time the clock has passed); lateness is
+        counted at the expected send (Timing.lag). With the audit and Timing.lead, a
+        timer's release (ahead_ok) picks what is due by upto + the send lag + the lead
+        and sends once the clock is within the lead of the last deadline picked (the
+        send gate; the read path releases only what is already due: it never waits)."""
+        k = self.lead_s
+        gate = ahead_ok and self.stamper is not None and self.timing.lead
+        ahead = k + self._lag_s() if gate else 0.0
+        ids, dups = lane.core.release(upto + ahead, now=upto + max(self._lag_s(), ahead))
         q = lane.nfq.queue
         if ids:
             if lane.core.reorder:
@@ -408,6 +569,14 @@ class Engine:
             return
         if self.first_send is None:
             self.first_send = time.monotonic()
+        if gate and ids:
+            # picked ahead by the expected Python work; the send itself waits until only
+            # the kernel's own part (k, the audit's floor) is left before the last deadline
+            until = lane.core.last_released - k
+            if time.monotonic() < until:
+                self.send_spins += 1
+                while time.monotonic() < until:
+                    pass
         lane.nfq.send(msg)
         for pid in dups:
             self._inject(lane.stash.pop(pid, None))
@@ -451,7 +620,9 @@ class Engine:
             lasts = [x for lane in self.lanes
                      if (x := lane.core.last_due(head + self.batch_s / 2)) is not None]
             self.release_at = max(lasts, default=head)
-        self.armed = self.release_at - (self.comp.value_s if self.timing.comp else 0.0) \
+        if self.stamper is not None and self.timing.lead and self.sparse:   # _release_lane
+            self.release_at -= self.lead_s + self._lag_s()
+        self.armed = self.release_at - (self._comp_s() if self.timing.comp else 0.0) \
             - self.timing.spin_s
         self.timer.arm(self.armed)
         if self.twin_timer is not None:
@@ -463,22 +634,30 @@ class Engine:
         ru = resource.getrusage(resource.RUSAGE_SELF)
         kernel = {kq.get("queue"): kq for kq in kernel_queue_stats()}
         dirs = []
-        for lane in self.lanes:
+        for i, lane in enumerate(self.lanes):
             kq = kernel.get(lane.nfq.queue, {})
             d = lane.core.stats.report(
                 lane.name, lane.core.held, queue=lane.nfq.queue, gso=lane.nfq.gso,
                 copy_packet=lane.nfq.copy_packet, limit=lane.core.limit,
                 reorder=lane.core.reorder, netlink_errors=lane.nfq.errors,
-                kernel_tstamps=lane.tstamp_used, wakeups=lane.wakeups, recvs=lane.nfq.recvs,
+                kernel_tstamps=lane.tstamp_used, read_stamped=lane.read_stamped,
+                lead_us=lane.lead_s * 1e6, wakeups=lane.wakeups, recvs=lane.nfq.recvs,
                 messages=lane.nfq.msgs, verdict_sends=lane.nfq.sends)
             dirs.append(replace(d, nfq_queue_dropped=kq.get("queue_dropped"),
-                                nfq_user_dropped=kq.get("user_dropped")))
+                                nfq_user_dropped=kq.get("user_dropped"),
+                                wire=self._wire(i, lane)))
         run_s, wait_s = schedstat()
         return EmulStats("userspace", tuple(dirs), alive=True, instance=os.getpid(),
                          cpu_user_s=ru.ru_utime, cpu_sys_s=ru.ru_stime, run_s=run_s,
                          run_wait_s=wait_s, wall_s=time.monotonic() - self.started,
                          steal_s=host_steal_s(),
                          extra={"uptime_s": time.monotonic() - self.started,
+                                "arrival_stamp": self.stamp_note,
+                                "lead_s": self.lead_s,
+                                "audit": {"ticks": self.audit_ticks,
+                                          "send_spins": self.send_spins,
+                                          "lead_raises": self.lead_raises,
+                                          "lead_cuts": self.lead_cuts},
                                 "wake_compensation_s": self.comp.value_s,
                                 "send_lag_s": self._lag_s(),
                                 "timer_wakeups": self.timer_wakeups,
@@ -500,6 +679,19 @@ class Engine:
                                            "busy_hist": list(self.busy_hist)},
                                 "profile": self.profile.to_dict()})
 
+    def _wire(self, i: int, lane: Lane) -> Lateness | None:
+        """The wire audit of one direction (bpf.Stamper), None without one or while the
+        direction has jitter (its configured delay is then only a mean)."""
+        if self.stamper is None or lane.core.d.jitter_s > 0:
+            return None
+        try:
+            w = self.stamper.read(i)
+        except OSError:
+            return None
+        return Lateness(w.count, w.sum_ns * 1e-9 / w.count if w.count else 0.0,
+                        (w.max_ns or 0) * 1e-9, w.hist,
+                        min_s=None if w.min_ns is None else w.min_ns * 1e-9)
+
     def handle(self, req: dict) -> dict:
         op = req.get("op")
         if op == "ping":
@@ -514,6 +706,8 @@ class Engine:
                     self._on_readable(lane)      # packets read while waiting for the ack
                 self.profile = profile
                 self.set_windows()
+                self._audit_delays()
+                self.audit_skip = True       # packets held under the old delay
                 self._rearm(time.monotonic())
             return {"ok": True}
         return {"ok": False, "error": f"unknown op {op!r}"}
@@ -581,6 +775,12 @@ class Engine:
                     " wake-up, kept off its CPU"
                 self._track_cpu()
             print(f"engine: standby waker {self.twin_note}", flush=True)
+        if self.stamper is not None:
+            def tick() -> None:
+                with self.lock:
+                    self.audit_tick()
+                loop.call_later(AUDIT_EVERY_S, tick)
+            loop.call_later(AUDIT_EVERY_S, tick)
         self.control_path.unlink(missing_ok=True)
         server = await asyncio.start_unix_server(self.serve_client, path=str(self.control_path))
         # Few cycles are created on the packet path; a collection pause is a late release.
@@ -607,6 +807,8 @@ class Engine:
                 self.twin_timer.close()
             if qos_fd is not None:
                 os.close(qos_fd)           # the kernel drops the request
+            if self.stamper is not None:
+                self.stamper.close()       # the kernel detaches the programs
             self.control_path.unlink(missing_ok=True)
             print("engine: stopped", flush=True)
 
@@ -658,6 +860,13 @@ class Engine:
         ready.wait(2)
         print(f"engine: {name} thread {getattr(self, note)}", flush=True)
         return t, stop_w
+
+
+def _leads(lane: Lane) -> bool:
+    """Whether a direction's audit minimum can teach the release lead: it holds packets
+    for a plain delay (no jitter: a jittered deadline is not the configured delay)."""
+    d = lane.core.d
+    return d.delay_s > 0 and d.jitter_s <= 0
 
 
 def schedstat() -> tuple[float | None, float | None]:
