@@ -61,6 +61,11 @@ def _paths(a: argparse.Namespace) -> None:
     if a.cmd == "plan":      # read-plan options: checked even where a scenario ignores them
         from rig.description.rootfile import cli as rootfile_cli
         rootfile_cli.options(a)
+    if a.cmd == "run" and a.out and (Path(a.out) / "results.sqlite").exists():
+        # a second run into the same folder would add its rows to the first's (same run
+        # id): two runs read back as one, the killed one's faults on the new one's points
+        raise InputError("already holds a run's results.sqlite: give a new or empty folder",
+                         key="--out", value=a.out)
     if a.cmd == "doctor":
         _ranged("--port", a.port, 1, 65535)
     if a.cmd == "compare":

@@ -104,3 +104,17 @@ def test_version_one_prefix_percent_options_and_no_doubled_percent() -> None:
         assert "%%" not in rig(cmd, "--help").stdout
     from rig.cli import _share
     assert _share("5%") == 0.05 and _share("0.05") == 0.05
+
+
+def test_run_refuses_an_out_folder_that_holds_a_run(tmp_path) -> None:
+    """Two runs into one --out folder read back as one (the same run id): a killed run's
+    fault rows landed on the next run's points. Refused in one line, nothing started."""
+    import subprocess
+    import sys
+    (tmp_path / "results.sqlite").write_bytes(b"")
+    r = subprocess.run([sys.executable, "-m", "rig", "run", "scenarios/quick.yaml", "--out",
+                        str(tmp_path)], capture_output=True, text=True, timeout=120,
+                       cwd=Path(__file__).resolve().parent.parent)
+    assert r.returncode == 2 and "--out" in r.stderr and "already holds a run" in r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and sorted(p.name for p in tmp_path.iterdir()) \
+        == ["results.sqlite"]
