@@ -2,8 +2,9 @@
 be one `rig plan` prints, its named placeholders filled in.
 
 A plan command is compared token by token (shlex) with an executed one: the plan's
-prefix `rig0000` stands for the run's, and a `<name>` inside a token stands for any text
-(a value known only at run time). Run from the command line it prints the coverage
+prefix `rig0000` stands for the run's, its first address range (198.18.0.0/24) for the
+one the run leased, and a `<name>` inside a token stands for any text (a value known
+only at run time). Run from the command line it prints the coverage
 figure and what the plan missed:
 
     .venv/bin/python tests/planlog.py SCENARIO.yaml OUT/commands.log
@@ -32,13 +33,32 @@ def executed(log: Path) -> list[str]:
     return out
 
 
-def _token(tmpl: str, prefix: str) -> re.Pattern[str]:
+PLAN_NET = "198.18.0."
+
+
+def fills(commands: list[str]) -> dict[str, str]:
+    """What the plan's placeholders stood for in this run: its prefix and address range
+    (read off the commands that made its namespaces)."""
+    text = "\n".join(commands)
+    prefix = re.search(r"\bip netns add (rig[0-9a-f]{4})-", text)
+    net = re.search(r"\baddr add (198\.1[89]\.\d+\.)\d+/", text)
+    return {PREFIX: prefix.group(1) if prefix else PREFIX,
+            PLAN_NET: net.group(1) if net else PLAN_NET}
+
+
+def _fill(s: str, fill: dict[str, str]) -> str:
+    for k, v in fill.items():
+        s = s.replace(k, v)
+    return s
+
+
+def _token(tmpl: str, fill: dict[str, str]) -> re.Pattern[str]:
     parts, at = [], 0
     for m in _HOLE.finditer(tmpl):
-        parts.append(re.escape(tmpl[at:m.start()].replace(PREFIX, prefix)))
-        parts.append(".+?" if m.group() != "<>" else "")
+        parts.append(re.escape(_fill(tmpl[at:m.start()], fill)))
+        parts.append(".+?")
         at = m.end()
-    parts.append(re.escape(tmpl[at:].replace(PREFIX, prefix)))
+    parts.append(re.escape(_fill(tmpl[at:], fill)))
     return re.compile("".join(parts), re.S)
 
 
@@ -52,7 +72,7 @@ class Template:
             p.fullmatch(t) for p, t in zip(self.tokens, toks))
 
 
-def templates(plan: Plan, prefix: str) -> list[Template]:
+def templates(plan: Plan, fill: dict[str, str]) -> list[Template]:
     """Every command the plan prints (its argv and environment; notes left out)."""
     out, seen = [], set()
     for a in plan.actions:
@@ -62,13 +82,13 @@ def templates(plan: Plan, prefix: str) -> list[Template]:
             line = fmt(i.argv, i.env)
             if line not in seen:
                 seen.add(line)
-                out.append(Template(line, [_token(t, prefix) for t in shlex.split(line)]))
+                out.append(Template(line, [_token(t, fill) for t in shlex.split(line)]))
     return out
 
 
-def missing(plan: Plan, commands: list[str], prefix: str) -> list[str]:
+def missing(plan: Plan, commands: list[str]) -> list[str]:
     """The executed commands no plan command matches (in their order, repeats kept)."""
-    ts = templates(plan, prefix)
+    ts = templates(plan, fills(commands))
     out = []
     for c in commands:
         toks = shlex.split(c)
@@ -82,8 +102,7 @@ def main(argv: list[str]) -> int:
     from rig.orchestration.plan import build_plan
     sc, log = scenario.load(Path(argv[0])), Path(argv[1])
     cmds = executed(log)
-    prefix = re.search(r"\brig[0-9a-f]{4}\b", " ".join(cmds))
-    miss = missing(build_plan(sc), cmds, prefix.group() if prefix else PREFIX)
+    miss = missing(build_plan(sc), cmds)
     for c in miss:
         print("not in the plan:", c)
     print(f"coverage: {len(cmds) - len(miss)} of {len(cmds)} executed commands are in the plan")

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 
 from rig.description import steps as S
+from rig.description.profile import LinkProfile
 from rig.description.scenario import LOCAL, Scenario, background_on, runs_on, uses_tls
 from rig.orchestration.actions import PREFIX, Action, Item, Plan, comment, fmt, text
 from rig.orchestration.acts import background, check, data, emulate, group, hosts, note
@@ -36,6 +37,7 @@ class _Draft:
         self.acts: list[Action] = []
         self.names: dict[str, netns.RealizedPath] = {}     # path -> its names, addresses
         self.last: dict[str, str] = {}        # path -> its latest action
+        self.emulated: dict[str, LinkProfile] = {}    # path -> the profile in force
         self.steps = S.expand(sc)
 
     def add(self, a: Action, deps: list[str] | tuple[str, ...] | None = None) -> str:
@@ -59,7 +61,8 @@ def build_plan(sc: Scenario) -> Plan:
             continue                  # run with the first of its joint set
         _step(d, step)
     # it undoes what the setup built, once the last action is done
-    d.add(teardown.Teardown("teardown", items=tuple(teardown.items(sc, d.wd))),
+    shown = [(p, d.names[p.name], d.emulated.get(p.name)) for p in sc.paths]
+    d.add(teardown.Teardown("teardown", items=tuple(teardown.items(sc, d.wd, shown))),
           deps=list(dict.fromkeys([a.id for a in d.acts if a.phase == "setup"]
                                   + [d.acts[-1].id])))
     plan = Plan(header, tuple(d.acts))
@@ -80,7 +83,7 @@ def _header(sc: Scenario) -> tuple[str, ...]:
 def _setup(d: _Draft) -> None:
     """Prepare, tune, hosts, data, pinning, then each path, its TLS and its servers."""
     sc = d.sc
-    d.add(prepare.Prepare("prepare"))      # results store, environment, the run's subnet
+    d.add(prepare.Prepare("prepare", items=tuple(prepare.items())))   # store, environment, subnet
     if sc.tunes_local():
         d.add(tune.Tune("tune", items=tuple(tune.items(sc))))
     if sc.remote_hosts():       # SSH connections, run directories, data, tuning there
@@ -146,7 +149,9 @@ def _before(d: _Draft, step: S.Step) -> None:
     out = [text(f"# step {step.number}: {step.label()}")]
     if n.site is not None and step.profile is not None:
         rhost = step.path.router_host or LOCAL
-        out += [i if not i.argv else _with_host(i, rhost) for i in emulate.items(step, n.site)]
+        out += [i if not i.argv else _with_host(i, rhost)
+                for i in emulate.items(step, n.site, d.emulated.get(name))]
+        d.emulated[name] = step.profile
     d.add(emulate.Emulate(f"step:{k}:emulate", items=tuple(out),
                           host=step.path.router_host or LOCAL, path=name, step=k),
           deps=list(dict.fromkeys(prev)))
@@ -163,7 +168,7 @@ def _after(d: _Draft, step: S.Step) -> None:
         d.add(background.BackgroundStop(f"step:{k}:background:stop", items=tuple(
             background.stop_items()), host=host, path=name, step=k))
     d.last[name] = d.add(check.CheckAfter(f"step:{k}:check-after", items=tuple(
-        check.after_items(d.sc, step)), host=host, path=name, step=k))
+        check.after_items(d.sc, step, d.names[name])), host=host, path=name, step=k))
 
 
 def _with_host(i: Item, host: str) -> Item:

@@ -105,8 +105,8 @@ class Run(Context):
     def _signal_row(self) -> None:
         if self.signals.deferred is not None and self.at is not None:
             self.event(self.at[0], self.at[1], "fault",
-                        f"signal: signal {self.signals.deferred} during teardown; the teardown "
-                        "finished first")
+                       f"signal: signal {self.signals.deferred} during teardown; the teardown "
+                       "finished first")
 
     def _keep_logs(self) -> None:
         """Server and engine logs move to the output folder before the workdir goes."""

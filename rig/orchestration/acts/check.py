@@ -11,13 +11,14 @@ from typing import Any
 
 from rig.description import steps as S
 from rig.description.linkstats import EmulStats, emulation_late, late_wakeups
-from rig.description.scenario import Scenario
+from rig.description.scenario import LOCAL, Scenario
 from rig.errors import RigError
 from rig.orchestration import faults, storagecheck
 from rig.orchestration.actions import PREFIX, Action, Item, cmd, comment, text
 from rig.orchestration.context import Context, Live
-from rig.orchestration.pathcheck import (CAPACITY_BUFFER, capacity_source, capacity_timing,
-                                         iperf3_argv, ping_argv, validate_path)
+from rig.orchestration.pathcheck import (capacity_shown, capacity_source, ping_argv,
+                                         validate_path)
+from rig.orchestration.sides import TCP_KEYS
 from rig.process.proc import ns_argv
 from rig.realization import netns, tuning
 from rig.results.store import EngineStatsRow, ValidationRow
@@ -42,32 +43,58 @@ class CheckAfter(Action):
 
 def before_items(sc: Scenario, steps: list[S.Step], step: S.Step,
                  n: netns.RealizedPath) -> list[Item]:
-    v, host = sc.validation, step.path.client_host
-    secs, omit = capacity_timing(step.rtt_ms, v.iperf_seconds)
-    ping = cmd(ns_argv(n.client_ns, ping_argv(n.server_addr, v.ping_count, v.ping_interval_s)),
-               host)
+    """The TCP settings the rows record, read at each end; ping; the capacity run where
+    this step measures it; the storage check."""
+    v = sc.validation
+    out = _tcp_reads(step, n)
+    out.append(_ping(sc, step, n))
     src = capacity_source(steps, step, v.capacity)
-    check = [ping, text(comment(
-        f"capacity: step {S.shown_step(src)}'s (validation.capacity: once; measured here "
-        "if it had none or the ping flags this step)")) if src is not None else
-             cmd(ns_argv(n.client_ns, iperf3_argv(n.server_addr, servers.IPERF3_PORT,
-                                                  v.iperf_streams, secs, omit=omit)), host, note=(
-                 "   # + -w net.core.{r,w}mem_max when it beats the namespace's tcp_rmem"
-                 if n.site is None or (step.rtt_ms or 0.0) < 1.0 else
-                 f"   # with tcp_rmem/tcp_wmem max {CAPACITY_BUFFER >> 20} MiB in the client"
-                 " and server namespaces for this run only (then the scenario's again);"
-                 " -P raised where the windows cannot carry 20 Gbit/s"))]
+    if src is not None:
+        out.append(text(comment(
+            f"capacity: step {S.shown_step(src)}'s (validation.capacity: once; measured "
+            "here, as below after the transfers, if it had none or the ping flags this "
+            "step)")))
+    else:
+        out += _capacity(sc, step, n)
     if sc.storage.on_disk:          # the storage check and the page-cache drops
-        check += [text(ln) for ln in storagecheck.plan_step(sc, step, PREFIX)]
-    return check
+        out += [text(ln) for ln in storagecheck.plan_step(sc, step, PREFIX)]
+    return out
 
 
-def after_items(sc: Scenario, step: S.Step) -> list[Item]:
-    return [text(comment(f"again after step {step.number}'s transfers: the same ping and "
-                         "iperf3 (its check)" if sc.validation.after == "full" else
-                         f"again after step {step.number}'s transfers: the same ping only "
-                         "(validation.after: ping; the iperf3 too if the ping or the "
-                         "engine's counters flag the step)"))]
+def after_items(sc: Scenario, step: S.Step, n: netns.RealizedPath) -> list[Item]:
+    full = sc.validation.after == "full"
+    out = [text(comment(f"again after step {step.number}'s transfers: the ping" + (
+        " and the capacity run (validation.after: full)" if full else
+        "; the capacity run too if the ping or the engine's counters flag the step "
+        "(validation.after: ping)"))), _ping(sc, step, n)]
+    return out + _capacity(sc, step, n)
+
+
+def _ping(sc: Scenario, step: S.Step, n: netns.RealizedPath) -> Item:
+    v = sc.validation
+    return cmd(ns_argv(n.client_ns, ping_argv(n.server_addr, v.ping_count, v.ping_interval_s)),
+               step.path.client_host)
+
+
+def _tcp_reads(step: S.Step, n: netns.RealizedPath) -> list[Item]:
+    """_tuned: the TCP settings in force at each end, read in its namespace (this host's
+    own from /proc/sys, a remote host's by its agent: no command)."""
+    out = []
+    for host, ns in ((step.path.client_host, n.client_ns), (step.path.server_host, n.server_ns)):
+        if host == LOCAL and ns:
+            out += [cmd(tuning.read_argv(ns, k), host) for k in TCP_KEYS]
+    return out
+
+
+def _capacity(sc: Scenario, step: S.Step, n: netns.RealizedPath) -> list[Item]:
+    v = sc.validation
+    own = () if step.path.kind == "real" else tuple(
+        ns for ns in (n.client_ns, n.server_ns) if ns)
+    shown = capacity_shown(n.client_ns, own, n.server_addr, servers.IPERF3_PORT,
+                           v.iperf_streams, step.rtt_ms, v.iperf_seconds,
+                           local=step.path.client_host == LOCAL)
+    return [cmd(ns_argv(n.client_ns, a) if a[0] == "iperf3" else a, step.path.client_host,
+                note=note) for a, note in shown]
 
 
 def _check_before(ctx: Context, step: S.Step) -> None:
@@ -117,14 +144,14 @@ def _validate(ctx: Context, step: S.Step, live: Live, phase: str, common: dict,
         cap = (f"capacity {v['capacity_bps'] / 1e9:.2f} Gbit/s of step {reused[0]}"
                if reused else f"capacity {v['capacity_note']}")
         ctx.say(f"  validate ({phase}): ping {rtt} (±{v['rtt_ms_stddev'] or 0:.3f}), "
-                 f"{cap}{flag}")
+                f"{cap}{flag}")
         return v
     cap = f"{v['iperf_bps'] / 1e9:.2f} Gbit/s" if v["iperf_bps"] else "n/a"
     if v.get("capacity_note"):
         cap += f" (capacity {v['capacity_note']})"
     srtt = f"{v['iperf_srtt_ms']:.2f} ms" if v["iperf_srtt_ms"] else "n/a"
     ctx.say(f"  validate ({phase}): ping {rtt} (±{v['rtt_ms_stddev'] or 0:.3f}), "
-             f"iperf3 -P {v['iperf_streams']} {cap} srtt {srtt}{flag}")
+            f"iperf3 -P {v['iperf_streams']} {cap} srtt {srtt}{flag}")
     return v
 
 
@@ -159,7 +186,7 @@ def _engine_stats(ctx: Context, step: S.Step, live: Live, phase: str) -> bool:
         ctx.say(f"  EMULATION LATE (transfers): {'; '.join(late)}")
     elif late:   # the check's iperf3 loads the path to its capacity on purpose
         ctx.say(f"  emulation late during the path check ({phase.removeprefix('check-')}"
-                 f"; its capacity is the engine's under that load): {'; '.join(late)}")
+                f"; its capacity is the engine's under that load): {'; '.join(late)}")
     return bool(late)
 
 

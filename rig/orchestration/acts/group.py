@@ -10,7 +10,6 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rig.description import steps as S
 from rig.description.scenario import LOCAL, Scenario, runs_on
@@ -55,25 +54,31 @@ def items(sc: Scenario, g: S.Group, n: netns.RealizedPath, step: S.Step, wd: Pat
             max_s=capture.wait_s(sc.transfer_timeout_s))),
             note="   # header capture during the group, then read with scapy")
             for iface in (site.to_server_if, site.to_client_if)]
-    shown: dict[str, Any] = {}
-    for job in jobs:        # one line per origin the group is spread over
-        shown.setdefault(job.origin, job)
-    for job in shown.values():
-        for path, body in job.files:       # an extreme copy's metalink
-            out.append(text(f"# write {path}:"))
-            out += [text(f"#   {ln}") for ln in body.strip().splitlines()]
+    seen: set[tuple] = set()
+    origins = len({job.origin for job in jobs})
+    for i, job in enumerate(jobs):    # one line per distinct command of its instances
         one = g.client.cpus if isinstance(g.client.cpus, str) else None
         pre, argv = pinned(wd.name, f"client-{g.client.name}", one or job.cpus,
                            a.command(job), local=not at and one is not None)
-        if isinstance(g.client.cpus, tuple):
+        argv, env = ns_argv(n.client_ns, argv), a.env(job)
+        key = (tuple(argv), tuple((env or {}).items()))
+        if key in seen:
+            continue
+        for path, body in job.files:       # an extreme copy's metalink
+            out.append(text(f"# write {path}:"))
+            out += [text(f"#   {ln}") for ln in body.strip().splitlines()]
+        if not seen and isinstance(g.client.cpus, tuple):
             out.append(text(f"# instance i on CPU set i of "
                             f"{', '.join(g.client.cpus[:g.concurrency])} (taskset -c each)"))
         out += [text(x) for x in pre]
-        note = f"   # x{g.concurrency} at once" if g.concurrency > 1 else ""
-        if len(shown) > 1:
-            note += f", round-robin over {len(shown)} origins"
-        out.append(cmd(ns_argv(n.client_ns, argv), host, a.env(job),
-                       note + f"   # repeat {g.repeat + 1}"))
+        if seen:
+            note = f"   # instance {i + 1}"
+        else:
+            note = f"   # x{g.concurrency} at once" if g.concurrency > 1 else ""
+            if origins > 1:
+                note += f", round-robin over {origins} origins"
+        seen.add(key)
+        out.append(cmd(argv, host, env, note + f"   # repeat {g.repeat + 1}"))
     return out
 
 
@@ -126,7 +131,7 @@ def _run_joint_group(ctx: Context, step: S.Step, gi: int) -> None:
             _step_aborted(ctx, m, live, e)
         except threading.BrokenBarrierError:    # another path of the set stopped first
             ctx.say(f"  {m.path.name}: group not started (another path of the joint "
-                     "set stopped before the start)")
+                    "set stopped before the start)")
         except BaseException as e:  # noqa: BLE001 - raised again below, in this thread
             start.abort()
             failed.append(e)

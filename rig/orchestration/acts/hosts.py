@@ -58,7 +58,7 @@ def _open_hosts(ctx: Context, stack: contextlib.ExitStack) -> None:
         info[n] = {k: v for k, v in proc.remote_op(h, {"op": "info"}, timeout=30).items()
                    if k in ("kernel", "machine", "hostname", "cpus", "python")}
         ctx.say(f"host {n}: connected ({h.ssh}, {info[n]['hostname']}, kernel "
-                 f"{info[n]['kernel']}), run directory {rd}")
+                f"{info[n]['kernel']}), run directory {rd}")
         hosts.check_tools(h, ctx.sc)
         if n in servers_on:
             ctx.remote_data[n] = hosts.write_data(h, rd, ctx.sc.files)

@@ -9,6 +9,7 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
+from rig.description.kinds import AUTO
 from rig.description.scenario import (LOCAL, PathSpec, Scenario, path_mtu, path_tuning,
                                       server_count)
 from rig.errors import RigError
@@ -17,9 +18,16 @@ from rig.orchestration.actions import PREFIX, Action, Item, cmd, comment, text
 from rig.orchestration.context import Context, Live
 from rig.process.remote import Host
 from rig.realization import netns, remote_router, tuning
-from rig.realization.emul import chain
+from rig.realization.emul import chain, netem
 from rig.realization.emul.choose import make_backend
 from rig.realization.emul.none import NoneBackend
+
+
+# what rig.realization.emul.choose.auto_backend_name runs, netem's then the userspace
+# engine's (userspace.kernel_has_nfqueue's argv, which it does not name)
+AUTO_PROBES = (netem.netem_probe_argv(),
+               ["unshare", "--net", "--", "iptables", "-w", "5", "-A", "FORWARD", "-j",
+                "NFQUEUE", "--queue-num", "0"])
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,10 @@ def items(sc: Scenario, i: int, p: PathSpec, wd: Path) -> tuple[netns.RealizedPa
     n = netns.lay_out(sc.topology, PREFIX, i, p.name, "198.18.0.0/24", workdir=wd / p.name,
                       servers=server_count(sc, p), ip=p.ip or 4)
     out += [cmd(a) for a in netns.build_argv(n, mtu=path_mtu(sc, p))]
+    if p.backend == AUTO:
+        out.append(text(comment("backend auto: the kernel probed in rank order (throwaway "
+                                "namespaces), up to the first backend that works:")))
+        out += [cmd(a) for a in AUTO_PROBES]
     out += [text(f"# write {netns.ETC_NETNS / ns / 'resolv.conf'} (no resolver in the "
                  "namespace)") for ns in n.namespaces]
     for node in n.nodes:
@@ -121,13 +133,13 @@ def _router_path(ctx: Context, stack: contextlib.ExitStack, i: int, p: PathSpec)
     stack.callback(_unroute, ctx, h, p.name, before)
     if site.end:
         ctx.say(f"host {h.name}: emulates path {p.name} on its {site.end} end "
-                 f"({site.to_client_if}, ingress through {site.ifb})")
+                f"({site.to_client_if}, ingress through {site.ifb})")
     else:
         remote_router.set_forwarding(h, "1")
     stack.callback(_remove_backend, live)
     if not site.end:
         ctx.say(f"host {h.name}: routes path {p.name} ({site.to_client_if} <-> "
-                 f"{site.to_server_if}), {remote_router.FORWARD}=1 (was {before})")
+                f"{site.to_server_if}), {remote_router.FORWARD}=1 (was {before})")
     return live
 
 
@@ -137,7 +149,7 @@ def _unroute(ctx: Context, h: Host, path: str, before: str | None) -> None:
             remote_router.set_forwarding(h, before)
     except RigError as e:
         ctx.say(f"host {h.name}: {remote_router.FORWARD} not restored ({e}); "
-                 "`rig clean` retries")
+                "`rig clean` retries")
         return
     ctx.state.data["hosts"].get(h.name, {}).get("router", {}).pop(path, None)
     ctx.state.save()
@@ -164,8 +176,8 @@ def _build_path(ctx: Context, stack: contextlib.ExitStack, i: int, p: PathSpec) 
                     client=ctx.here, server=ctx.here)
         stack.callback(_remove_backend, live)
     ctx.say(f"path {p.name}: client {live.client_ns or 'host'} on {p.client_host} -> "
-             f"server {live.server_addr} ({live.server_ns or 'host'}) on {p.server_host}, "
-             f"backend {live.backend.name}")
+            f"server {live.server_addr} ({live.server_ns or 'host'}) on {p.server_host}, "
+            f"backend {live.backend.name}")
     return live
 
 

@@ -43,7 +43,7 @@ def _pinning(ctx: Context, stack: contextlib.ExitStack) -> None:
         ctx.pin_env["method"] = ctx.pinning.method
     ctx.store.set_env("cpu_pinning", ctx.pin_env)
     ctx.say(f"cpus: pinned by {ctx.pin_env['method']}"
-             + (f" ({ctx.pinning.root})" if ctx.pinning else ""))
+            + (f" ({ctx.pinning.root})" if ctx.pinning else ""))
     local = {p.client_host for p in ctx.sc.paths} == {LOCAL}
     for c in ctx.sc.clients:
         # one set for every instance: a cgroup; one per instance: taskset each

@@ -1,5 +1,5 @@
-"""Prepare: the run's environment recorded in the store, its subnet leased. Nothing is
-printed for it (it starts no process)."""
+"""Prepare: the run's environment recorded in the store (this host's kernel, sysctls
+read from /proc/sys, the tool versions: the commands it runs), its subnet leased."""
 from __future__ import annotations
 
 import contextlib
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from rig.description import steps as S
 from rig.description.scenario import path_tuning
 from rig.orchestration import hostinfo
-from rig.orchestration.actions import Action
+from rig.orchestration.actions import Action, Item, cmd, comment, text
 from rig.orchestration.context import Context
 from rig.realization import netns
 
@@ -21,6 +21,11 @@ class Prepare(Action):
     def execute(self, ctx: Context, stack: contextlib.ExitStack) -> None:
         _env_snapshot(ctx, stack)
         ctx.subnet = netns.lease_subnet(ctx.prefix)
+
+
+def items() -> list[Item]:
+    return [text(comment("this host's tool versions, each where installed:")),
+            *(cmd(a) for a in hostinfo.probe_argvs())]
 
 
 def _env_snapshot(ctx: Context, stack: contextlib.ExitStack) -> None:

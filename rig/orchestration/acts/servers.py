@@ -9,7 +9,7 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from rig.description.scenario import (LOCAL, Scenario, background_on, client_concurrency,
+from rig.description.scenario import (LOCAL, PathSpec, Scenario, background_on, client_concurrency,
                                       runs_on, uses_tls)
 from rig.orchestration import origins, storagecheck
 from rig.orchestration.actions import PREFIX, Action, Item, cmd, text
@@ -53,6 +53,14 @@ def plans(sc: Scenario, n: netns.RealizedPath,
     return {name: [with_tls(p) for p in ps] for name, ps in out.items()}
 
 
+def iperf3_servers(sc: Scenario, spec: PathSpec) -> int:
+    """iperf3 servers on a path (besides competing flows'): one serves one test at a
+    time, so as many as iperf3 clients run at once there (the path check's is the first)."""
+    iperfs = [c for c in sc.clients
+              if tools.get(c.tool).caps.uses_iperf_servers and runs_on(c, spec)]
+    return max((n for c in iperfs for n in client_concurrency(sc, c)), default=1)
+
+
 def items(sc: Scenario, n: netns.RealizedPath, wd: Path, host: str = LOCAL) -> list[Item]:
     at = "" if host == LOCAL else f"@{host} "
     out: list[Item] = []
@@ -71,6 +79,10 @@ def items(sc: Scenario, n: netns.RealizedPath, wd: Path, host: str = LOCAL) -> l
     for i, b in enumerate(background_on(sc, sc.paths[n.index])):   # one per competing flow
         out.append(cmd(ns_argv(n.server_ns, servers.iperf3_server_argv(
             n.server_addr, servers.BACKGROUND_PORT + i)), host, note=f"   # for {b.name}"))
+    for extra in range(1, iperf3_servers(sc, sc.paths[n.index])):
+        out.append(cmd(ns_argv(n.server_ns, servers.iperf3_server_argv(
+            n.server_addr, servers.IPERF3_PORT + extra)), host,
+            note=f"   # iperf3 client instance {extra + 1}"))
     return out
 
 
@@ -110,7 +122,7 @@ def _start_servers(ctx: Context, stack: contextlib.ExitStack, live: Live, datadi
             effective[plan.origin] = side.cpus_allowed(rs.service)
             pin = f", cpus {effective[plan.origin]}" if plan.cpus else ""
             ctx.say(f"server {plan.origin} ({plan.spec.kind}) ready on {plan.addr} ports "
-                     + ", ".join(f"{k}={v}" for k, v in plan.ports.items()) + pin)
+                    + ", ".join(f"{k}={v}" for k, v in plan.ports.items()) + pin)
     ctx.origins_env[live.spec.name] = {
         p.origin: {"server": p.spec.name, "ns": p.ns, "addr": p.addr, "cpus": p.cpus,
                    "cpus_effective": effective[p.origin], "ports": p.ports,
@@ -130,15 +142,11 @@ def _start_servers(ctx: Context, stack: contextlib.ExitStack, live: Live, datadi
         stack.callback(s3.stop)
         ctx.state.record_pid(s3)
         live.bg_ports[b.name] = port
-    iperfs = [c for c in ctx.sc.clients
-              if tools.get(c.tool).caps.uses_iperf_servers and runs_on(c, live.spec)]
-    most = max((n for c in iperfs for n in client_concurrency(ctx.sc, c)), default=1)
-    for extra in range(1, most):
-        if iperfs:
-            s2 = start_iperf3_server(live.server_ns, live.server_addr, iperf_port + extra,
-                                     ctx.workdir / live.spec.name, **side.run_kw())
-            stack.callback(s2.stop)
-            ctx.state.record_pid(s2)
+    for extra in range(1, iperf3_servers(ctx.sc, live.spec)):
+        s2 = start_iperf3_server(live.server_ns, live.server_addr, iperf_port + extra,
+                                 ctx.workdir / live.spec.name, **side.run_kw())
+        stack.callback(s2.stop)
+        ctx.state.record_pid(s2)
 
 
 def _tls_identity(ctx: Context, live: Live) -> None:

@@ -21,10 +21,15 @@ class Tune(Action):
         _global_tuning(ctx, stack)
 
 
-def items(sc: Scenario) -> list[Item]:
+def wanted(sc: Scenario) -> dict[str, str]:
+    """The host-global sysctls the run writes (the host's allowed list a placeholder)."""
     own_cc = tuple(p.tuning.congestion_control for p in sc.paths
                    if p.tuning is not None and p.tuning.congestion_control)
-    return [cmd(a) for a in tuning.global_argv(sc.tuning, "<host's list>", own_cc)]
+    return tuning.global_wanted(sc.tuning, "<host's list>", own_cc)
+
+
+def items(sc: Scenario) -> list[Item]:
+    return [cmd(tuning.write_argv(None, k, v)) for k, v in wanted(sc).items()]
 
 
 def _global_tuning(ctx: Context, stack: contextlib.ExitStack) -> None:
@@ -40,7 +45,7 @@ def _global_tuning(ctx: Context, stack: contextlib.ExitStack) -> None:
                                                       at=f"paths[{i}].tuning")
             for k, why in lack.items():
                 ctx.say(f"path {p.name}: tuning {k} not applied ({why}; it came from "
-                         f"profile {pt.profile})")
+                        f"profile {pt.profile})")
                 lacking[f"{p.name}.{k}"] = why
             p = dataclasses.replace(p, tuning=pt)
         paths.append(p)
