@@ -1,7 +1,7 @@
 """Reads through a cache (server kind xcache): cold and warm, and what the cache fetched.
 
-Around each transfer group whose client reads through a cache (`rig.orchestration.run`
-calls `begin` before the group and `annotate` on its rows):
+Around each transfer group whose client reads through a cache (the XCache sampler of
+rig.orchestration.samplers calls `begin` before the group and `annotate` on its rows):
 
 - cold (`cache: cold`): every cache instance the group uses is emptied of the file first:
   once no process of the cache's namespace holds a file of its cache directory open (so
