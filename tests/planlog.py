@@ -24,11 +24,12 @@ _HOLE = re.compile(r"<[A-Za-z_][A-Za-z0-9_ .'-]*>")
 
 
 def executed(log: Path) -> list[str]:
-    """The commands of a commands.log, without their time column."""
+    """The commands of a commands.log, without their time column (a `# ...` line is a
+    note on the command before it, e.g. the cgroup it started in: no command)."""
     out = []
     for line in log.read_text().splitlines():
         t, _, cmd = line.strip().partition("  ")
-        if cmd.strip():
+        if cmd.strip() and not cmd.lstrip("'").startswith("#"):
             out.append(cmd.strip())
     return out
 
