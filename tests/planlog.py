@@ -41,7 +41,7 @@ def fills(commands: list[str]) -> dict[str, str]:
     """What the plan's placeholders stood for in this run: its prefix and address range
     (read off the commands that made its namespaces)."""
     text = "\n".join(commands)
-    prefix = re.search(r"\bip netns add (rig[0-9a-f]{4})-", text)
+    prefix = re.search(r"\b(rig[0-9a-f]{4})(?=[-/])", text)
     net = re.search(r"\baddr add (198\.1[89]\.\d+\.)\d+/", text)
     return {PREFIX: prefix.group(1) if prefix else PREFIX,
             PLAN_NET: net.group(1) if net else PLAN_NET}

@@ -57,7 +57,7 @@ def before_items(sc: Scenario, steps: list[S.Step], step: S.Step,
     else:
         out += _capacity(sc, step, n)
     if sc.storage.on_disk:          # the storage check and the page-cache drops
-        out += [text(ln) for ln in storagecheck.plan_step(sc, step, PREFIX)]
+        out += storagecheck.plan_step(sc, step, PREFIX)
     return out
 
 

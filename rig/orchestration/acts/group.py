@@ -14,7 +14,7 @@ from pathlib import Path
 from rig.description import steps as S
 from rig.description.scenario import LOCAL, Scenario, runs_on
 from rig.errors import RigError, StepAborted
-from rig.orchestration import capture, faults, samplers, threadsample, transfer
+from rig.orchestration import capture, faults, samplers, threadsample, transfer, xcache
 from rig.orchestration.actions import PREFIX, Action, Item, cmd, comment, text
 from rig.orchestration.acts.emulate import recover
 from rig.orchestration.acts.pinning import pinned
@@ -43,8 +43,8 @@ def items(sc: Scenario, g: S.Group, n: netns.RealizedPath, step: S.Step, wd: Pat
     host = step.path.client_host
     at = "" if host == LOCAL else f"@{host} "
     site = n.site
-    jobs = transfer.build_jobs(sc, g, server_plans(sc, n, swd), n.server_addr,
-                               servers.IPERF3_PORT, PREFIX)
+    plans = server_plans(sc, n, swd)
+    jobs = transfer.build_jobs(sc, g, plans, n.server_addr, servers.IPERF3_PORT, PREFIX)
     a = tools.get(g.client.tool)
     if site is not None and capture.wanted(step.path.capture, g.client.capture):
         name = capture.group_name(g.client.name, g.streams, g.concurrency, g.repeat, g.tls)
@@ -79,6 +79,7 @@ def items(sc: Scenario, g: S.Group, n: netns.RealizedPath, step: S.Step, wd: Pat
                 note += f", round-robin over {origins} origins"
         seen.add(key)
         out.append(cmd(argv, host, env, note + f"   # repeat {g.repeat + 1}"))
+    out += [cmd(argv, env=env, note=note) for argv, env, note in xcache.shown(g, jobs, plans, n)]
     return out
 
 
