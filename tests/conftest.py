@@ -40,8 +40,8 @@ def run_rig():
     from rigrun import rig_run
     from rig.results.store import Store
 
-    def run(scenario, out, *, timeout: float = 900):
-        rig_run(scenario, out, timeout=timeout)
+    def run(scenario, out, *, timeout: float = 900, check_plan: bool = True):
+        rig_run(scenario, out, timeout=timeout, check_plan=check_plan)
         return Store.open(out)
     return run
 
