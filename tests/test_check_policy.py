@@ -14,7 +14,7 @@ import pytest
 from rig.description import scenario, steps
 from rig.errors import InputError
 from rig.orchestration import pathcheck
-from rig.orchestration.plan import plan_lines
+from rig.orchestration.plan import build_plan, plan_lines
 from rig.process.proc import Result
 
 QUICK = Path(__file__).resolve().parent.parent / "scenarios" / "quick.yaml"
@@ -122,13 +122,23 @@ def test_a_flagged_ping_or_a_late_engine_runs_the_capacity_run_anyway(monkeypatc
     assert calls == ["ping", "iperf3"] and json.loads(row["raw"])["capacity_run_because"] is None
 
 
+def _capacity_runs(sc, check: str) -> int:
+    """Checks (ids ending in `check`) whose lines hold an iperf3 capacity run."""
+    return sum(1 for a in build_plan(sc).actions if a.id.endswith(check) and any(
+        "iperf3" in i.argv and "-c" in i.argv for i in a.items))
+
+
 def test_the_plan_says_which_checks_run_iperf3(tmp_path) -> None:
-    once = "\n".join(plan_lines(scenario.load(QUICK)))        # the quick run: once, ping
-    assert once.count(" iperf3 -c ") == 2        # 0 ms (no delay line) and 20 ms
+    sc = scenario.load(QUICK)                     # the quick run: once, ping
+    once = "\n".join(plan_lines(sc))
+    assert _capacity_runs(sc, "check-before") == 2        # 0 ms (no delay line) and 20 ms
     assert once.count("# capacity: step 2's (validation.capacity: once") == 2
-    assert once.count("the same ping only (validation.after: ping") == 4
+    # after the transfers: the ping, the capacity run shown as what a flag adds
+    assert once.count("the capacity run too if the ping or the engine's counters flag "
+                      "the step (validation.after: ping)") == 4
     f = tmp_path / "q.yaml"
     f.write_text(QUICK.read_text().replace("  capacity: once\n", "").replace(
         "  after: ping\n", ""))
-    full = "\n".join(plan_lines(scenario.load(f)))
-    assert full.count(" iperf3 -c ") == 4 and "ping only" not in full
+    full = scenario.load(f)
+    assert _capacity_runs(full, "check-before") == 4
+    assert "\n".join(plan_lines(full)).count("(validation.after: full)") == 4

@@ -211,3 +211,14 @@ def test_the_run_executed_the_printed_plan(run_dir):
     want = [a.id for a in build_plan(scenario.load(SCEN)).executed()]
     assert [a.action for a in done] == want
     assert {a.outcome for a in done} == {"ok"}
+
+
+def test_every_executed_command_is_in_the_plan(run_dir):
+    """Issue 39: commands.log holds only commands `rig plan` prints (placeholders filled)."""
+    import planlog
+    from rig.description import scenario
+    from rig.orchestration.plan import build_plan
+    ran = planlog.executed(run_dir / "commands.log")
+    assert len(ran) > 100
+    miss = planlog.missing(build_plan(scenario.load(SCEN)), ran)
+    assert not miss, "not in the plan:\n" + "\n".join(miss)

@@ -5,6 +5,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import planlog
 import pytest
 
 from rig.description import scenario
@@ -49,3 +50,7 @@ def test_the_run_executes_the_printed_plan(tmp_path):
     assert b.between_s < 0.05 * b.wall_s, b       # nearly all the time is in an action
     page = (out / "report.html").read_text()       # `rig run` draws it
     assert "<h2>Time budget</h2>" in page and "outside transfers" in page
+    # every command it executed is one the plan prints, its placeholders filled in (issue 39)
+    ran = planlog.executed(out / "commands.log")
+    miss = planlog.missing(plan, ran)
+    assert len(ran) > 50 and not miss, "not in the plan:\n" + "\n".join(miss)

@@ -5,7 +5,8 @@ committed in tests/golden/plans/<scenario>.txt (issue 25). Pure: no root, nothin
 A change of what a run does shows here as a diff of the golden file; regenerate them on
 purpose with `.venv/bin/python tests/test_plan_golden.py` and read the diff.
 Host-dependent parts are made fixed: this Python's path reads `<python>`, the checkout's
-`<repo>`, two CPUs, no cpuset hierarchy (taskset pins), no cached generated ROOT file.
+`<repo>`, two CPUs, no cpuset hierarchy (taskset pins), no cached generated ROOT file,
+and `backend: auto` picks the userspace engine (a kernel without sch_netem, as here).
 """
 from __future__ import annotations
 
@@ -30,6 +31,8 @@ def fixed_host(mp) -> None:
     mp.setattr(schema, "host_cpus", lambda: {0, 1})     # this VM's 2 (sweep.server_cpus)
     mp.setattr(cgroups, "detect", lambda: None)
     mp.setattr(data, "root_source", lambda f, generate=False: None)
+    from rig.orchestration.acts import emulate
+    mp.setattr(emulate, "auto_here", lambda: "userspace")
 
 
 def render(p: Plan) -> str:
@@ -82,6 +85,20 @@ def test_printed_lines_are_the_actions_lines(path, monkeypatch):
             mid = mid[1:-1]
         assert seq[:2] == ["emulate", "check"] and seq[-1] == "check" and \
             set(mid) <= {"group"}, (k, seq)
+
+
+def test_auto_shows_one_backend_where_known_both_where_not(monkeypatch):
+    """`backend: auto` prints the backend this host's probe picks (as `rig doctor` says);
+    both only where the choice cannot be known here (the probes need root)."""
+    from rig.orchestration.acts import emulate
+    fixed_host(monkeypatch)
+    sc = scenario.load(REPO / "scenarios/quick.yaml")
+    text = "\n".join(rplan.plan_lines(sc))
+    assert "# backend userspace (auto, as probed here)" in text and "netem limit" not in text
+    assert text.count("-m rig.realization.emul.engine") == 1      # started once, updated after
+    monkeypatch.setattr(emulate, "auto_here", lambda: None)
+    text = "\n".join(rplan.plan_lines(sc))
+    assert "# backend netem (auto: " in text and "# backend userspace (auto: " in text
 
 
 def test_a_broken_plan_is_refused():

@@ -7,11 +7,16 @@ Pure: no process is started here.
 """
 from __future__ import annotations
 
+import contextlib
 import shlex
 from dataclasses import dataclass
+from typing import Any
 
 from rig.description.scenario import LOCAL
 from rig.errors import printable
+
+# what a plan's names start with: the run's own prefix is leased at run time
+PREFIX = "rig0000"
 
 # where a run's wall time goes (the report's time budget): each kind's phase
 PHASES = {"prepare": "setup", "tune": "setup", "hosts": "setup", "data": "setup",
@@ -64,8 +69,9 @@ def text(line: str) -> Item:
 @dataclass(frozen=True)
 class Action:
     """One thing a run does. `id` is unique in the plan and names it in the `actions`
-    table; `kind` picks what executes it (rig.orchestration.run); `deps` are the ids it
-    needs done first; `step` is the sweep step's index, `group` the group's within it."""
+    table; `kind` names its kind there (its type, a subclass in rig.orchestration.acts,
+    executes it); `deps` are the ids it needs done first; `step` is the sweep step's
+    index, `group` the group's within it."""
     id: str
     kind: str
     items: tuple[Item, ...] = ()
@@ -83,6 +89,11 @@ class Action:
     def runs(self) -> bool:
         """Executed by `rig run` (a note only informs)."""
         return self.kind != "note"
+
+    def execute(self, ctx: Any, stack: contextlib.ExitStack) -> None:
+        """What `rig run` does for it, over the run context: each kind is a subclass in
+        its own module of rig.orchestration.acts, which also renders its items."""
+        raise AssertionError(f"no executor for action {self.id} ({self.kind})")
 
     def argvs(self) -> list[tuple[str, ...]]:
         return [i.argv for i in self.items if i.argv]

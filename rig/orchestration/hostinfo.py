@@ -28,6 +28,15 @@ SYSCTLS = ("net.core.rmem_max", "net.core.wmem_max", "net.ipv4.tcp_rmem", "net.i
            "net.core.default_qdisc")
 
 
+def probe_argvs() -> list[list[str]]:
+    """What `summary` runs for the tool versions, each where installed (`rig plan`)."""
+    out: list[list[str]] = []
+    for argv in version_argvs().values():
+        if argv not in out:
+            out.append(argv)
+    return out + [["<rig-replay-http>", "--version"]]
+
+
 def tool_version(name: str) -> str | None:
     argv = version_argvs()[name]
     if not shutil.which(argv[0]):

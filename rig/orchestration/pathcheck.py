@@ -26,7 +26,7 @@ import re
 import statistics
 import time
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Any, Iterator
 
 from rig.process import proc
 from rig.realization import tuning
@@ -77,8 +77,8 @@ RAMPING = 0.5           # first measured second below half the rest's median: sl
 IW_BYTES = 10 * 1448    # initial window the ramp starts from
 
 
-def iperf3_argv(addr: str, port: int, streams: int, seconds: float, *, omit: int = 0,
-                window: int | None = None) -> list[str]:
+def iperf3_argv(addr: str, port: int, streams: int | str, seconds: float, *, omit: int = 0,
+                window: int | str | None = None) -> list[str]:
     return (["iperf3", "-c", addr, "-p", str(port), "-J", "--get-server-output", "-R",
              "-P", str(streams), "-t", f"{seconds:g}", "--connect-timeout", "5000"]
             + (["-O", str(omit)] if omit else []) + (["-w", str(window)] if window else []))
@@ -202,8 +202,39 @@ def _intervals(stdout: str) -> list[float]:
         return []
 
 
+WINDOW_KEYS = ("net.ipv4.tcp_rmem", "net.ipv4.tcp_adv_win_scale")
+
+
+def capacity_shown(client_ns: str | None, own_ns: tuple[str, ...], addr: str, port: int,
+                   streams: int, rtt_ms: float | None, min_seconds: float,
+                   local: bool = True) -> list[tuple[list[str], str]]:
+    """The commands a capacity run executes, in order, as `rig plan` shows them (argv,
+    note): values known only then as placeholders (validate_path runs them)."""
+    secs, omit = capacity_timing(rtt_ms, min_seconds)
+    big = own_ns if local and rtt_ms is not None and rtt_ms >= 1.0 else ()
+    out: list[tuple[list[str], str]] = []
+    for ns in big:                         # large_buffers
+        out += [(tuning.read_argv(ns, k), "") for k in BUFFER_KEYS]
+        out += [(tuning.write_argv(ns, k, f"<min and default kept> {CAPACITY_BUFFER}"),
+                 "   # where below it") for k in BUFFER_KEYS]
+    if local and client_ns:                # _window_here
+        out += [(tuning.read_argv(client_ns, k), "") for k in WINDOW_KEYS]
+    p: Any = streams if rtt_ms is None or rtt_ms < 1.0 or not local else "<streams>"
+    out.append((iperf3_argv(addr, port, p, secs, omit=omit),
+                "" if p == streams else f"   # -P {streams}, more where the windows "
+                f"cannot carry {CAPACITY_GOAL_BPS / 1e9:g} Gbit/s"))
+    if local:
+        out.append((iperf3_argv(addr, port, p, secs, omit=omit, window="<window>"),
+                    "   # instead, where net.core.{r,w}mem_max beats the namespace's "
+                    "tcp_rmem"))
+    for ns in reversed(big):
+        out += [(tuning.write_argv(ns, k, "<before>"), "   # the scenario's again")
+                for k in BUFFER_KEYS]
+    return out
+
+
 def _window_here(client_ns: str | None) -> tuple[int | None, int | None]:
-    ns = tuning.read(["net.ipv4.tcp_rmem", "net.ipv4.tcp_adv_win_scale"], client_ns)
+    ns = tuning.read(WINDOW_KEYS, client_ns)
     host = tuning.read(["net.core.rmem_max", "net.core.wmem_max"], None)
     rmem = ns.get("net.ipv4.tcp_rmem")
     scale = ns.get("net.ipv4.tcp_adv_win_scale")

@@ -24,6 +24,7 @@ from typing import Callable
 
 from rig.description import steps as S
 from rig.description.scenario import Scenario
+from rig.orchestration.actions import Item, cmd, text
 from rig.process import proc
 from rig.realization import diskdata
 from rig.results.store import Store, ValidationRow
@@ -121,16 +122,16 @@ def plan_data(sc: Scenario, prefix: str) -> list[str]:
         "cache every GiB" for f in sc.files]
 
 
-def plan_step(sc: Scenario, step: S.Step, prefix: str) -> list[str]:
+def plan_step(sc: Scenario, step: S.Step, prefix: str) -> list[Item]:
     """The storage check of a step and the drops before its groups, as plan lines."""
     d = diskdata.folder(sc.storage.base, prefix)
     out = []
     for name in served_files(sc, step):
         f = next(x for x in sc.files if x.name == name)
-        out.append(" ".join(dd_argv(d / name, min(sc.storage.check_size, f.size)))
-                   + "   # storage check, its page cache dropped before and after")
+        out.append(cmd(dd_argv(d / name, min(sc.storage.check_size, f.size)),
+                       note="   # storage check, its page cache dropped before and after"))
     if sc.storage.drop_cache:
-        out.append("# before every transfer group: posix_fadvise(DONTNEED) on its file")
+        out.append(text("# before every transfer group: posix_fadvise(DONTNEED) on its file"))
     return out
 
 

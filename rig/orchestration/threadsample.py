@@ -11,7 +11,7 @@ The sampler's own CPU time (thread_time) is counted against the wall time it ran
 stored with the run (environment.thread_sampling.cpu_share, in cores).
 
 The run calls `group(...)` (a context manager) around a group and `store_rows(...)`
-after its transfers rows are stored: two lines in rig.orchestration.run.
+after its transfers rows are stored (the Threads sampler of rig.orchestration.samplers).
 
 Must not import reports.
 """

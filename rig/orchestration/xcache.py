@@ -1,7 +1,7 @@
 """Reads through a cache (server kind xcache): cold and warm, and what the cache fetched.
 
-Around each transfer group whose client reads through a cache (`rig.orchestration.run`
-calls `begin` before the group and `annotate` on its rows):
+Around each transfer group whose client reads through a cache (the XCache sampler of
+rig.orchestration.samplers calls `begin` before the group and `annotate` on its rows):
 
 - cold (`cache: cold`): every cache instance the group uses is emptied of the file first:
   once no process of the cache's namespace holds a file of its cache directory open (so
@@ -56,7 +56,7 @@ def held_bytes(cinfo: Path, file_bytes: int) -> int:
     """Bytes of the file the cache holds, from its bitmap (0 without a .cinfo)."""
     if not cinfo.exists():
         return 0
-    res = proc.run(["xrdpfc_print", str(cinfo)], timeout=CMD_TIMEOUT_S)
+    res = proc.run(print_argv(cinfo), timeout=CMD_TIMEOUT_S)
     return parse_held(res.stdout, file_bytes, where=str(cinfo))
 
 
@@ -101,9 +101,43 @@ def wait_released(p: ServerPlan, timeout_s: float = IDLE_TIMEOUT_S) -> None:
         time.sleep(0.05)
 
 
+def print_argv(cinfo: Path) -> list[str]:
+    return ["xrdpfc_print", str(cinfo)]
+
+
+def link_argv(ns: str, dev: str) -> list[str]:
+    return ["ip", "-n", ns, "-s", "-j", "link", "show", "dev", dev]
+
+
+def fill_argv(p: ServerPlan, relpath: str) -> list[str]:
+    return ["xrdcp", "--force", "--nopbar", p.url("root", relpath), "/dev/null"]
+
+
+def shown(g: Group, jobs: list[Job], plans: dict[str, list[ServerPlan]],
+          path: RealizedPath) -> list[tuple[list[str], dict, str]]:
+    """What `begin` and `annotate` run around a group, as `rig plan` shows it: (argv,
+    environment, note); the fill only where a warm cache lacks the file."""
+    mine = plans.get(g.client.server or "", [])
+    if not mine or not servers.get(mine[0].spec.kind).caches or not jobs:
+        return []
+    by_name = {p.origin: p for p in mine}
+    used = mine if g.client.option("sources") else [by_name[j.origin] for j in jobs]
+    insts = list({p.origin: p for p in used}.values())
+    cinfo = [cache_dir(p) / f"{jobs[0].relpath}.cinfo" for p in insts]
+    Shown = list[tuple[list[str], dict, str]]
+    links: Shown = [(link_argv(ns, dev), {}, "   # the origin link's bytes, before and after")
+             for ns, dev in origin_ifaces(path, mine)]
+    out: Shown = [(print_argv(c), {}, "   # what the cache holds, before and after")
+                  for c in cinfo]
+    if g.client.cache == "warm":
+        out += [(proc.ns_argv(path.client_ns, fill_argv(p, jobs[0].relpath)),
+                 dict(XRD_FAIL_FAST), "   # warm: filled first where it lacks the file")
+                for p in insts]
+    return out + links
+
+
 def tx_bytes(ns: str, dev: str) -> int:
-    res = proc.run(["ip", "-n", ns, "-s", "-j", "link", "show", "dev", dev],
-                   timeout=CMD_TIMEOUT_S, check=True)
+    res = proc.run(link_argv(ns, dev), timeout=CMD_TIMEOUT_S, check=True)
     return int(json.loads(res.stdout)[0]["stats64"]["tx"]["bytes"])
 
 
@@ -211,8 +245,8 @@ def begin(g: Group, jobs: list[Job], plans: dict[str, list[ServerPlan]], path: R
 def _fill(p: ServerPlan, cg: CacheGroup, client_ns: str | None, timeout_s: float,
           say: Callable[[str], None]) -> None:
     say(f"  cache {p.origin}: filling with {cg.relpath} (unmeasured read)")
-    res = proc.run(["xrdcp", "--force", "--nopbar", p.url("root", cg.relpath), "/dev/null"],
-                   netns=client_ns, env=dict(XRD_FAIL_FAST), timeout=timeout_s)
+    res = proc.run(fill_argv(p, cg.relpath), netns=client_ns, env=dict(XRD_FAIL_FAST),
+                   timeout=timeout_s)
     if res.returncode != 0 or res.timed_out:
         raise RigError(f"filling cache {p.origin} failed: "
                        f"{(res.stderr.strip().splitlines() or ['exit ' + str(res.returncode)])[-1]}")

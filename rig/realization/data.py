@@ -22,7 +22,7 @@ from rig.realization import diskdata
 CHUNK = 8 << 20
 
 
-def mount_argv(prefix: str, path: Path, size_bytes: int) -> list[str]:
+def mount_argv(prefix: str, path: Path, size_bytes: int | str) -> list[str]:
     return ["mount", "-t", "tmpfs", "-o", f"size={size_bytes},mode=0755",
             f"{prefix}-data", str(path)]
 

@@ -367,8 +367,16 @@ def list_namespaces() -> list[str]:
     return sorted(n for n in names if NS_RE.match(n))
 
 
+def pids_argv(ns: str) -> list[str]:
+    return ["ip", "netns", "pids", ns]
+
+
+def del_argv(ns: str) -> list[str]:
+    return ["ip", "netns", "del", ns]
+
+
 def ns_pids(ns: str) -> list[int]:
-    res = proc.run(["ip", "netns", "pids", ns], timeout=CMD_TIMEOUT)
+    res = proc.run(pids_argv(ns), timeout=CMD_TIMEOUT)
     return [int(x) for x in res.stdout.split() if x.isdigit()]
 
 
@@ -460,7 +468,7 @@ def destroy(path: RealizedPath) -> None:
     for ns in path.namespaces:
         if ns in list_namespaces():
             kill_ns_processes(ns)
-            proc.run(["ip", "netns", "del", ns], timeout=CMD_TIMEOUT)
+            proc.run(del_argv(ns), timeout=CMD_TIMEOUT)
         forget_resolver(ns)
 
 

@@ -28,6 +28,14 @@ def _sysctl_w(ns: str | None, key: str, value: str) -> list[str]:
     return proc.ns_argv(ns, ["sysctl", "-q", "-w", f"{key}={value}"])
 
 
+write_argv = _sysctl_w      # a sysctl written (in a namespace, or on the host: None)
+
+
+def read_argv(ns: str, key: str) -> list[str]:
+    """A sysctl read in a namespace (the host's are read from /proc/sys: no command)."""
+    return proc.ns_argv(ns, ["sysctl", "-n", key])
+
+
 def ns_wanted(t: Tuning) -> dict[str, str]:
     """The per-namespace sysctls of a tuning (a namespace here, or a remote host's own)."""
     out = {}
@@ -105,7 +113,7 @@ def read(keys, ns: str | None = None) -> dict[str, str | None]:
             except OSError:
                 out[k] = None
         else:
-            r = proc.run(proc.ns_argv(ns, ["sysctl", "-n", k]), timeout=10)
+            r = proc.run(read_argv(ns, k), timeout=10)
             out[k] = " ".join(r.stdout.split()) if r.ok else None
     return out
 
