@@ -1,0 +1,116 @@
+"""The verdict rules the ground-truth tier (bench/ground_truth.py, docs/ground-truth.md)
+found wrong, each where the answer is known to be YES and where it is known to be NO."""
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+
+from fixtures_results import make_run
+from rig.report.model import Key, Point, load_run
+from rig.report.tcpevidence import Evidence, evidence_by_key
+from rig.report.verdict import verdicts
+from rig.results.store import Store, TcpSample, TcpSampleRow
+
+
+def _conn(*, adv: int, rate_Bps: float = 1e6, srtt_us: int = 40000, rwnd: float = 0.28,
+          retrans: float = 0.0, seconds: float = 2.0, tick: float = 0.1) -> list[TcpSample]:
+    """One connection, past slow start from its first sample: `rate_Bps` acked, the
+    receiver advertising `adv` bytes, rwnd_limited `rwnd` of busy time."""
+    out = []
+    for i in range(1, int(seconds / tick) + 1):
+        t = i * tick
+        sent = int(rate_Bps * t)
+        out.append(TcpSample(
+            transfer_id=1, conn=0, t_s=t, cwnd_segs=100, mss_bytes=1448, srtt_us=srtt_us,
+            snd_wnd_bytes=adv, bytes_acked=sent, bytes_sent=sent,
+            bytes_retrans=int(sent * retrans), busy_us=int(t * 1e6),
+            rwnd_limited_us=int(rwnd * t * 1e6), sndbuf_limited_us=0, ok=True, path="wan",
+            rtt_ms_configured=40.0, client="xrdcp", streams=1, concurrency=1))
+    return out
+
+
+# the known wrong one: 1 MiB rmem at 40 ms, no rate; the kernel (6.x, scaling_ratio ~0.75)
+# advertised ~787 KB and the sender kept it full, yet rwnd_limited only 28 % of busy time
+def test_a_full_advertised_window_is_window_limited_though_rwnd_share_is_small():
+    (ev,) = evidence_by_key(_conn(adv=787_456, rate_Bps=787_456 * 0.95 / 0.04)).values()
+    assert ev.adv_window == 787_456 and ev.window_fill == pytest.approx(0.95, abs=0.01)
+    kind, why = ev.classify()
+    assert kind == "window-limited"
+    assert "advertised window full: 95%" in why and "rwnd_limited 28%" in why
+
+
+@pytest.mark.parametrize("what, kw, kind", [
+    # half the window in flight: cwnd (congestion control) set the pace
+    ("half full", {"adv": 787_456, "rate_Bps": 787_456 * 0.5 / 0.04}, "cwnd-limited"),
+    # full, but the kernel never saw the window stop the sender
+    ("never stopped", {"adv": 787_456, "rate_Bps": 787_456 * 0.95 / 0.04, "rwnd": 0.0},
+     "cwnd-limited"),
+    # full, but losses drove cwnd: the loss is the cause
+    ("lossy", {"adv": 787_456, "rate_Bps": 787_456 * 0.95 / 0.04, "retrans": 0.01},
+     "loss-limited"),
+])
+def test_a_window_not_kept_full_is_not_window_limited(what, kw, kind):
+    (ev,) = evidence_by_key(_conn(**kw)).values()
+    assert ev.classify()[0] == kind, what
+
+
+def test_evidence_without_snd_wnd_keeps_the_old_rules():
+    e = Evidence(conns=1, busy_s=1.0, rwnd_s=0.3, sndbuf_s=0.0, life_s=1.0, bytes_sent=100)
+    assert e.window_fill is None and e.classify()[0] == "cwnd-limited"
+
+
+def _point(window: int | None, adv: int | None) -> Point:
+    p = Point(Key("wan", 40.0, "xrdcp", 1, 1), "xrdcp", samples_bps=[1.5e8])
+    p.window_bytes, p.adv_window_bytes, p.rtt_ms_measured = window, adv, 40.0
+    return p
+
+
+def test_window_bound_takes_the_kernels_advertised_window_when_larger():
+    # computed as half of 1 MiB (tcp_adv_win_scale 1) but the kernel advertised 0.75 MiB
+    assert _point(2**19, 787_456).window_bound_bps() == pytest.approx(787_456 * 8 / 0.04)
+    # an advertised window autotuning had not yet grown is no bound: the computed one stays
+    assert _point(8 * 2**20, 300_000).window_bound_bps() == pytest.approx(8 * 2**20 * 8 / 0.04)
+    assert _point(None, None).window_bound_bps() is None
+
+
+def test_load_run_reads_the_advertised_window(tmp_path: Path):
+    d = make_run(tmp_path / "run", rtts=(40,), repeats=1)
+    c = sqlite3.connect(str(d / "results.sqlite"))
+    rows = c.execute("SELECT rowid FROM transfers WHERE client = 'xrdcp'").fetchall()
+    c.close()
+    st = Store(sqlite3.connect(str(d / "results.sqlite"), isolation_level=None),
+               d / "results.sqlite")
+    for (rowid,) in rows:
+        st.add_tcp_samples([TcpSampleRow(**{f.name: getattr(s, f.name) for f in fields(
+            TcpSampleRow)} | {"transfer_id": rowid}) for s in _conn(adv=787_456)])
+    st.conn.close()
+    run = load_run(d)
+    (p,) = [p for p in run.points if p.key.client == "xrdcp"]
+    assert p.adv_window_bytes == 787_456
+
+
+def _with_ping_min(tmp_path: Path, rtt_min: float) -> dict:
+    d = make_run(tmp_path / "run", rtts=(20,), repeats=1, flagged_steps=(0,))
+    c = sqlite3.connect(str(d / "results.sqlite"))
+    c.execute("UPDATE validations SET rtt_ms_min = ?, rtt_ms_measured = ?",
+              (rtt_min, rtt_min + 0.1))
+    c.commit()
+    c.close()
+    return verdicts(load_run(d))
+
+
+def test_a_path_delaying_more_than_its_label_is_the_rigs_fault(tmp_path: Path):
+    # the engine delayed 30 ms more than the step's 20 ms: every ping at least 50 ms
+    v = _with_ping_min(tmp_path, 50.2)
+    assert v and all(x.kind == "emulator-limited" for x in v.values())
+    assert all("not what step" in x.detail and "+30.2 ms" in x.detail for x in v.values())
+
+
+def test_a_ping_a_little_off_is_a_note_not_the_verdict(tmp_path: Path):
+    # flagged (0.6 ms off at 20 ms) but within max(1 ms, 5 %): the transfer's own verdict
+    v = _with_ping_min(tmp_path, 20.6)
+    assert v and not any(x.kind == "emulator-limited" for x in v.values())
+    assert all(any("ping RTT off" in n for n in x.notes) for x in v.values())
