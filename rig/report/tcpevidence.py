@@ -24,7 +24,13 @@ Classification, in this order (each share with its number, cited in the verdict)
                          rwnd_limited >= RWND_SOME: cwnd had grown to the window, the two
                          limits alternate and the chrono counters split the time between
                          them (a 1 MiB rmem at 40 ms: rwnd_limited 28 %, the window full)
-  sender-buffer-limited  sndbuf_limited >= DOMINANT of busy time (or together, the larger)
+  sender-buffer-limited  sndbuf_limited >= DOMINANT of busy time (or together, the larger);
+                         or, busy and without loss, in flight < SPARE of cwnd and of the
+                         receiver's window at once (medians over the steady samples): the
+                         sender always had data but its socket held no more. Linux starts
+                         the sndbuf_limited chrono only where a write waits for buffer space,
+                         not for sendfile/splice (xrootd): 512 KiB tcp_wmem at 40 ms gave
+                         sndbuf_limited 0-3 %, 362 of cwnd 1548 segments in flight
   loss-limited           cwnd-limited >= DOMINANT of busy and retransmitted >= LOSSY of sent
   cwnd-limited           cwnd-limited >= DOMINANT of busy (slow start, congestion control)
   None                   no share dominates (the numbers are still given)
@@ -47,6 +53,9 @@ DATA_SHARE = 0.01    # connections with < 1 % of a transfer's bytes (control) ar
 STEADY_CWND = 0.9    # slow start ends when cwnd first reaches 90 % of its largest value
 STEADY_MIN = 0.3     # shares are of the steady state when it is >= 30 % of the life
 WINDOW_FULL = 0.85   # >= 85 % of the advertised window in flight: the window is the limit
+SPARE = 0.5          # in flight < half of cwnd and of the receiver's window: neither limited
+SPARE_RTT_MS = 2.0   # ... on a path with a round trip (configured; at ~0 ms little is
+                     # ever in flight, and a slow receiver's late ACKs inflate srtt)
 RWND_SOME = 0.1      # ... when the kernel also saw the window stop the sender >= 10 % of busy
 
 
@@ -60,12 +69,17 @@ class Evidence:
     life_s: float = 0.0          # sampled steady-state life (whole life when too short)
     slow_start_s: float = 0.0    # left out of the shares: slow start before steady state
     bytes_sent: int = 0
+    rtt_ms: float | None = None  # the path's configured RTT (None: a real path)
     bytes_retrans: int = 0
     srtt_ms: list[float] = field(default_factory=list)    # last sample of each connection
     # per connection: the largest window the receiver advertised (steady state), bytes,
     # and the share of it kept in flight (steady delivery x srtt / that window)
     adv_wnd: list[int] = field(default_factory=list)
     fill: list[float] = field(default_factory=list)
+    # per connection, medians over its steady samples: in flight / cwnd, in flight x mss /
+    # the receiver's window of that sample
+    of_cwnd: list[float] = field(default_factory=list)
+    of_rwnd: list[float] = field(default_factory=list)
 
     @property
     def window_fill(self) -> float | None:
@@ -128,6 +142,16 @@ class Evidence:
             return ("window-limited", f"the receiver's advertised window full: {fill:.0%} of "
                     f"its {(self.adv_window or 0) / 2**20:.3g} MiB in flight, rwnd_limited "
                     f"{self.share(self.rwnd_s):.0%} of busy time (kernel: {n})")
+        rtt = self.rtt_ms if self.rtt_ms is not None else (
+            statistics.median(self.srtt_ms) if self.srtt_ms else 0.0)
+        if self.of_cwnd and self.of_rwnd and self.retrans_share < LOSSY and \
+                rtt >= SPARE_RTT_MS:
+            oc, orw = statistics.median(self.of_cwnd), statistics.median(self.of_rwnd)
+            if oc < SPARE and orw < SPARE:
+                return ("sender-buffer-limited",
+                        f"busy {self.busy_share:.0%} with only {oc:.0%} of cwnd and {orw:.0%} "
+                        f"of the receiver's window in flight: the sender's socket held no "
+                        f"more (kernel: {n})")
         if self.share(self.cwnd_s) >= DOMINANT:
             if self.retrans_share >= LOSSY:
                 return ("loss-limited", f"retransmitted {self.retrans_share:.2%} of bytes, "
@@ -168,6 +192,8 @@ class Conn:
     srtt_ms: float
     adv_wnd: int = 0        # largest snd_wnd of its steady state (0: not sampled)
     fill: float | None = None   # steady delivery x srtt / adv_wnd
+    of_cwnd: float | None = None    # median in flight / cwnd over the steady samples
+    of_rwnd: float | None = None    # median in flight x mss / snd_wnd over them
 
 
 def _conn_summaries(samples: list[TcpSample]) -> dict[int, list[Conn]]:
@@ -205,6 +231,10 @@ def _conn_summaries(samples: list[TcpSample]) -> dict[int, list[Conn]]:
         srtt = (last.srtt_us or 0) / 1e6
         fill = (acked / span * srtt / adv) if adv > 0 and span > 0 and srtt > 0 \
             and len(steady) >= 2 else None
+        oc = [s.in_flight_pkts / s.cwnd_segs for s in steady
+              if s.in_flight_pkts is not None and s.cwnd_segs]
+        orw = [s.in_flight_pkts * s.mss_bytes / s.snd_wnd_bytes for s in steady
+               if s.in_flight_pkts is not None and s.mss_bytes and s.snd_wnd_bytes]
         out[tid].append(Conn(
             key=Key(last.path, None if last.rtt_ms_configured is None
                     else float(last.rtt_ms_configured), client_label(last),
@@ -213,7 +243,9 @@ def _conn_summaries(samples: list[TcpSample]) -> dict[int, list[Conn]]:
             rwnd=_chrono_s(last.rwnd_limited_us, base.rwnd_limited_us),
             sndbuf=_chrono_s(last.sndbuf_limited_us, base.sndbuf_limited_us), slow=slow,
             sent=last.bytes_sent or 0, retrans=last.bytes_retrans or 0,
-            srtt_ms=(last.srtt_us or 0) / 1e3, adv_wnd=adv, fill=fill))
+            srtt_ms=(last.srtt_us or 0) / 1e3, adv_wnd=adv, fill=fill,
+            of_cwnd=statistics.median(oc) if len(oc) >= 2 else None,
+            of_rwnd=statistics.median(orw) if len(orw) >= 2 else None))
     return out
 
 
@@ -225,7 +257,7 @@ def evidence_by_key(samples: list[TcpSample]) -> dict[Key, Evidence]:
         for c in conns:
             if total and c.acked < DATA_SHARE * total:
                 continue
-            e = out.setdefault(c.key, Evidence())
+            e = out.setdefault(c.key, Evidence(rtt_ms=c.key.rtt_ms))
             e.conns += 1
             e.busy_s += c.busy
             e.rwnd_s += c.rwnd
@@ -239,4 +271,7 @@ def evidence_by_key(samples: list[TcpSample]) -> dict[Key, Evidence]:
                 e.adv_wnd.append(c.adv_wnd)
             if c.fill is not None:
                 e.fill.append(c.fill)
+            if c.of_cwnd is not None and c.of_rwnd is not None:
+                e.of_cwnd.append(c.of_cwnd)
+                e.of_rwnd.append(c.of_rwnd)
     return {k: e for k, e in out.items() if e.conns and e.life_s > 0}

@@ -21,6 +21,16 @@ Definitions (docs/results-format.md, thread_cpu):
                 the same cores); elsewhere it is the contention note.
   contended     threads that waited for a CPU longer than they ran: a note on the verdict
                 (the host's CPUs were the limit, whoever used them).
+  capped        over the process's whole sampled span, its threads on a CPU or waiting
+                for one >= SATURATED of a core, waiting longer than they ran, while the
+                host had CPU spare (its busy share < HOST_SPARE): not contention but the
+                process's own CPU allowance (a cgroup quota, cpu.max, or a cpuset shared
+                with its own threads) held it. Client: single-thread-bound when one thread
+                carries the demand (HOT of the busy time, on a CPU or waiting, the others
+                < IDLE), else client-CPU-bound; server: server-cpu-bound. The whole span,
+                not the busy time: a quota's throttled periods are not busy intervals
+                (ground truth, docs/ground-truth.md: xrdcp capped at 0.3 core ran 0.34 of
+                a core and waited 0.68 over its busy time, the host 40 % busy).
   cores/Gbit/s  CPU seconds per Gbit moved / cores the process may use: the share of
                 that end's cores each Gbit/s costs (seed 004's unit).
 
@@ -47,6 +57,7 @@ IDLE = 0.30
 SATURATED = 0.85
 # kinds the thread evidence does not replace (it is added to `also`): the path, the
 # emulator or the round trips limited, or nothing ran
+HOST_SPARE = 0.90    # the host's CPUs busy < 90 % (verdict.HOST_NEAR): a CPU was spare
 KEEP = ("failed", "emulator-limited", "path-limited", "latency-bound", "loss-limited")
 THREAD_KINDS = ("single-thread-bound", "server-thread-bound", "server-cpu-bound")
 
@@ -113,6 +124,23 @@ class ProcUse:
         cores it may use had no time left for it (others ran on them too)."""
         cores = self.cores or 0
         return cores > 0 and self.contended() and self.demand() >= SATURATED * cores
+
+    def capped(self) -> bool:
+        """Over its whole sampled span, on a CPU or waiting for one >= SATURATED of a
+        core, waiting longer than it ran (the caller checks that the host had CPU spare)."""
+        if self.span_s <= 0:
+            return False
+        return (self.cpu_s + self.wait_s) / self.span_s >= SATURATED \
+            and self.wait_s > self.cpu_s
+
+    def one_thread(self) -> ThreadUse | None:
+        """The thread that carries the demand: on a CPU or waiting >= HOT of the busy
+        time, every other thread on a CPU < IDLE."""
+        if not self.threads or self.busy_s <= 0:
+            return None
+        top, rest = self.threads[0], self.threads[1:]
+        return top if top.cpu + top.wait >= HOT and all(t.cpu < IDLE for t in rest) \
+            else None
 
     def s_per_gb(self, cpu_s: float | None = None) -> float | None:
         c = self.cpu_s if cpu_s is None else cpu_s
@@ -302,6 +330,43 @@ def server_starved(p: PointThreads) -> str | None:
                                    "ran, the cores it may use busy with others too")
 
 
+def host_spare(point: Point) -> float | None:
+    """The host's median busy share over the point's groups when below HOST_SPARE (a CPU
+    was spare), None when busier or not recorded."""
+    shares = [g.share for g in point.host_cpu.values()]
+    if not shares:
+        return None
+    share = statistics.median(shares)
+    return share if share < HOST_SPARE else None
+
+
+def capped(p: PointThreads, point: Point, side: str) -> tuple[str, str] | None:
+    """(kind, detail) when most of the side's processes were held by their own CPU
+    allowance (ProcUse.capped while the host had a CPU spare)."""
+    spare = host_spare(point)
+    uses = [u for u in (p.client if side == "client" else p.server)
+            if side == "server" or u.about_transfer()]
+    hits = _majority(uses, ProcUse.capped)
+    if spare is None or not hits:
+        return None
+    on = statistics.median(u.cpu_s / u.span_s for u, _ in hits)
+    wait = statistics.median(u.wait_s / u.span_s for u, _ in hits)
+    text = (f"{side} on a CPU {on:.2f} cores and waiting for one {wait:.2f} over its span "
+            f"while the host's CPUs were only {spare:.0%} busy: its own CPU allowance (a "
+            f"cgroup quota or a shared cpuset) held it ({len(hits)} of {len(uses)} "
+            f"{'transfers' if side == 'client' else 'groups'})")
+    if side == "server":
+        return "server-cpu-bound", text
+    ones = [t for u, _ in hits if (t := u.one_thread())]
+    if len(ones) * 2 > len(hits):
+        return "single-thread-bound", (f"{text}; one thread carries it: "
+                                       f"'{ones[0].name.split('[')[0]}' on a CPU "
+                                       f"{statistics.median(t.cpu for t in ones):.0%} (+"
+                                       f"{statistics.median(t.wait for t in ones):.0%} "
+                                       f"waiting) of its busy time, the others idle")
+    return "client-CPU-bound", text
+
+
 def notes(p: PointThreads, kind: str) -> list[str]:
     """What the threads say about a verdict they do not change: CPU contention (threads
     waited longer than they ran), and a client CPU bound that no single thread carries."""
@@ -337,6 +402,10 @@ def findings(point: Point, run: Run) -> list[tuple[str, str]]:
         d = fn(p)
         if d:
             out.append((kind, d))
+    for side in ("client", "server"):
+        c = capped(p, point, side)
+        if c and c[0] not in (k for k, _ in out):
+            out.append(c)
     return out
 
 
