@@ -16,7 +16,9 @@ from rig.results.store import Store, TcpSample, TcpSampleRow
 
 
 def _conn(*, adv: int, rate_Bps: float = 1e6, srtt_us: int = 40000, rwnd: float = 0.28,
-          retrans: float = 0.0, seconds: float = 2.0, tick: float = 0.1) -> list[TcpSample]:
+          retrans: float = 0.0, seconds: float = 2.0, tick: float = 0.1,
+          in_flight: int | None = None, cwnd: int = 100, rtt_ms: float = 40.0
+          ) -> list[TcpSample]:
     """One connection, past slow start from its first sample: `rate_Bps` acked, the
     receiver advertising `adv` bytes, rwnd_limited `rwnd` of busy time."""
     out = []
@@ -24,11 +26,12 @@ def _conn(*, adv: int, rate_Bps: float = 1e6, srtt_us: int = 40000, rwnd: float 
         t = i * tick
         sent = int(rate_Bps * t)
         out.append(TcpSample(
-            transfer_id=1, conn=0, t_s=t, cwnd_segs=100, mss_bytes=1448, srtt_us=srtt_us,
+            transfer_id=1, conn=0, t_s=t, cwnd_segs=cwnd, mss_bytes=1448, srtt_us=srtt_us,
+            in_flight_pkts=in_flight,
             snd_wnd_bytes=adv, bytes_acked=sent, bytes_sent=sent,
             bytes_retrans=int(sent * retrans), busy_us=int(t * 1e6),
             rwnd_limited_us=int(rwnd * t * 1e6), sndbuf_limited_us=0, ok=True, path="wan",
-            rtt_ms_configured=40.0, client="xrdcp", streams=1, concurrency=1))
+            rtt_ms_configured=rtt_ms, client="xrdcp", streams=1, concurrency=1))
     return out
 
 
@@ -53,6 +56,31 @@ def test_a_full_advertised_window_is_window_limited_though_rwnd_share_is_small()
      "loss-limited"),
 ])
 def test_a_window_not_kept_full_is_not_window_limited(what, kw, kind):
+    (ev,) = evidence_by_key(_conn(**kw)).values()
+    assert ev.classify()[0] == kind, what
+
+
+# 512 KiB tcp_wmem at 40 ms through xrootd's sendfile: sndbuf_limited 0-3 %, yet 362 of a
+# cwnd of 1548 segments in flight and 4 % of a 12 MiB receive window
+SNDBUF = {"adv": 12_900_000, "rate_Bps": 362 * 1448 / 0.04, "rwnd": 0.0, "in_flight": 362,
+          "cwnd": 1548}
+
+
+def test_little_in_flight_while_busy_is_the_senders_buffer():
+    (ev,) = evidence_by_key(_conn(**SNDBUF)).values()
+    kind, why = ev.classify()
+    assert kind == "sender-buffer-limited" and "23% of cwnd" in why
+
+
+@pytest.mark.parametrize("what, kw, kind", [
+    # at 0 ms nothing much is ever in flight: says nothing of the buffer
+    ("no round trip", dict(SNDBUF, rtt_ms=0.0, srtt_us=300), "cwnd-limited"),
+    # cwnd full: congestion control set the pace
+    ("cwnd full", dict(SNDBUF, in_flight=1500), "cwnd-limited"),
+    # losses: the cause is the loss
+    ("lossy", dict(SNDBUF, retrans=0.01), "loss-limited"),
+])
+def test_a_sender_not_short_of_buffer(what, kw, kind):
     (ev,) = evidence_by_key(_conn(**kw)).values()
     assert ev.classify()[0] == kind, what
 
@@ -114,3 +142,40 @@ def test_a_ping_a_little_off_is_a_note_not_the_verdict(tmp_path: Path):
     v = _with_ping_min(tmp_path, 20.6)
     assert v and not any(x.kind == "emulator-limited" for x in v.values())
     assert all(any("ping RTT off" in n for n in x.notes) for x in v.values())
+
+
+# --- a CPU allowance (a cgroup quota): the process waited for a CPU the host had spare --
+def _use(side: str, cpu_s: float, wait_s: float, hot: bool = True) -> "ProcUse":
+    from rig.report.threads import ProcUse, ThreadUse
+    threads = ([ThreadUse("xrdcp[7]", 7, 0.34, 0.66, cpu_s)] if hot else
+               [ThreadUse(f"xrdcp[{i}]", i, 0.4, 0.3, cpu_s / 3) for i in range(3)])
+    return ProcUse(side, 1, busy_s=0.5, span_s=1.0, cpu_s=cpu_s, wait_s=wait_s, cores=2,
+                   bytes=10**8, threads=threads)
+
+
+def _capped(side: str, share: float, **kw):
+    from rig.report.model import GroupCpu
+    from rig.report.threads import PointThreads, capped
+    point = Point(Key("lan", 0.0, "xrdcp", 1, 1), "xrdcp", samples_bps=[1e9])
+    point.host_cpu = {(1, 0): GroupCpu(share=share, cpus=2, wall_s=1.0)}
+    uses = [_use(side, **kw)]
+    p = PointThreads(client=uses) if side == "client" else PointThreads(server=uses)
+    return capped(p, point, side)
+
+
+def test_a_quota_held_client_is_its_cpu_bound():
+    # the poller thread runnable all the time, on a CPU a third of it; the host 40 % busy
+    kind, why = _capped("client", 0.4, cpu_s=0.3, wait_s=0.65)
+    assert kind == "single-thread-bound" and "own CPU allowance" in why
+    kind, _ = _capped("client", 0.4, cpu_s=0.3, wait_s=0.65, hot=False)
+    assert kind == "client-CPU-bound"
+    assert _capped("server", 0.4, cpu_s=0.2, wait_s=0.7)[0] == "server-cpu-bound"
+
+
+@pytest.mark.parametrize("what, share, cpu_s, wait_s", [
+    ("the host had no CPU spare: contention, not a quota", 0.97, 0.3, 0.65),
+    ("waiting for the network, not for a CPU", 0.4, 0.3, 0.05),
+    ("on a CPU, hardly waiting: no allowance held it", 0.4, 0.7, 0.1),
+])
+def test_no_quota_where_the_wait_is_not_for_its_own_cpu(what, share, cpu_s, wait_s):
+    assert _capped("client", share, cpu_s=cpu_s, wait_s=wait_s) is None, what

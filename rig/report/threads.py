@@ -22,7 +22,7 @@ Definitions (docs/results-format.md, thread_cpu):
   contended     threads that waited for a CPU longer than they ran: a note on the verdict
                 (the host's CPUs were the limit, whoever used them).
   capped        over the process's whole sampled span, its threads on a CPU or waiting
-                for one >= SATURATED of a core, waiting longer than they ran, while the
+                for one >= SATURATED of a core, waiting >= CAP_WAIT of it, while the
                 host had CPU spare (its busy share < HOST_SPARE): not contention but the
                 process's own CPU allowance (a cgroup quota, cpu.max, or a cpuset shared
                 with its own threads) held it. Client: single-thread-bound when one thread
@@ -57,6 +57,7 @@ IDLE = 0.30
 SATURATED = 0.85
 # kinds the thread evidence does not replace (it is added to `also`): the path, the
 # emulator or the round trips limited, or nothing ran
+CAP_WAIT = 0.30      # waiting for a CPU >= 30 % of its span (a 0.5-core quota: ~50 %)
 HOST_SPARE = 0.90    # the host's CPUs busy < 90 % (verdict.HOST_NEAR): a CPU was spare
 KEEP = ("failed", "emulator-limited", "path-limited", "latency-bound", "loss-limited")
 THREAD_KINDS = ("single-thread-bound", "server-thread-bound", "server-cpu-bound")
@@ -127,11 +128,12 @@ class ProcUse:
 
     def capped(self) -> bool:
         """Over its whole sampled span, on a CPU or waiting for one >= SATURATED of a
-        core, waiting longer than it ran (the caller checks that the host had CPU spare)."""
+        core, waiting for one >= CAP_WAIT of it (the caller checks that the host had CPU
+        spare)."""
         if self.span_s <= 0:
             return False
         return (self.cpu_s + self.wait_s) / self.span_s >= SATURATED \
-            and self.wait_s > self.cpu_s
+            and self.wait_s >= CAP_WAIT * self.span_s
 
     def one_thread(self) -> ThreadUse | None:
         """The thread that carries the demand: on a CPU or waiting >= HOT of the busy
