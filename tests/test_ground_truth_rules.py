@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from fixtures_results import make_run
-from rig.report.model import Key, Point, load_run
+from rig.report.model import GroupCpu, Key, Point, load_run
 from rig.report.tcpevidence import Evidence, evidence_by_key
+from rig.report.threads import PointThreads, ProcUse, ThreadUse, capped
 from rig.report.verdict import verdicts
 from rig.results.store import Store, TcpSample, TcpSampleRow
 
@@ -145,17 +146,15 @@ def test_a_ping_a_little_off_is_a_note_not_the_verdict(tmp_path: Path):
 
 
 # --- a CPU allowance (a cgroup quota): the process waited for a CPU the host had spare --
-def _use(side: str, cpu_s: float, wait_s: float, hot: bool = True) -> "ProcUse":
-    from rig.report.threads import ProcUse, ThreadUse
+def _use(side: str, cpu_s: float, wait_s: float, hot: bool = True) -> ProcUse:
     threads = ([ThreadUse("xrdcp[7]", 7, 0.34, 0.66, cpu_s)] if hot else
                [ThreadUse(f"xrdcp[{i}]", i, 0.4, 0.3, cpu_s / 3) for i in range(3)])
     return ProcUse(side, 1, busy_s=0.5, span_s=1.0, cpu_s=cpu_s, wait_s=wait_s, cores=2,
-                   bytes=10**8, threads=threads)
+                   bytes=10**8, threads=threads, want_s=1.0, want_cpu_s=cpu_s,
+                   want_wait_s=wait_s)
 
 
 def _capped(side: str, share: float, **kw):
-    from rig.report.model import GroupCpu
-    from rig.report.threads import PointThreads, capped
     point = Point(Key("lan", 0.0, "xrdcp", 1, 1), "xrdcp", samples_bps=[1e9])
     point.host_cpu = {(1, 0): GroupCpu(share=share, cpus=2, wall_s=1.0)}
     uses = [_use(side, **kw)]
@@ -172,10 +171,49 @@ def test_a_quota_held_client_is_its_cpu_bound():
     assert _capped("server", 0.4, cpu_s=0.2, wait_s=0.7)[0] == "server-cpu-bound"
 
 
+def test_starved_on_a_busy_host_is_the_hosts_cpu():
+    # the same signature with every CPU of the host busy: contention or quota, unknown
+    kind, why = _capped("client", 0.97, cpu_s=0.3, wait_s=0.65)
+    assert kind == "host-CPU-bound" and "97% busy" in why
+
+
 @pytest.mark.parametrize("what, share, cpu_s, wait_s", [
-    ("the host had no CPU spare: contention, not a quota", 0.97, 0.3, 0.65),
     ("waiting for the network, not for a CPU", 0.4, 0.3, 0.05),
     ("on a CPU, hardly waiting: no allowance held it", 0.4, 0.7, 0.1),
 ])
 def test_no_quota_where_the_wait_is_not_for_its_own_cpu(what, share, cpu_s, wait_s):
     assert _capped("client", share, cpu_s=cpu_s, wait_s=wait_s) is None, what
+
+
+# --- loss at "the path's capacity": on a lossy path iperf3's capacity is loss-limited too --
+def _lossy_run(tmp_path: Path, rate_bps: float | None, capacity: float) -> dict:
+    d = make_run(tmp_path / "run", rtts=(10,), repeats=1, rate_bps=rate_bps,
+                 capacity_bps=capacity)
+    c = sqlite3.connect(str(d / "results.sqlite"))
+    c.execute("UPDATE validations SET loss_configured = 0.01")
+    c.execute("UPDATE transfers SET loss_configured = 0.01")
+    rows = c.execute("SELECT rowid, aggregate_bps FROM transfers").fetchall()
+    c.commit()
+    c.close()
+    st = Store(sqlite3.connect(str(d / "results.sqlite"), isolation_level=None),
+               d / "results.sqlite")
+    for rowid, bps in rows:
+        st.add_tcp_samples([TcpSampleRow(**{f.name: getattr(s, f.name) for f in fields(
+            TcpSampleRow)} | {"transfer_id": rowid}) for s in _conn(
+                adv=10 * 2**20, rate_Bps=bps / 8, rwnd=0.0, retrans=0.01, rtt_ms=10.0,
+                srtt_us=10000)])
+    st.conn.close()
+    return {k.client: v.kind for k, v in verdicts(load_run(d)).items()}
+
+
+def test_loss_near_a_lossy_paths_iperf3_capacity_is_loss(tmp_path: Path):
+    # no rate: the check's iperf3 measured the loss-limited rate; the transfers match it
+    kinds = _lossy_run(tmp_path, None, 5e9)
+    assert kinds and "path-limited" not in kinds.values(), kinds
+    assert "loss-limited" in kinds.values()
+
+
+def test_loss_at_a_configured_rate_is_the_rate(tmp_path: Path):
+    # a rate below everything: at it, the rate is the bound (losses are its queue's drops)
+    kinds = _lossy_run(tmp_path, 5e9, 5e9)
+    assert "path-limited" in kinds.values(), kinds

@@ -21,16 +21,18 @@ Definitions (docs/results-format.md, thread_cpu):
                 the same cores); elsewhere it is the contention note.
   contended     threads that waited for a CPU longer than they ran: a note on the verdict
                 (the host's CPUs were the limit, whoever used them).
-  capped        over the process's whole sampled span, its threads on a CPU or waiting
-                for one >= SATURATED of a core, waiting >= CAP_WAIT of it, while the
+  capped        over the intervals its threads were on a CPU or waiting for one >=
+                BUSY_CORE, they did so >= SATURATED of a core, waiting >= CAP_WAIT, while the
                 host had CPU spare (its busy share < HOST_SPARE): not contention but the
                 process's own CPU allowance (a cgroup quota, cpu.max, or a cpuset shared
                 with its own threads) held it. Client: single-thread-bound when one thread
                 carries the demand (HOT of the busy time, on a CPU or waiting, the others
-                < IDLE), else client-CPU-bound; server: server-cpu-bound. The whole span,
-                not the busy time: a quota's throttled periods are not busy intervals
+                < IDLE), else client-CPU-bound; server: server-cpu-bound. Not the busy
+                time: a quota's throttled periods are not busy intervals
                 (ground truth, docs/ground-truth.md: xrdcp capped at 0.3 core ran 0.34 of
                 a core and waited 0.68 over its busy time, the host 40 % busy).
+                With every CPU of the host busy the same signature is host-CPU-bound:
+                others' work or its allowance, the threads cannot tell which.
   cores/Gbit/s  CPU seconds per Gbit moved / cores the process may use: the share of
                 that end's cores each Gbit/s costs (seed 004's unit).
 
@@ -85,6 +87,12 @@ class ProcUse:
     bytes: int
     threads: list[ThreadUse] = field(default_factory=list)   # busiest first
     wall_s: float | None = None     # client replay: its own wall (duration_s), not the process's
+    # the intervals in which its threads were on a CPU or waiting for one >= BUSY_CORE
+    # (a quota's throttled periods count: they wait): seconds, and the core-seconds of
+    # CPU and of waiting in them
+    want_s: float = 0.0
+    want_cpu_s: float = 0.0
+    want_wait_s: float = 0.0
 
     def about_transfer(self) -> bool:
         """Its busy time is mostly the transfer's: a client whose transfer's wall is less
@@ -130,10 +138,10 @@ class ProcUse:
         """Over its whole sampled span, on a CPU or waiting for one >= SATURATED of a
         core, waiting for one >= CAP_WAIT of it (the caller checks that the host had CPU
         spare)."""
-        if self.span_s <= 0:
+        if self.want_s <= 0:
             return False
-        return (self.cpu_s + self.wait_s) / self.span_s >= SATURATED \
-            and self.wait_s >= CAP_WAIT * self.span_s
+        return (self.want_cpu_s + self.want_wait_s) / self.want_s >= SATURATED \
+            and self.want_wait_s >= CAP_WAIT * self.want_s
 
     def one_thread(self) -> ThreadUse | None:
         """The thread that carries the demand: on a CPU or waiting >= HOT of the busy
@@ -228,6 +236,8 @@ def proc_use(rows: list[ThreadCpu], side: str, nbytes: int) -> ProcUse:
                                  on / busy_s if busy_s else 0.0,
                                  wt / busy_s if busy_s else 0.0, float(r.cpu_s or 0)))
     threads.sort(key=lambda u: (-u.cpu, -u.cpu_s))
+    waits = [sum(w[i] for w in wait) for i in range(len(dts))]
+    want = [i for i in range(len(dts)) if total[i] + waits[i] >= BUSY_CORE]
     # the cores the tree may use: the union over its threads (two origins pinned to one
     # core each may use two)
     allowed = set().union(*(cpu_set(r.cpus_allowed) or set() for r in rows))
@@ -235,7 +245,10 @@ def proc_use(rows: list[ThreadCpu], side: str, nbytes: int) -> ProcUse:
     return ProcUse(side, int(rows[0].transfer_id), busy_s,
                    (grid[-1] - grid[0]) if grid else 0.0,
                    sum(float(r.cpu_s or 0) for r in rows),
-                   sum(float(r.wait_s or 0) for r in rows), cores, nbytes, threads)
+                   sum(float(r.wait_s or 0) for r in rows), cores, nbytes, threads,
+                   want_s=sum(dts[i] for i in want),
+                   want_cpu_s=sum(total[i] * dts[i] for i in want),
+                   want_wait_s=sum(waits[i] * dts[i] for i in want))
 
 
 @dataclass
@@ -349,11 +362,20 @@ def capped(p: PointThreads, point: Point, side: str) -> tuple[str, str] | None:
     uses = [u for u in (p.client if side == "client" else p.server)
             if side == "server" or u.about_transfer()]
     hits = _majority(uses, ProcUse.capped)
-    if spare is None or not hits:
+    if not hits or not point.host_cpu:
         return None
-    on = statistics.median(u.cpu_s / u.span_s for u, _ in hits)
-    wait = statistics.median(u.wait_s / u.span_s for u, _ in hits)
-    text = (f"{side} on a CPU {on:.2f} cores and waiting for one {wait:.2f} over its span "
+    on = statistics.median(u.want_cpu_s / u.want_s for u, _ in hits)
+    wait = statistics.median(u.want_wait_s / u.want_s for u, _ in hits)
+    if spare is None:
+        # every CPU of the host busy: others' work took the CPU it waited for, or its own
+        # allowance did; the threads cannot tell which, the host's CPUs were the limit
+        share = statistics.median(g.share for g in point.host_cpu.values())
+        return "host-CPU-bound", (
+            f"{side} on a CPU {on:.2f} cores and waiting for one {wait:.2f} while runnable, "
+            f"the host's CPUs {share:.0%} busy: starved of CPU (the host's other work or "
+            f"its own allowance; {len(hits)} of {len(uses)} "
+            f"{'transfers' if side == 'client' else 'groups'})")
+    text = (f"{side} on a CPU {on:.2f} cores and waiting for one {wait:.2f} while runnable "
             f"while the host's CPUs were only {spare:.0%} busy: its own CPU allowance (a "
             f"cgroup quota or a shared cpuset) held it ({len(hits)} of {len(uses)} "
             f"{'transfers' if side == 'client' else 'groups'})")
