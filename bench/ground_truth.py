@@ -289,11 +289,12 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=Path("/tmp/rig-ground-truth"),
                     help="where the runs' folders go")
     ap.add_argument("--json", type=Path, default=REPO / "bench/results/ground_truth.json")
-    ap.add_argument("--redraw", type=Path, help="recompute the verdicts of a stored JSON's runs")
+    ap.add_argument("--redraw", type=Path, nargs="+",
+                    help="recompute the verdicts of stored JSONs' runs (together)")
     ap.add_argument("--doc", action="store_true", help="write docs/ground-truth.md's matrix")
     a = ap.parse_args()
     if a.redraw:
-        records = json.loads(a.redraw.read_text())["records"]
+        records = [r for f in a.redraw for r in json.loads(f.read_text())["records"]]
         for r in records:
             r["points"] = verdicts_of(Path(r["out"]))
     else:
