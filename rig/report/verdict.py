@@ -49,7 +49,7 @@ When the run sampled the sending side's tcp_info (tcp_samples), the kernel's own
 decides after the emulator check (rig.report.tcpevidence): window-limited,
 sender-buffer-limited, loss-limited, cwnd-limited or application-limited, citing the
 shares ("rwnd_limited 91 % of busy time"). A cwnd/loss limit at the path's capacity is
-path-limited (a loss limit on a lossy path only at a configured rate: there iperf3's
+path-limited (a loss limit on a lossy path only near a configured rate: elsewhere iperf3's
 capacity is loss-limited itself); a closed window or idle sender with the client's CPU saturated is
 client-CPU-bound (a receiver that cannot keep up shows at the sender that way).
 Seed 000 needed a profiler to find its CPU-bound poller thread; this makes it a column.
@@ -615,8 +615,9 @@ def _from_kernel(point: Point, ev: Evidence, bounds: list[tuple[str, float, str]
         # the receiver kept closed is the kernel's own account: it stays the verdict)
         kind, why = "host-CPU-bound", f"{found['host-CPU-bound']}; {why}"
     elif kind in ("cwnd-limited", "loss-limited") and "path-limited" in found and not (
-            kind == "loss-limited" and point.loss_configured
-            and point.path_bound_bps() != point.rate_bps):
+            kind == "loss-limited" and point.loss_configured and not (
+                point.rate_bps and NEAR * point.rate_bps <= point.mean_bps
+                <= ABOVE * point.rate_bps)):
         # (on a lossy path without a rate below it, iperf3's "capacity" is itself loss-
         # limited: near it says nothing, the loss is the cause)
         kind, why = "path-limited", f"{found['path-limited']}; {why}"
