@@ -159,7 +159,11 @@ def window_bytes(rmem_max: int | None, adv_win_scale: int | None) -> int | None:
     """Largest receive window one TCP stream can advertise: Linux keeps part of the
     receive buffer for overhead, tcp_adv_win_scale (default 1: half of it). Measured
     here with 16 MiB rmem: 0.44-0.45 x rmem in flight at 60 and 120 ms (slow start
-    included), next to the 0.5 this bound gives."""
+    included), next to the 0.5 this bound gives. Linux >= 6.6 no longer reads
+    tcp_adv_win_scale: it scales the buffer by the payload/truesize of what it receives
+    (scaling_ratio, from 0.5 until data arrives): this host's veth at MTU 1500 advertised
+    0.75 x a 1 MiB rmem (docs/ground-truth.md). This stays the run-time estimate; the
+    report prefers the advertised window the sender's tcp_info saw (Point.window)."""
     if rmem_max is None:
         return None
     s = 1 if adv_win_scale is None else adv_win_scale

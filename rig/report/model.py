@@ -75,7 +75,11 @@ class Point:
     samples_bps: list[float] = field(default_factory=list)   # one per ok repeat
     failed: int = 0                                           # repeats with a failure
     errors: list[str] = field(default_factory=list)
-    window_bytes: int | None = None
+    window_bytes: int | None = None         # computed from tcp_rmem when run (tuning.window_bytes)
+    # the largest receive window the receiver advertised, per connection (the sender's
+    # tcp_info snd_wnd, median over the point's data connections): the kernel's own
+    # figure, which the window bound prefers (Linux 6.x: ~0.75 x tcp_rmem here, not 0.5)
+    adv_window_bytes: int | None = None
     rate_bps: float | None = None           # configured path rate (None: unlimited)
     capacity_bps: float | None = None       # validated iperf3 goodput of the step
     rtt_ms_measured: float | None = None
@@ -146,10 +150,19 @@ class Point:
         if self.warm_cache:
             return None
         rtt = self.rtt_ms_measured or self.key.rtt_ms
-        if not self.window_bytes or not rtt or rtt <= 0:
+        window = self.window()
+        if not window or not rtt or rtt <= 0:
             return None
-        return (self.key.concurrency * self.key.streams * self.window_bytes * 8
-                / (rtt / 1e3))
+        return self.key.concurrency * self.key.streams * window * 8 / (rtt / 1e3)
+
+    def window(self) -> int | None:
+        """Per-stream window of the bound: the advertised one when the kernel's was sampled
+        and the configured buffer could hold more (autotuning had room to grow it), else
+        the one computed from tcp_rmem."""
+        if self.adv_window_bytes and (not self.window_bytes
+                                      or self.adv_window_bytes > self.window_bytes):
+            return self.adv_window_bytes
+        return self.window_bytes
 
     def path_bound_bps(self) -> float | None:
         """What the path carries: the smaller of the validated capacity and the rate (None
@@ -395,9 +408,38 @@ def load_run(run_dir: Path) -> Run:
         raise InputError(f"unreadable results database ({e})", file=str(store.path)) from e
     finally:
         store.close()
+    points = build_points(transfers, validations)
+    advertised_windows(points, tcp)
     return Run(store.path.parent, meta, env, transfers, validations, engine,
-               build_points(transfers, validations), tcp, captures, actions, threads,
-               background)
+               points, tcp, captures, actions, threads, background)
+
+
+DATA_SHARE = 0.01   # connections with < 1 % of a transfer's bytes acked carry no data
+
+
+def advertised_windows(points: list[Point], tcp: list[TcpSample]) -> None:
+    """Set each point's adv_window_bytes: the largest snd_wnd of each data connection of
+    its ok transfers (the receiver's advertised window, seen by the sender), median."""
+    top: dict[tuple[int, int], int] = defaultdict(int)
+    acked: dict[tuple[int, int], int] = defaultdict(int)
+    key_of: dict[int, Key] = {}
+    for s in tcp:
+        if not s.ok or s.snd_wnd_bytes is None:
+            continue
+        c = (s.transfer_id, s.conn)
+        top[c] = max(top[c], s.snd_wnd_bytes)
+        acked[c] = max(acked[c], s.bytes_acked or 0)
+        key_of[s.transfer_id] = _key(s)
+    total: dict[int, int] = defaultdict(int)
+    for (tid, _), a in acked.items():
+        total[tid] += a
+    per: dict[Key, list[int]] = defaultdict(list)
+    for c, w in top.items():
+        if w > 0 and acked[c] >= DATA_SHARE * total[c[0]]:
+            per[key_of[c[0]]].append(w)
+    for p in points:
+        if per.get(p.key):
+            p.adv_window_bytes = int(statistics.median(per[p.key]))
 
 
 SeriesId = tuple[str, str, int, int]        # path, client, streams, concurrency

@@ -21,6 +21,18 @@ Definitions (docs/results-format.md, thread_cpu):
                 the same cores); elsewhere it is the contention note.
   contended     threads that waited for a CPU longer than they ran: a note on the verdict
                 (the host's CPUs were the limit, whoever used them).
+  capped        over the intervals its threads were on a CPU or waiting for one >=
+                BUSY_CORE, they did so >= SATURATED of a core, waiting >= CAP_WAIT, while the
+                host had CPU spare (its busy share < HOST_SPARE): not contention but the
+                process's own CPU allowance (a cgroup quota, cpu.max, or a cpuset shared
+                with its own threads) held it. Client: single-thread-bound when one thread
+                carries the demand (HOT of the busy time, on a CPU or waiting, the others
+                < IDLE), else client-CPU-bound; server: server-cpu-bound. Not the busy
+                time: a quota's throttled periods are not busy intervals
+                (ground truth, docs/ground-truth.md: xrdcp capped at 0.3 core ran 0.34 of
+                a core and waited 0.68 over its busy time, the host 40 % busy).
+                With every CPU of the host busy the same signature is host-CPU-bound:
+                others' work or its allowance, the threads cannot tell which.
   cores/Gbit/s  CPU seconds per Gbit moved / cores the process may use: the share of
                 that end's cores each Gbit/s costs (seed 004's unit).
 
@@ -47,6 +59,8 @@ IDLE = 0.30
 SATURATED = 0.85
 # kinds the thread evidence does not replace (it is added to `also`): the path, the
 # emulator or the round trips limited, or nothing ran
+CAP_WAIT = 0.30      # waiting for a CPU >= 30 % of its span (a 0.5-core quota: ~50 %)
+HOST_SPARE = 0.90    # the host's CPUs busy < 90 % (verdict.HOST_NEAR): a CPU was spare
 KEEP = ("failed", "emulator-limited", "path-limited", "latency-bound", "loss-limited")
 THREAD_KINDS = ("single-thread-bound", "server-thread-bound", "server-cpu-bound")
 
@@ -73,6 +87,12 @@ class ProcUse:
     bytes: int
     threads: list[ThreadUse] = field(default_factory=list)   # busiest first
     wall_s: float | None = None     # client replay: its own wall (duration_s), not the process's
+    # the intervals in which its threads were on a CPU or waiting for one >= BUSY_CORE
+    # (a quota's throttled periods count: they wait): seconds, and the core-seconds of
+    # CPU and of waiting in them
+    want_s: float = 0.0
+    want_cpu_s: float = 0.0
+    want_wait_s: float = 0.0
 
     def about_transfer(self) -> bool:
         """Its busy time is mostly the transfer's: a client whose transfer's wall is less
@@ -113,6 +133,24 @@ class ProcUse:
         cores it may use had no time left for it (others ran on them too)."""
         cores = self.cores or 0
         return cores > 0 and self.contended() and self.demand() >= SATURATED * cores
+
+    def capped(self) -> bool:
+        """Over its whole sampled span, on a CPU or waiting for one >= SATURATED of a
+        core, waiting for one >= CAP_WAIT of it (the caller checks that the host had CPU
+        spare)."""
+        if self.want_s <= 0:
+            return False
+        return (self.want_cpu_s + self.want_wait_s) / self.want_s >= SATURATED \
+            and self.want_wait_s >= CAP_WAIT * self.want_s
+
+    def one_thread(self) -> ThreadUse | None:
+        """The thread that carries the demand: on a CPU or waiting >= HOT of the busy
+        time, every other thread on a CPU < IDLE."""
+        if not self.threads or self.busy_s <= 0:
+            return None
+        top, rest = self.threads[0], self.threads[1:]
+        return top if top.cpu + top.wait >= HOT and all(t.cpu < IDLE for t in rest) \
+            else None
 
     def s_per_gb(self, cpu_s: float | None = None) -> float | None:
         c = self.cpu_s if cpu_s is None else cpu_s
@@ -198,6 +236,8 @@ def proc_use(rows: list[ThreadCpu], side: str, nbytes: int) -> ProcUse:
                                  on / busy_s if busy_s else 0.0,
                                  wt / busy_s if busy_s else 0.0, float(r.cpu_s or 0)))
     threads.sort(key=lambda u: (-u.cpu, -u.cpu_s))
+    waits = [sum(w[i] for w in wait) for i in range(len(dts))]
+    want = [i for i in range(len(dts)) if total[i] + waits[i] >= BUSY_CORE]
     # the cores the tree may use: the union over its threads (two origins pinned to one
     # core each may use two)
     allowed = set().union(*(cpu_set(r.cpus_allowed) or set() for r in rows))
@@ -205,7 +245,10 @@ def proc_use(rows: list[ThreadCpu], side: str, nbytes: int) -> ProcUse:
     return ProcUse(side, int(rows[0].transfer_id), busy_s,
                    (grid[-1] - grid[0]) if grid else 0.0,
                    sum(float(r.cpu_s or 0) for r in rows),
-                   sum(float(r.wait_s or 0) for r in rows), cores, nbytes, threads)
+                   sum(float(r.wait_s or 0) for r in rows), cores, nbytes, threads,
+                   want_s=sum(dts[i] for i in want),
+                   want_cpu_s=sum(total[i] * dts[i] for i in want),
+                   want_wait_s=sum(waits[i] * dts[i] for i in want))
 
 
 @dataclass
@@ -302,6 +345,52 @@ def server_starved(p: PointThreads) -> str | None:
                                    "ran, the cores it may use busy with others too")
 
 
+def host_spare(point: Point) -> float | None:
+    """The host's median busy share over the point's groups when below HOST_SPARE (a CPU
+    was spare), None when busier or not recorded."""
+    shares = [g.share for g in point.host_cpu.values()]
+    if not shares:
+        return None
+    share = statistics.median(shares)
+    return share if share < HOST_SPARE else None
+
+
+def capped(p: PointThreads, point: Point, side: str) -> tuple[str, str] | None:
+    """(kind, detail) when most of the side's processes were held by their own CPU
+    allowance (ProcUse.capped while the host had a CPU spare)."""
+    spare = host_spare(point)
+    uses = [u for u in (p.client if side == "client" else p.server)
+            if side == "server" or u.about_transfer()]
+    hits = _majority(uses, ProcUse.capped)
+    if not hits or not point.host_cpu:
+        return None
+    on = statistics.median(u.want_cpu_s / u.want_s for u, _ in hits)
+    wait = statistics.median(u.want_wait_s / u.want_s for u, _ in hits)
+    if spare is None:
+        # every CPU of the host busy: others' work took the CPU it waited for, or its own
+        # allowance did; the threads cannot tell which, the host's CPUs were the limit
+        share = statistics.median(g.share for g in point.host_cpu.values())
+        return "host-CPU-bound", (
+            f"{side} on a CPU {on:.2f} cores and waiting for one {wait:.2f} while runnable, "
+            f"the host's CPUs {share:.0%} busy: starved of CPU (the host's other work or "
+            f"its own allowance; {len(hits)} of {len(uses)} "
+            f"{'transfers' if side == 'client' else 'groups'})")
+    text = (f"{side} on a CPU {on:.2f} cores and waiting for one {wait:.2f} while runnable "
+            f"while the host's CPUs were only {spare:.0%} busy: its own CPU allowance (a "
+            f"cgroup quota or a shared cpuset) held it ({len(hits)} of {len(uses)} "
+            f"{'transfers' if side == 'client' else 'groups'})")
+    if side == "server":
+        return "server-cpu-bound", text
+    ones = [t for u, _ in hits if (t := u.one_thread())]
+    if len(ones) * 2 > len(hits):
+        return "single-thread-bound", (f"{text}; one thread carries it: "
+                                       f"'{ones[0].name.split('[')[0]}' on a CPU "
+                                       f"{statistics.median(t.cpu for t in ones):.0%} (+"
+                                       f"{statistics.median(t.wait for t in ones):.0%} "
+                                       f"waiting) of its busy time, the others idle")
+    return "client-CPU-bound", text
+
+
 def notes(p: PointThreads, kind: str) -> list[str]:
     """What the threads say about a verdict they do not change: CPU contention (threads
     waited longer than they ran), and a client CPU bound that no single thread carries."""
@@ -337,6 +426,10 @@ def findings(point: Point, run: Run) -> list[tuple[str, str]]:
         d = fn(p)
         if d:
             out.append((kind, d))
+    for side in ("client", "server"):
+        c = capped(p, point, side)
+        if c and c[0] not in (k for k, _ in out):
+            out.append(c)
     return out
 
 

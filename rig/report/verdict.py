@@ -4,9 +4,13 @@ For one point (path, RTT, client configuration, streams, concurrency), in this o
   failed             no repeat succeeded
   emulator-limited   the engine's own statistics show queue overflows, unexplained
                      drops, late releases (linkstats.emulation_late) or a saturated
-                     engine CPU; a ping that finds the RTT off is the independent
-                     witness: it is reported with its size (a note on the verdict)
-                     and never relabels a transfer by itself
+                     engine CPU; or the path was not what the step says: the step's
+                     fastest ping (rtt_ms_min, before or after its transfers) off the
+                     configured RTT by more than PATH_OFF_MS or PATH_OFF_FRACTION of it
+                     (an engine delaying more than its label, whatever its own timing
+                     says; the minimum, not the mean, so a loaded host's slow pings are
+                     not taken for it). A smaller ping offset is reported with its size
+                     (a note on the verdict) and never relabels a transfer by itself
   window-limited     throughput near concurrency x streams x window / RTT, or the same
                      bytes in flight (throughput x RTT) at RTTs far apart: a window below
                      the configured one (autotuning, slow start of a short transfer)
@@ -45,7 +49,8 @@ When the run sampled the sending side's tcp_info (tcp_samples), the kernel's own
 decides after the emulator check (rig.report.tcpevidence): window-limited,
 sender-buffer-limited, loss-limited, cwnd-limited or application-limited, citing the
 shares ("rwnd_limited 91 % of busy time"). A cwnd/loss limit at the path's capacity is
-path-limited; a closed window or idle sender with the client's CPU saturated is
+path-limited (a loss limit on a lossy path only near a configured rate: elsewhere iperf3's
+capacity is loss-limited itself); a closed window or idle sender with the client's CPU saturated is
 client-CPU-bound (a receiver that cannot keep up shows at the sender that way).
 Seed 000 needed a profiler to find its CPU-bound poller thread; this makes it a column.
 
@@ -76,6 +81,11 @@ from rig.report.threads import evidence as thread_evidence
 # the verdict, with its numbers) without relabelling the transfer.
 LATE_MS = 0.5
 LATE_RTT_FRACTION = 0.05
+
+# A path whose every ping (the fastest of the step's check) is this far off its label was
+# not the path the step claims: its transfers measured another RTT (issue 38).
+PATH_OFF_MS = 1.0
+PATH_OFF_FRACTION = 0.05
 
 NEAR = 0.85          # at >= 85 % of a bound, the bound is what limits
 ABOVE = 1.15         # more than 15 % above a "bound" means it was not the bound
@@ -266,6 +276,22 @@ def flag_headline(run: Run) -> str:
     return f"{len(steps)} step(s) flagged, by kind: {'; '.join(parts)}."
 
 
+def path_off_reasons(point: Point, run: Run) -> list[str]:
+    """The point's steps whose fastest ping was off the configured RTT by more than
+    max(PATH_OFF_MS, PATH_OFF_FRACTION x RTT): the path was not what its label says."""
+    out = []
+    for v in run.validations_for(point.steps):
+        conf, low = v.rtt_ms_configured, v.rtt_ms_min
+        if conf is None or low is None or not v.flagged:
+            continue
+        tol = max(PATH_OFF_MS, PATH_OFF_FRACTION * conf)
+        if abs(low - conf) > tol:
+            out.append(f"the path is not what step {shown_step(v.step)} says: its fastest "
+                       f"ping took {low:.3g} ms for a configured {conf:g} ms RTT "
+                       f"({low - conf:+.3g} ms, > {tol:.3g} ms; {v.phase} its transfers)")
+    return list(dict.fromkeys(out))
+
+
 def emulator_reasons(point: Point, run: Run) -> list[str]:
     """The engine's evidence that it limited this point (never a ping flag alone)."""
     reasons: list[str] = []
@@ -309,9 +335,11 @@ def _window(point: Point, run: Run) -> tuple[float, str] | None:
     mean, w = point.mean_bps, point.window_bound_bps()
     rtt = _rtt_s(point) * 1e3
     if w and NEAR * w <= mean <= ABOVE * w:
+        adv = point.window() != point.window_bytes
         return w, (f"{_gbit(mean)} is {mean / w:.0%} of {point.key.concurrency}x"
-                   f"{point.key.streams}x{(point.window_bytes or 0) / 2**20:.3g} MiB/"
-                   f"{rtt:.3g} ms = {_gbit(w)}")
+                   f"{point.key.streams}x{(point.window() or 0) / 2**20:.3g} MiB"
+                   + (" (the receiver's advertised window)" if adv else "")
+                   + f"/{rtt:.3g} ms = {_gbit(w)}")
     eff = effective_window(point, run)
     if eff is None:
         return None
@@ -586,7 +614,12 @@ def _from_kernel(point: Point, ev: Evidence, bounds: list[tuple[str, float, str]
         # the sender had nothing to send while no CPU of the host was spare (a window
         # the receiver kept closed is the kernel's own account: it stays the verdict)
         kind, why = "host-CPU-bound", f"{found['host-CPU-bound']}; {why}"
-    elif kind in ("cwnd-limited", "loss-limited") and "path-limited" in found:
+    elif kind in ("cwnd-limited", "loss-limited") and "path-limited" in found and not (
+            kind == "loss-limited" and point.loss_configured and not (
+                point.rate_bps and NEAR * point.rate_bps <= point.mean_bps
+                <= ABOVE * point.rate_bps)):
+        # (on a lossy path without a rate below it, iperf3's "capacity" is itself loss-
+        # limited: near it says nothing, the loss is the cause)
         kind, why = "path-limited", f"{found['path-limited']}; {why}"
     elif kind is None:
         return Verdict("unexplained", f"{_distances(point)}; {why}", tuple(found))
@@ -604,7 +637,7 @@ def _verdict(point: Point, run: Run) -> Verdict:
         err = point.errors[0] if point.errors else "no successful repeat"
         return Verdict("failed", err[:200])
     bounds = _bounds(point, run)
-    emul = emulator_reasons(point, run)
+    emul = emulator_reasons(point, run) + path_off_reasons(point, run)
     step_late = late_notes(point, run)
     notes = tuple(ping_notes(point, run, bool(emul) or bool(step_late))) + (
         () if emul else tuple(step_late))
