@@ -275,6 +275,10 @@ def text(v: Any) -> str:
         raise ValueError(f"longer than {L.MAX_TEXT_CHARS} characters")
     if "\0" in v:
         raise ValueError("contains a NUL character")
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:      # a lone surrogate ("\ud800"): YAML's escapes allow it
+        raise ValueError("contains a lone surrogate (not a Unicode character)") from None
     return v
 
 
@@ -283,6 +287,8 @@ def path_text(v: Any) -> str:
     v = text(v)
     if not v or not v.isprintable():
         raise ValueError("expected a path on one line without control characters")
+    if not v.strip():
+        raise ValueError("expected a path, got only blanks")
     return v
 
 
