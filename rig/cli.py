@@ -5,10 +5,12 @@ logic so tests can run the CLI in-process.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 from rig.description import limits as L
 from rig.errors import ExitStatus, InputError, RigError, clip, quote
@@ -36,6 +38,8 @@ def _path(key: str, value: str | None) -> None:
     raw = os.fsencode(value)
     if not raw:
         raise InputError("expected a path, got nothing", key=key, value=value)
+    if not raw.strip():
+        raise InputError("expected a path, got only blanks", key=key, value=value)
     if b"\0" in raw:
         raise InputError("a path holds no NUL character", key=key, value=value)
     if len(raw) > L.MAX_PATH_BYTES:
@@ -160,8 +164,37 @@ def cmd_plan(a) -> int:
     from rig.orchestration import plan
     sc = _load(a.scenario)
     p = plan.build_plan(sc)
+    if not a.all:
+        p = _first_groups(p, PLAN_SHOWN_GROUPS)
     print("\n".join(p.described() if a.actions else p.lines()))
     return 0
+
+
+PLAN_SHOWN_GROUPS = 200     # `rig plan` prints a larger plan's count, then its first groups
+
+
+def _first_groups(p: Any, shown: int) -> Any:
+    """The plan with only its first `shown` transfer groups (and the steps they are in)
+    when it has more, and a comment that says how many it has and how to see them all:
+    a sweep of 100,000 groups is a count to read, not 10^6 lines to scroll (issue 43)."""
+    from rig.orchestration import actions
+    groups = list(dict.fromkeys((a.step, a.group) for a in p.actions if a.group is not None))
+    if len(groups) <= shown:
+        return p
+    keep = set(groups[:shown])
+    steps = {s for s, _ in keep}
+    out, hidden = [], 0
+    for a in p.actions:
+        if (a.group is None and (a.step is None or a.step in steps)) \
+                or (a.step, a.group) in keep:
+            out.append(a)
+        else:
+            hidden += 1
+    note = actions.comment(
+        f"{len(groups):,} transfer groups in {len({s for s, _ in groups}):,} step(s): "
+        f"the first {shown} shown, {hidden:,} action(s) of the others left out "
+        "(rig plan --all prints every one)")
+    return dataclasses.replace(p, header=(*p.header, note), actions=tuple(out))
 
 
 def cmd_run(a) -> int:
@@ -296,6 +329,10 @@ def parser() -> argparse.ArgumentParser:
     pl.add_argument("--actions", action="store_true",
                     help="each action of the plan (its id in results.sqlite's actions table, "
                          "kind, host, dependencies) above its commands")
+    pl.add_argument("--all", action="store_true",
+                    help=f"print every transfer group of a plan that has more than "
+                         f"{PLAN_SHOWN_GROUPS} (default: their count, then the first "
+                         f"{PLAN_SHOWN_GROUPS})")
     from rig.description.rootfile import cli as rootfile_cli
     rootfile_cli.add_arguments(pl)
     pl.set_defaults(fn=cmd_plan)

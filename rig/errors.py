@@ -18,6 +18,8 @@ _REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 3, QUOTE_CHARS + 2, QUOTE_CHAR
 def printable(text: str, limit: int | None = None) -> str:
     """`text` on one line, control and invisible characters escaped, at most `limit`
     characters (cut with '…'): safe to print in a one-line error."""
+    if (limit is None or len(text) <= limit) and text.isprintable():
+        return text              # the common case, without a pass per character
     if limit is not None and len(text) > limit:
         text = text[:limit]
         cut = True

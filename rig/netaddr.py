@@ -7,11 +7,14 @@ Apache ``Listen [2001:db8::10]:8090``, sshd ``ListenAddress [::1]:2222``, scp
 """
 from __future__ import annotations
 
+import functools
 import ipaddress
 
 
+@functools.lru_cache(maxsize=1024)
 def family(addr: str) -> int:
-    """4 or 6 for an IP literal; 0 for anything else (a host name)."""
+    """4 or 6 for an IP literal; 0 for anything else (a host name). A plan asks it of
+    the same few addresses for every URL it writes: parsed once each."""
     try:
         return ipaddress.ip_address(addr.strip("[]")).version
     except ValueError:

@@ -90,10 +90,12 @@ def ssh_host(tmp: Path, ip: int = 4) -> Iterator[SshHost]:
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)   # sshd's privsep dir (empty)
         sshd = proc.Service([SSHD, "-D", "-e", "-f", str(keys / "sshd_config")], netns=ns,
                             log_path=tmp / "sshd.log", name="sshd").start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30      # a hang guard: it listens in < 1 s idle
         while not _accepts(ns, addr):
             assert sshd.alive(), (tmp / "sshd.log").read_text()
-            assert time.monotonic() < deadline, "sshd did not listen"
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"sshd did not listen on {addr} within 30 s: "
+                                   f"{(tmp / 'sshd.log').read_text()[-500:]}")
             time.sleep(0.05)
         yield SshHost(prefix, ns, addr, local_addr, keys / "id", tmp / "known_hosts", sshd)
     finally:

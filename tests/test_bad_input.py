@@ -34,6 +34,8 @@ from rig.realization import netns
 
 from rig.orchestration import plan
 
+from hangguard import hang_guard
+
 pytestmark = pytest.mark.slow   # seconds each: left out of `make test-fast`
 
 REPO = Path(__file__).resolve().parent.parent
@@ -351,11 +353,9 @@ def test_every_mutation_is_one_line_exit_2_or_valid_and_in_range(tmp_path, monke
         path = files / f"{label}.yaml"
         path.write_bytes(data)
         before = _snapshot(*watched)
-        t = time.monotonic()
-        code, out, err = _run_plan(str(path))
-        spent = time.monotonic() - t
+        with hang_guard(30.0, label):   # a hang, not a speed goal (bench/ has those)
+            code, out, err = _run_plan(str(path))
         stats["tried"] += 1
-        assert spent < 30.0, (label, spent)     # a hang, not a speed goal (bench/ has those)
         assert _snapshot(*watched) == before, label
         if code == 2:
             stats["rejected"] += 1
@@ -423,10 +423,10 @@ def test_non_regular_files_are_refused_without_hanging(tmp_path, kind):
         os.mkfifo(target)
     else:
         target = Path("/dev/zero") if kind == "dev-zero" else tmp_path
-    t = time.monotonic()
+    # the hang guard is the 30 s deadline (TimeoutExpired names the command); a refusal
+    # takes about a second, the interpreter's start
     r = subprocess.run([sys.executable, "-m", "rig", "plan", str(target)], capture_output=True,
                        text=True, timeout=30, cwd=tmp_path)
-    assert time.monotonic() - t < 10
     assert r.returncode == 2 and r.stdout == "", r
     assert r.stderr == f"rig: {target}: not a regular file (a FIFO, device or directory " \
                        "cannot be a scenario)\n"

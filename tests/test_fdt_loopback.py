@@ -193,9 +193,11 @@ def test_refused_connection_fails_fast(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]             # bound, not listening: refused
-        t0 = time.monotonic()
-        r = _cli("get", "--port", str(port), "127.0.0.1", "f.bin", str(tmp_path / "x"))
-    assert r.returncode == 1 and time.monotonic() - t0 < 10
+        # a hang guard, not a speed goal: a refusal is answered in well under 1 s idle,
+        # and a client that retried it would outlive this deadline (TimeoutExpired)
+        r = _cli("get", "--port", str(port), "127.0.0.1", "f.bin", str(tmp_path / "x"),
+                 timeout=15)
+    assert r.returncode == 1
     assert "refused" in r.stderr and not (tmp_path / "x").exists()
 
 
@@ -217,9 +219,9 @@ def test_killed_server_ends_client_with_error_quickly(tree: Path) -> None:
     try:
         _assert_running(cli, 1.0)
         srv.kill()
-        t0 = time.monotonic()
-        rc = cli.wait(timeout=10)
-        assert time.monotonic() - t0 < 5
+        # a hang guard: the client notices the reset at once; its stall timeout (20 s)
+        # would take longer than this wait, which then fails the test (TimeoutExpired)
+        rc = cli.wait(timeout=15)
     finally:
         cli.kill()
         cli.wait()
@@ -236,7 +238,7 @@ def test_frozen_server_trips_the_stall_timeout(tree: Path) -> None:
         _assert_running(cli, 0.5)
         os.killpg(srv.pid, signal.SIGSTOP)
         t0 = time.monotonic()
-        rc = cli.wait(timeout=10)
+        rc = cli.wait(timeout=20)     # a hang guard, 20x the stall timeout
         took = time.monotonic() - t0
     finally:
         cli.kill()
@@ -245,14 +247,16 @@ def test_frozen_server_trips_the_stall_timeout(tree: Path) -> None:
         srv.kill()
         srv.wait()
     assert rc == 4, cli.stderr.read()
-    assert 0.9 < took < 4
+    assert took > 0.9     # it waited its 1 s stall timeout (a lower bound: load only adds)
     assert "no data moved" in cli.stderr.read()
 
 
 def test_deadline_ends_a_long_transfer(server: int) -> None:
-    t0 = time.monotonic()
-    r = _cli("get", "--port", str(server), "--mem", "1TiB", "--timeout", "1", "127.0.0.1")
-    assert r.returncode == 4 and time.monotonic() - t0 < 5
+    # 1 TiB takes minutes: only the client's own 1 s deadline ends it before this
+    # harness deadline (a hang guard, TimeoutExpired if it does not)
+    r = _cli("get", "--port", str(server), "--mem", "1TiB", "--timeout", "1", "127.0.0.1",
+             timeout=30)
+    assert r.returncode == 4
     assert "deadline" in json.loads(r.stdout.splitlines()[-1])["error"]
 
 
@@ -360,11 +364,9 @@ def test_bad_transfers_are_errors_and_leave_no_file(tmp_path: Path, mode: str, e
     fake.start()
     dest = tmp_path / "out.bin"
     opts = Options(block=BLOCK, checksum=True, stall_s=1.0, connect_s=5, timeout_s=20)
-    t0 = time.monotonic()
-    with pytest.raises(error, match=match):
+    with pytest.raises(error, match=match):   # not the 20 s deadline's error: it ended on
         asyncio.run(client.get("127.0.0.1", fake.port, "f.bin", str(dest), streams=4,
-                               opts=opts))
-    assert time.monotonic() - t0 < 5
+                               opts=opts))       # the fault it met
     fake.release.set()
     fake.join(10)
     assert not fake.is_alive()

@@ -160,10 +160,10 @@ def test_the_fallback_walk_refuses_symlinks_as_openat2_does(root: Path,
 def test_a_fifo_in_the_root_is_refused_and_does_not_freeze_the_server(
         server: int, root: Path, tmp_path: Path) -> None:
     os.mkfifo(root / "pipe")
-    t0 = time.monotonic()
+    # a server frozen on open() of the FIFO would trip the client's 3 s connect timeout
+    # (another error); the harness's 30 s deadline is only the hang guard
     r = _cli("get", "--port", str(server), "--connect-timeout", "3", "127.0.0.1", "pipe",
-             str(tmp_path / "got"), timeout=20)
-    assert time.monotonic() - t0 < 3
+             str(tmp_path / "got"), timeout=30)
     assert r.returncode == 1 and "not a regular file" in _result(r)["error"], r.stdout
     _get_ok(server, tmp_path, root)
 
@@ -331,7 +331,8 @@ def test_a_silent_server_trips_the_connect_timeout_and_says_so() -> None:
                  "127.0.0.1", timeout=20)
         took = time.monotonic() - t0
     err = _result(r)["error"]
-    assert r.returncode == 1 and took < 4, (r.returncode, took)
+    assert r.returncode == 1 and took > 0.9, (r.returncode, took)   # waited its 1 s (a
+    # lower bound: load only adds); the harness's 20 s deadline is the hang guard
     assert "connect timeout" in err and "1s" in err and "deadline" not in err, err
 
 

@@ -7,7 +7,6 @@ import os
 import select
 import socket
 import threading
-import time
 import zlib
 from pathlib import Path
 
@@ -16,6 +15,8 @@ import pytest
 from rig.fdt import protocol as p
 from rig.fdt.streams import MemSource, StreamWorkers, receiver
 from rig.fdt.transport import Progress, TransferError, run_all
+
+from hangguard import hang_guard
 
 BLOCK = 64 * 1024
 
@@ -92,11 +93,17 @@ def test_bad_header_is_a_protocol_error() -> None:
                       p.ProtocolError, "bad block magic")
 
 
-def test_close_ends_blocked_receivers_at_once_and_closes_their_sockets() -> None:
-    """A silent peer: the stall watchdog fires, close() wakes and joins every thread."""
+def test_close_ends_blocked_receivers_at_once_and_closes_their_sockets(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A silent peer: the stall watchdog fires, close() wakes and joins every thread.
+    With the SO_RCVTIMEO backstop at 10 min, a close() that relied on it instead of
+    shutdown() waking the threads would run into the 30 s hang guard (idle: ms)."""
+    from rig.fdt import streams
+    monkeypatch.setattr(streams, "POLL_S", 600.0)
+    monkeypatch.setattr(streams, "JOIN_S", 1200.0)
     before = set(os.listdir("/proc/self/fd"))
 
-    async def main() -> float:
+    async def main() -> None:
         ours, theirs = _pairs(4)
         workers = StreamWorkers(ours)
         progress = Progress(4)
@@ -106,16 +113,13 @@ def test_close_ends_blocked_receivers_at_once_and_closes_their_sockets() -> None
             with pytest.raises(TransferError, match="no data moved"):
                 await run_all(futs, progress=progress, stall_s=0.2)
         finally:
-            t0 = time.monotonic()
             workers.close()
-            took = time.monotonic() - t0
             for s in theirs:
                 s.close()
         assert all(s.fileno() == -1 for s in ours)
-        return took
 
-    took = asyncio.run(main())
-    assert took < 0.4                 # shutdown() wakes them; SO_RCVTIMEO is the backstop
+    with hang_guard(30, "close() of 4 blocked receivers"):
+        asyncio.run(main())
     assert _stream_threads() == []
     assert set(os.listdir("/proc/self/fd")) == before
 
@@ -294,7 +298,7 @@ def test_the_sender_returns_once_the_last_end_is_queued(monkeypatch: pytest.Monk
     out POLL_S (0.2 s) at the end of every run, 4-6 % of a 6 s timed run's rate."""
     from rig.fdt import sender
     from rig.fdt.streams import WakeBudget
-    monkeypatch.setattr(sender, "POLL_S", 5.0)
+    monkeypatch.setattr(sender, "POLL_S", 600.0)   # one more poll: a 30 s hang guard's stop
     ours, theirs = _pairs(2)
     for s in ours:
         s.setblocking(False)
@@ -302,15 +306,18 @@ def test_the_sender_returns_once_the_last_end_is_queued(monkeypatch: pytest.Monk
               for b in theirs]
     for t in drains:
         t.start()
-    t0 = time.monotonic()
-    sender.send_streams(ours, [WakeBudget(s) for s in ours], {1: MemSource(BLOCK)},
-                        p.BlockScheduler(4 * BLOCK, BLOCK), Progress(2), threading.Event())
-    took = time.monotonic() - t0
-    for t in drains:
-        t.join(10)
-    for s in ours + theirs:
-        s.close()
-    assert took < 2.5, took        # milliseconds here; >= 5 s if it polled once more
+    try:
+        with hang_guard(30, "send_streams after the last END"):   # idle: milliseconds
+            sender.send_streams(ours, [WakeBudget(s) for s in ours], {1: MemSource(BLOCK)},
+                                p.BlockScheduler(4 * BLOCK, BLOCK), Progress(2),
+                                threading.Event())
+    finally:
+        for s in ours:
+            s.close()              # the drains see the end
+        for t in drains:
+            t.join(10)
+        for s in theirs:
+            s.close()
 
 
 @pytest.mark.slow

@@ -96,12 +96,13 @@ def vm():
     why = _vm_missing()
     if why:
         pytest.skip(why)
-    from netem_vm.vm import run_vm
+    from netem_vm.vm import VM_TIMEOUT_S, run_vm
     out = Path(os.environ.get("RIG_NETEMVM_OUT", "/tmp/rig-netemvm-out"))
     r = run_vm(out)
     print(f"\nnetem VM: boot {r['host']['t_boot_s']} s, VM {r['host']['t_vm_s']:.1f} s, "
           f"total {r['host']['t_total_s']:.1f} s; results in {out}/result.json")
-    assert not r["host"]["qemu_timed_out"], "the VM hit its deadline"
+    assert not r["host"]["qemu_timed_out"], \
+        f"the VM hit its {VM_TIMEOUT_S:g} s deadline after {r['host']['t_total_s']:.0f} s"
     assert r.get("kernel"), f"guest.py wrote no result; see {out}/console.log, guest.log"
     assert not r["errors"], r["errors"]
     return r

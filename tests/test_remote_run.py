@@ -103,9 +103,11 @@ def test_sigkill_then_rig_clean_cleans_the_remote_host(dtn1, tmp_path):
     try:
         assert prefix, "the run did not reach dtn1"
         pids = Path(f"/dev/shm/{prefix}/pids")
-        end = time.monotonic() + 60
+        end = time.monotonic() + 60     # a hang guard: the run reaches its servers in seconds
         while not (pids / "loop-fdt.json").exists():
-            assert time.monotonic() < end and p.poll() is None
+            assert p.poll() is None, "the run ended before it started server fdt on dtn1"
+            if time.monotonic() > end:
+                raise TimeoutError(f"no {pids / 'loop-fdt.json'} within 60 s")
             time.sleep(0.1)
         assert (pids / "loop-ng.json").exists()
     finally:

@@ -7,8 +7,9 @@ branches), fAutoFlush=1 on a tree whose baskets hold many entries.
 
 Each runs `rig plan FILE --mode lazy-download` in a subprocess under RLIMIT_AS 300 MiB
 (a hard bound: a planner that needs more dies, and the test fails without timing); the
-undamaged file plans under the same bound (the control).  Wall time is bounded
-generously here; the measured figures live in bench/rootfile_damage.py."""
+undamaged file plans under the same bound (the control).  Time is bounded only by a
+hang guard (HANG_S: the subprocess is killed and the test fails naming it); the measured
+figures live in bench/rootfile_damage.py."""
 from __future__ import annotations
 
 import os
@@ -17,7 +18,6 @@ import shutil
 import struct
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -27,7 +27,7 @@ from rig.description.rootfile import generate
 pytestmark = pytest.mark.slow   # seconds each: left out of `make test-fast`
 
 AS_LIMIT = 300 << 20
-WALL_S = 30.0             # the figure is well under 1 s; generous for a loaded CI VM
+HANG_S = 60.0             # a hang guard: a plan takes ~1-2 s idle (the interpreter's start)
 
 
 @pytest.fixture(scope="module")
@@ -100,19 +100,19 @@ def _limit() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (AS_LIMIT, AS_LIMIT))
 
 
-def _plan(p: Path) -> tuple[subprocess.CompletedProcess, float]:
+def _plan(p: Path) -> subprocess.CompletedProcess:
+    """`rig plan` of `p`; killed at HANG_S (subprocess.TimeoutExpired fails the test and
+    names the command)."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
-    t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "rig", "plan", str(p), "--mode", "lazy-download"],
-                       capture_output=True, text=True, stdin=subprocess.DEVNULL, env=env,
-                       timeout=120, preexec_fn=_limit)
-    return r, time.monotonic() - t0
+    return subprocess.run([sys.executable, "-m", "rig", "plan", str(p), "--mode",
+                           "lazy-download"], capture_output=True, text=True,
+                          stdin=subprocess.DEVNULL, env=env, timeout=HANG_S, preexec_fn=_limit)
 
 
 def test_the_undamaged_file_plans_under_the_same_bounds(good: Path) -> None:
-    r, wall = _plan(good)
+    r = _plan(good)
     assert r.returncode == 0, r.stderr
-    assert "plan lazy-download" in r.stdout and wall < WALL_S
+    assert "plan lazy-download" in r.stdout
 
 
 @pytest.mark.parametrize("name", list(DAMAGE))
@@ -121,13 +121,12 @@ def test_a_damaged_file_is_refused_in_one_line(name: str, good: Path, tmp_path: 
     p = tmp_path / f"{name}.root"
     shutil.copy(good, p)
     damage(p)
-    r, wall = _plan(p)
+    r = _plan(p)
     assert "Traceback" not in r.stderr and "MemoryError" not in r.stderr, r.stderr
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and str(p) in lines[0] and msg in lines[0], r.stderr
     assert r.stdout == ""                    # no plan printed, not even a partial one
-    assert wall < WALL_S
 
 
 @pytest.mark.parametrize("name", ["truncated-half", "sparse-1TiB", "entries-2^24"])
@@ -171,5 +170,5 @@ def test_the_generators_own_files_pass_the_check(tmp_path: Path, size: int, nbra
                                      cluster_bytes=cluster, seed=2), p)
     h = check.check_header(p)
     assert h.records > nbranches and h.end == p.stat().st_size
-    r, _ = _plan(p)
+    r = _plan(p)
     assert r.returncode == 0, r.stderr

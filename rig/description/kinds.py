@@ -14,6 +14,7 @@ must not import anything that runs, nor services or realization.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import pkgutil
 from dataclasses import dataclass
@@ -158,8 +159,10 @@ def backend_names() -> tuple[str, ...]:
     return (AUTO, *(b.name for b in sorted(BACKENDS.all(), key=backend_order)))
 
 
+@functools.cache
 def section_fields(cls: type) -> dict[str, tuple[str, S.Field]]:
-    """YAML key -> (attribute, schema.Field) of every key an option section declares."""
+    """YAML key -> (attribute, schema.Field) of every key an option section declares
+    (computed once per class: callers only read it)."""
     return {f.metadata.get("key") or f.name: (f.name, S.Field(f.metadata["parse"],
                                                               f.metadata["default"]))
             for f in dataclasses.fields(cls) if "parse" in f.metadata}
@@ -170,12 +173,19 @@ def option_keys(tool: str) -> frozenset[str]:
     return frozenset(section_fields(client(tool).options))
 
 
+_OPTION_FIELDS: list = [None, {}]     # (the tools and their sections, their keys)
+
+
 def option_fields() -> dict[str, tuple[str, S.Field]]:
-    """Every client key some registered tool declares in its option section."""
-    out: dict[str, tuple[str, S.Field]] = {}
-    for t in CLIENTS.all():
-        out.update(section_fields(t.options))
-    return out
+    """Every client key some registered tool declares in its option section (the same
+    mapping, read only, until the registered tools change)."""
+    key = tuple((n, t.options) for n, t in CLIENTS.items.items())
+    if _OPTION_FIELDS[0] != key:
+        out: dict[str, tuple[str, S.Field]] = {}
+        for t in CLIENTS.all():
+            out.update(section_fields(t.options))
+        _OPTION_FIELDS[:] = [key, out]
+    return _OPTION_FIELDS[1]
 
 
 def option_users(key: str) -> list[str]:

@@ -8,6 +8,7 @@ configurations, a sweep, tuning and validation settings. Everything is checked s
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 import re
 from dataclasses import dataclass
@@ -992,7 +993,18 @@ def list_topologies() -> list[str]:
 
 
 def parse_topology(p: Path) -> Topology:
-    return T.parse(_load_yaml(p), source=str(p))
+    """The topology in file `p`, parsed once per version of the file (its path, size
+    and mtime): every scenario naming it reads the same frozen Topology."""
+    try:
+        st = p.stat()
+    except OSError:
+        return T.parse(_load_yaml(p), source=str(p))    # the read names what is wrong
+    return _parse_topology(str(p), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=64)
+def _parse_topology(p: str, size: int, mtime_ns: int) -> Topology:
+    return T.parse(_load_yaml(Path(p)), source=p)
 
 
 def _load_yaml(p: Path) -> Any:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import difflib
+import functools
 import ipaddress
 import math
 import os
@@ -35,16 +36,33 @@ class Field:
 
 
 class Ctx:
-    """Where we are in a document, to build error messages."""
+    """Where we are in a document, to build error messages. A child keeps its parent and
+    key; its path (`a.b[0].c`) is spelt out only when asked, for an error: a document
+    walks hundreds of keys per error it finds."""
+    __slots__ = ("file", "_parent", "_key", "_path")
 
     def __init__(self, file: str, path: str = "") -> None:
-        self.file, self.path = file, path
+        self.file = file
+        self._parent: Ctx | None = None
+        self._key: str | int | None = None
+        self._path: str | None = path
 
     def child(self, key: str | int) -> "Ctx":
-        if isinstance(key, int):
-            return Ctx(self.file, f"{self.path}[{key}]")
-        key = printable(str(key), 40) or "''"   # a key can be anything a YAML file holds
-        return Ctx(self.file, f"{self.path}.{key}" if self.path else key)
+        c = Ctx.__new__(Ctx)
+        c.file, c._parent, c._key, c._path = self.file, self, key, None
+        return c
+
+    @property
+    def path(self) -> str:
+        if self._path is None:
+            assert self._parent is not None, "a Ctx without a path has a parent"
+            up, key = self._parent.path, self._key
+            if isinstance(key, int):
+                self._path = f"{up}[{key}]"
+            else:
+                key = printable(str(key), 40) or "''"   # a key can be anything YAML holds
+                self._path = f"{up}.{key}" if up else key
+        return self._path
 
     def error(self, message: str, value: Any = _MISSING) -> InputError:
         if value is _MISSING:
@@ -65,13 +83,12 @@ def check_mapping(ctx: Ctx, data: Any, fields: dict[str, Field]) -> dict[str, An
                                             data[key])
     out: dict[str, Any] = {}
     for key, f in fields.items():
-        sub = ctx.child(key)
-        if key not in data:
-            if f.required:
-                raise sub.error("required key is missing")
+        if key in data:
+            out[key] = call(ctx.child(key), f.parse, data[key])
+        elif f.default is _MISSING:
+            raise ctx.child(key).error("required key is missing")
+        else:
             out[key] = f.default
-            continue
-        out[key] = call(sub, f.parse, data[key])
     return out
 
 
@@ -117,14 +134,42 @@ def spec(parse: Parser, default: Any = _MISSING, *, key: str | None = None) -> A
     return dataclasses.field(default=default, metadata=md)
 
 
+@functools.cache
 def _doc_fields(cls: type) -> dict[str, tuple[str, Field]]:
-    """YAML key -> (attribute, Field) of every field a document section declares."""
+    """YAML key -> (attribute, Field) of every field a document section declares
+    (a class's fields never change: computed once per class, read only)."""
     out = {}
     for f in dataclasses.fields(cls):
         if "parse" in f.metadata:
             out[f.metadata["key"] or f.name] = (f.name, Field(f.metadata["parse"],
                                                               f.metadata["default"]))
     return out
+
+
+_MERGED: dict[type, tuple[dict, dict, dict]] = {}
+
+
+def _fields_of(cls: type) -> tuple[dict[str, tuple[str, Field]], dict[str, Field]]:
+    """A section's keys: key -> (attribute, Field), and key -> Field; its own and its
+    `extra_fields()`, merged again only when extra_fields() gives another mapping (the
+    tools' keys change only as tools register)."""
+    fields = _doc_fields(cls)
+    extra = getattr(cls, "extra_fields", None)
+    if extra is None:
+        return fields, _plain_fields(cls)
+    more = extra()
+    hit = _MERGED.get(cls)
+    if hit is not None and hit[0] is more:
+        return hit[1], hit[2]
+    merged = {**fields, **{k: v for k, v in more.items() if k not in fields}}
+    plain = {k: f for k, (_, f) in merged.items()}
+    _MERGED[cls] = (more, merged, plain)
+    return merged, plain
+
+
+@functools.cache
+def _plain_fields(cls: type) -> dict[str, Field]:
+    return {k: f for k, (_, f) in _doc_fields(cls).items()}
 
 
 def load(ctx: Ctx, data: Any, cls: type) -> Any:
@@ -136,11 +181,8 @@ def load(ctx: Ctx, data: Any, cls: type) -> Any:
     `extra_fields(cls) -> {key: (attribute, Field)}` (a classmethod): keys it reads
     besides its own fields (a client's tool options, declared by the tools), whose
     values `checked` folds into the fields it has."""
-    fields = _doc_fields(cls)
-    extra = getattr(cls, "extra_fields", None)
-    if extra is not None:
-        fields = {**fields, **{k: v for k, v in extra().items() if k not in fields}}
-    d = check_mapping(ctx, data, {k: f for k, (_, f) in fields.items()})
+    fields, plain = _fields_of(cls)
+    d = check_mapping(ctx, data, plain)
     values = {}
     for k, (attr, f) in fields.items():
         v = d[k]
@@ -244,6 +286,10 @@ def text(v: Any) -> str:
         raise ValueError(f"longer than {L.MAX_TEXT_CHARS} characters")
     if "\0" in v:
         raise ValueError("contains a NUL character")
+    try:
+        v.encode("utf-8")
+    except UnicodeEncodeError:      # a lone surrogate ("\ud800"): YAML's escapes allow it
+        raise ValueError("contains a lone surrogate (not a Unicode character)") from None
     return v
 
 
@@ -252,6 +298,8 @@ def path_text(v: Any) -> str:
     v = text(v)
     if not v or not v.isprintable():
         raise ValueError("expected a path on one line without control characters")
+    if not v.strip():
+        raise ValueError("expected a path, got only blanks")
     return v
 
 

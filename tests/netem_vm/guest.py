@@ -27,7 +27,8 @@ from rig.orchestration.pathcheck import parse_ping  # noqa: E402
 
 RIG = str(WORKTREE / ".venv" / "bin" / "rig")
 RUN_SCENARIO = WORKTREE / "tests" / "data" / "scenarios" / "netem-run.yaml"
-RUN_TIMEOUT_S = 600
+RUN_TIMEOUT_S = 1200     # the guest's `rig run`: a hang guard inside VM_TIMEOUT_S (1800 s),
+#                          twice the 600 s it had when the whole tier took 664 s loaded
 IPERF_PORT = 5201
 UDP_LEN = 500                  # bytes of UDP payload per datagram (loss counts)
 UDP_RATE_LEN = 1400            # for the rate check: wire frame = payload + 42

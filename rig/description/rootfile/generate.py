@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import datetime as _dt
+import functools
 import hashlib
 import json
 import os
@@ -79,12 +80,7 @@ class FileSpec:
         many small flags and scalars), as in a CMS events tree."""
         if self.entry_bytes is not None:
             return tuple(self.entry_bytes)
-        import numpy as np
-        rng = np.random.default_rng([self.seed, 0x5EED])
-        w = rng.lognormal(mean=0.0, sigma=2.0, size=self.n_branches)
-        sizes = np.maximum(1, np.floor(w / w.sum() * self.event_bytes)).astype(int)
-        sizes[int(np.argmax(sizes))] += max(0, self.event_bytes - int(sizes.sum()))
-        return tuple(int(s) for s in sizes)
+        return _branch_sizes(self.seed, self.n_branches, self.event_bytes)
 
     def layout_numbers(self) -> tuple[int, int]:
         """(entries, entries per cluster)."""
@@ -101,6 +97,18 @@ class FileSpec:
         d["uproot"] = uproot.__version__
         blob = json.dumps(d, sort_keys=True).encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=256)
+def _branch_sizes(seed: int, n_branches: int, event_bytes: int) -> tuple[int, ...]:
+    """FileSpec.branch_sizes, computed once per (seed, branches, event size): a scenario's
+    checks and its plan ask for it many times."""
+    import numpy as np
+    rng = np.random.default_rng([seed, 0x5EED])
+    w = rng.lognormal(mean=0.0, sigma=2.0, size=n_branches)
+    sizes = np.maximum(1, np.floor(w / w.sum() * event_bytes)).astype(int)
+    sizes[int(np.argmax(sizes))] += max(0, event_bytes - int(sizes.sum()))
+    return tuple(int(s) for s in sizes)
 
 
 @contextlib.contextmanager
