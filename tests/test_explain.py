@@ -191,7 +191,7 @@ def test_the_rig_s_reading_is_counted_apart() -> None:
     (A.Counts(agrees=1, undecided=2), "P"),                         # undecided is not agreed
     (A.Counts(artefact=3), "P"),
     (A.Counts(not_comparable=2), "N"),
-    (A.Counts(reading=4, reading_agrees=4), "N"),                   # the rig's own reading
+    (A.Counts(reading=4, reading_agrees=4), "P"),      # the rig's own reading only: never Y
 ])
 def test_status_rule(counts, status) -> None:
     assert counts.status() == status

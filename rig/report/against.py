@@ -289,9 +289,9 @@ class Counts:
     def status(self) -> str:
         """Y: most of the study's own claims compared here agree, or every disagreement
         was explained by an ablation and those with the agreements are most; P: some
-        compared; N: none."""
+        compared (or only the rig's readings); N: none."""
         if not self.compared:
-            return "N"
+            return "P" if self.reading else "N"
         if 2 * self.agrees > self.compared:
             return "Y"
         if self.disagrees and self.explained == self.disagrees and \

@@ -92,7 +92,7 @@ def model(p: Point, kind: str | None) -> tuple[float, str] | None:
     rtt = _rtt_s(p)
     if kind == "window-limited":
         w = p.window_bound_bps()
-        return (w, f"window {(p.window_bytes or 0) / 2**20:.3g} MiB x "
+        return (w, f"window {(p.window() or 0) / 2**20:.3g} MiB x "
                    f"{p.key.streams * p.key.concurrency} / {rtt * 1e3:.3g} ms") if w else None
     if kind == "path-limited":
         b = p.path_bound_bps()
