@@ -908,8 +908,9 @@ def _ablate(out: Outcome, ctx: Any) -> Outcome:
         if not shares:
             shares = [1.0 if o2.verdict == AGREES else 0.0]
         closed = statistics.median(shares)
-        notes.append(f"ablation '{ab.cause}' closed {min(closed, 1.0):.0%} of the gap "
-                     f"(ablated: {o2.rig})")
+        did = (f"closed {min(closed, 1.0):.0%} of the gap" if closed >= 0
+               else "widened the gap instead of closing it")
+        notes.append(f"ablation '{ab.cause}' {did} (ablated: {o2.rig})")
         if best is None or closed > best[0]:
             best = (closed, ab.cause)
     if best is not None and best[0] >= explain.ABLATION_CLOSES:
