@@ -307,7 +307,11 @@ class _Parser(argparse.ArgumentParser):
     """Usage errors as one line `rig: ...`, exit 2, like every other bad input."""
 
     def error(self, message: str):
-        self.exit(int(ExitStatus.BAD_INPUT), clip(f"{self.prog}: {message}") + "\n")
+        # every line the rig prints about bad input starts "rig: "; a subcommand's parser
+        # (prog "rig net up") adds its words once: "rig: net up: ..." (was "rig: rig net up:")
+        sub = self.prog.removeprefix("rig").strip()
+        self.exit(int(ExitStatus.BAD_INPUT),
+                  clip(f"rig: {sub + ': ' if sub else ''}{message}") + "\n")
 
 
 def parser() -> argparse.ArgumentParser:

@@ -99,7 +99,7 @@ def test_version_one_prefix_percent_options_and_no_doubled_percent() -> None:
     r = rig("compare", "nope-a", "nope-b", "--floor", "5%")
     assert r.returncode == 2 and "--floor" not in r.stderr and "nope-a" in r.stderr
     r = rig("compare", "nope-a", "nope-b", "--floor", "5x")
-    assert r.returncode == 2 and r.stderr.startswith("rig compare: argument --floor")
+    assert r.returncode == 2 and r.stderr.startswith("rig: compare: argument --floor")
     for cmd in ("compare", "history", "net"):
         assert "%%" not in rig(cmd, "--help").stdout
     from rig.cli import _share
