@@ -101,13 +101,17 @@ class _Sweep:
 
 def _kill_recorded(st: dict, say) -> None:
     starts = st.get("pid_starts", {})
+    killed = []
     for pid, argv0 in st.get("pids", []):
         cmd = _cmdline(pid)
         same = owner.alive(pid, starts.get(str(pid)))
         if same and cmd and argv0 in cmd:   # the very process we started, not a reused pid
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
+            killed.append(pid)
             say(f"killed pid {pid} ({argv0})")
+    for pid in netns.await_exit(killed):
+        say(f"pid {pid} still exiting after {netns.EXIT_WAIT_S:g} s")
 
 
 def _clean_hosts(prefix: str, st: dict, say) -> bool:

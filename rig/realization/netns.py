@@ -455,13 +455,43 @@ def forget_resolver(ns: str) -> None:
 
 
 def kill_ns_processes(ns: str) -> None:
-    """SIGKILL whatever still runs inside one of the rig's own namespaces."""
+    """SIGKILL whatever still runs inside one of the rig's own namespaces, and wait (at
+    most EXIT_WAIT_S) until each has exited."""
     if not NS_RE.match(ns):
         raise ValueError(f"refusing to touch namespace {ns!r}: not the rig's")
     import signal
-    for pid in ns_pids(ns):
+    pids = ns_pids(ns)
+    for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
+    await_exit(pids)
+
+
+EXIT_WAIT_S = 10.0
+
+
+def await_exit(pids: list[int], timeout: float = EXIT_WAIT_S) -> list[int]:
+    """Wait until each killed pid is gone or a zombie; the ones still exiting at the
+    deadline. A process killed while in the kernel (the engine's eBPF links detaching:
+    state D) is still there for a moment after SIGKILL."""
+    import time
+    deadline = time.monotonic() + timeout
+    left = list(pids)
+    while left:
+        left = [p for p in left if _exiting(p)]
+        if not left or time.monotonic() >= deadline:
+            break
+        time.sleep(0.02)
+    return left
+
+
+def _exiting(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in (b"Z", b"X")
 
 
 def destroy(path: RealizedPath) -> None:
