@@ -79,20 +79,23 @@ def test_policy_keys_default_to_checking_everything_and_refuse_other_values(tmp_
 class _Proc:
     """proc.run's stand-in: records each argv, answers ping with `ping` and iperf3 with
     one steady 9 Gbit/s run."""
-    def __init__(self, ping: str) -> None:
+    def __init__(self, ping: str | list[str]) -> None:
+        self.pings = list(ping) if isinstance(ping, list) else None
         self.ping, self.calls = ping, []
 
     def __call__(self, argv, **kw) -> Result:
         self.calls.append(argv[0])
-        out = self.ping if argv[0] == "ping" else IPERF
+        ping = self.pings.pop(0) if self.pings else self.ping
+        out = ping if argv[0] == "ping" else IPERF
         return Result(list(argv), 0, out, "", 0.1, 0.0, 0.0)
 
 
-def _check(monkeypatch, ping: str, **kw) -> tuple[dict, list[str]]:
+def _check(monkeypatch, ping: str | list[str], v=None, **kw) -> tuple[dict, list[str]]:
     fake = _Proc(ping)
     monkeypatch.setattr(pathcheck.proc, "run", fake)
     monkeypatch.setattr(pathcheck, "_window_here", lambda ns: (None, None))
-    v = scenario.Validation()
+    monkeypatch.setattr(pathcheck, "RECHECK_PAUSE_S", 0.0)
+    v = v or scenario.Validation()
     row = pathcheck.validate_path(client_ns=None, server_addr="198.18.0.6", iperf_port=5201,
                                   configured_rtt_ms=120.0, v=v, **kw)
     return row, fake.calls
@@ -112,7 +115,7 @@ def test_a_ping_only_check_runs_no_iperf3_and_carries_the_reused_capacity(monkey
 
 def test_a_flagged_ping_or_a_late_engine_runs_the_capacity_run_anyway(monkeypatch) -> None:
     row, calls = _check(monkeypatch, PING_OFF, ping_only="validation.after: ping")
-    assert calls == ["ping", "iperf3"] and row["flagged"]
+    assert calls == ["ping", "ping", "ping", "iperf3"] and row["flagged"]
     assert row["capacity_bps"] == 9e9
     assert json.loads(row["raw"])["capacity_run_because"] == "the ping flagged the step"
     row, calls = _check(monkeypatch, PING_OK, ping_only="validation.after: ping",
@@ -120,6 +123,27 @@ def test_a_flagged_ping_or_a_late_engine_runs_the_capacity_run_anyway(monkeypatc
     assert calls == ["ping", "iperf3"] and not row["flagged"] and row["capacity_bps"] == 9e9
     row, calls = _check(monkeypatch, PING_OK)               # each-step, full: as before
     assert calls == ["ping", "iperf3"] and json.loads(row["raw"])["capacity_run_because"] is None
+
+
+def test_a_ping_off_the_rtt_is_taken_again_and_every_attempt_is_kept(monkeypatch) -> None:
+    """validation.rtt_rechecks: off once then on the RTT is a transient the row keeps (not
+    flagged); off every time flags the step, with the last attempt's numbers; 0 re-checks
+    flags at the first."""
+    row, calls = _check(monkeypatch, [PING_OFF, PING_OK], ping_only="validation.after: ping")
+    assert calls == ["ping", "ping"] and not row["flagged"]
+    attempts = json.loads(row["raw"])["ping_attempts"]
+    assert [a["flag"] is not None for a in attempts] == [True, False]
+    assert "taken 2 times" in pathcheck.retaken(row["raw"])
+    row, calls = _check(monkeypatch, [PING_OFF] * 3)
+    assert calls == ["ping", "ping", "ping", "iperf3"] and row["flagged"]
+    assert "vs configured 120.000 ms" in row["flag_reason"]
+    assert len(json.loads(row["raw"])["ping_attempts"]) == 3
+    v0 = scenario.Validation(rtt_rechecks=0)
+    row, calls = _check(monkeypatch, [PING_OFF, PING_OK], v=v0)
+    assert calls == ["ping", "iperf3"] and row["flagged"]
+    assert pathcheck.retaken(row["raw"]) is None
+    row, calls = _check(monkeypatch, PING_OK)
+    assert calls == ["ping", "iperf3"] and pathcheck.retaken(row["raw"]) is None
 
 
 def _capacity_runs(sc, check: str) -> int:

@@ -39,6 +39,7 @@ MIN_PING_INTERVAL_S = 0.002       # below floods
 MAX_PING_INTERVAL_S = 10.0
 MIN_PING_COUNT, MAX_PING_COUNT = 3, 10000
 MAX_RTT_TOLERANCE_S = 1.0
+MAX_RTT_RECHECKS = 10
 MIN_RATE_BPS = 1e3                # 1 kbit/s: tc's rate table has nothing useful below
 MAX_RATE_BPS = 1e12               # 1 Tbit/s
 MAX_QUEUE_PKTS = 1_000_000        # x 1514 B stays inside tc's 32-bit byte limit

@@ -652,6 +652,10 @@ class Validation:
     rtt_tolerance_ms: float = S.spec(_ms(S.duration_in(0.0, L.MAX_RTT_TOLERANCE_S)), 0.3,
                                      key="rtt_tolerance")
     rtt_tolerance_rel: float = S.spec(S.fraction, 0.01, key="rtt_tolerance_relative")
+    # a ping whose RTT is off is taken again, up to this many times, 1 s apart: a step is
+    # flagged on its RTT when its last ping is off too. Every attempt is kept in the row
+    # (raw: ping_attempts) and said in the progress line (rig.orchestration.pathcheck)
+    rtt_rechecks: int = S.spec(S.integer(0, L.MAX_RTT_RECHECKS), 2)
     # each-step: iperf3 before every step (as before). once: on a path whose capacity
     # does not depend on the RTT (no loss, duplication, jitter or configured queue: a
     # delay line sized to the BDP, and a rate), the first step's capacity serves its

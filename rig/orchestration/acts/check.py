@@ -17,7 +17,7 @@ from rig.orchestration import faults, storagecheck
 from rig.orchestration.actions import PREFIX, Action, Item, cmd, comment, text
 from rig.orchestration.context import Context, Live
 from rig.orchestration.pathcheck import (capacity_shown, capacity_source, ping_argv,
-                                         validate_path)
+                                         retaken, validate_path)
 from rig.orchestration.sides import TCP_KEYS
 from rig.process.proc import ns_argv
 from rig.realization import netns, tuning
@@ -72,8 +72,10 @@ def after_items(sc: Scenario, step: S.Step, n: netns.RealizedPath) -> list[Item]
 
 def _ping(sc: Scenario, step: S.Step, n: netns.RealizedPath) -> Item:
     v = sc.validation
+    again = (f"   # again after 1 s, up to {v.rtt_rechecks} times, while its mean is off the RTT "
+             "(validation.rtt_rechecks)" if v.rtt_rechecks and step.rtt_ms is not None else "")
     return cmd(ns_argv(n.client_ns, ping_argv(n.server_addr, v.ping_count, v.ping_interval_s)),
-               step.path.client_host)
+               step.path.client_host, note=again)
 
 
 def _tcp_reads(step: S.Step, n: netns.RealizedPath) -> list[Item]:
@@ -148,6 +150,8 @@ def _validate(ctx: Context, step: S.Step, live: Live, phase: str, common: dict,
     ctx.store.add_validation(ValidationRow(**ctx.step_fields(step, live), phase=phase, **v))
     rtt = f"{v['rtt_ms_measured']:.3f} ms" if v["rtt_ms_measured"] is not None else "n/a"
     flag = f"  FLAGGED: {v['flag_reason']}" if v["flagged"] else "  ok"
+    if again := retaken(v["raw"]):
+        flag += f" ({again})"
     if v["iperf_streams"] is None:        # a ping-only check
         reused = only.get("reused")
         cap = (f"capacity {v['capacity_bps'] / 1e9:.2f} Gbit/s of step {reused[0]}"
