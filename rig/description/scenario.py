@@ -144,6 +144,20 @@ class HostSpec:
 
 
 @S.with_ctx
+def _port_map(ctx: S.Ctx, v: Any) -> dict[str, int]:
+    """{protocol: port}: each a TCP port 1-65535, no two protocols on one port."""
+    v = _mapping(ctx, v, "protocols to ports, e.g. {root: 11094, http: 18000}", 8)
+    out: dict[str, int] = {}
+    for k, x in v.items():
+        c = ctx.child(str(k))
+        port = S.call(c, S.integer(1, 65535), x)
+        if port in out.values():
+            raise c.error("two protocols on one port", x)
+        out[str(k)] = port
+    return out
+
+
+@S.with_ctx
 def _hosts(ctx: S.Ctx, v: Any) -> dict:
     v = _mapping(ctx, v, "host names to {ssh, port, identity}", L.MAX_PATHS)
     out = {}
@@ -422,6 +436,11 @@ class ServerSpec:
     # answers, e.g. sendfile(2) for file data (Apache EnableSendfile, nginx sendfile),
     # TCP_CORK while writing an answer (nginx tcp_nopush)
     settings: dict = dataclasses.field(default_factory=dict)
+    # the ports it listens on, per protocol of its kind (root, http, https): e.g.
+    # {root: 11094, http: 18000}; instance k of `count` adds 10 k. Unset: the kind's
+    # defaults (README "Ports"), moved past ports taken on the host; a port given here
+    # and already in use is refused before anything starts
+    ports: dict | None = S.spec(S.optional(_port_map), None)
 
     @classmethod
     def extra_fields(cls) -> dict[str, tuple[str, S.Field]]:
@@ -438,6 +457,14 @@ class ServerSpec:
                 can = ", ".join(k.kind for k in kinds.SERVERS.all() if key in k.settings)
                 raise ctx.child(key).error(f"a {d['kind']} server has no {key} setting "
                                            f"(has it: {can})", d[key])
+        if d["ports"]:
+            kind = kinds.server(d["kind"])
+            protos = {**kind.ports, **kind.tls_ports}
+            for proto in d["ports"]:
+                if proto not in protos:
+                    raise ctx.child("ports").child(proto).error(
+                        f"a {d['kind']} server has no {proto} port (has: "
+                        f"{', '.join(protos) or 'none'})", d["ports"][proto])
         settings = {k: v for k in keys if (v := d.pop(k)) is not None}
         d = dict(d, settings=settings)
         if d["tpc"] and not kinds.server(d["kind"]).tpc:

@@ -13,6 +13,7 @@ from typing import Callable
 
 from rig.description.scenario import Scenario, placements, upload_servers
 from rig.realization.netns import RealizedPath
+from rig.errors import RigError
 from rig.services import servers
 
 # (kind, instance index in the scenario, namespace, address, ports taken there already)
@@ -36,8 +37,16 @@ def server_plans(sc: Scenario, path: RealizedPath, workdir: Path, datadir: Path,
         node = path.node(pl.node) if pl.node and path.links else path.server
         assert node.addr is not None, "a server node has an address"
         used = taken.setdefault(node.addr, {servers.IPERF3_PORT})
+        mine = servers.given_ports(pl.spec, pl.k, servers.default_ports(pl.spec.kind, 0,
+                                                                        tls=True))
+        clash = [f"{p} {v}" for p, v in mine.items() if v in used]
+        if clash:
+            raise RigError(f"server {pl.name} ({pl.spec.kind}): ports: {', '.join(clash)} on "
+                           f"{node.addr} taken by another server of the run or its iperf3")
+        got = ports(pl.spec.kind, pl.index, node.ns, node.addr,
+                    frozenset(used | set(mine.values())))
         got = servers.get(pl.spec.kind).plan_ports(
-            pl.spec, ports(pl.spec.kind, pl.index, node.ns, node.addr, frozenset(used)))
+            pl.spec, {**got, **{p: v for p, v in mine.items() if p in got}})
         used.update(got.values())
         plan = servers.ServerPlan(pl.spec, node.ns, node.addr, got,
                                   workdir / f"{path.name}-{pl.name}", datadir,

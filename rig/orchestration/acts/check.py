@@ -22,7 +22,7 @@ from rig.orchestration.sides import TCP_KEYS
 from rig.process.proc import ns_argv
 from rig.realization import netns, tuning
 from rig.results.store import EngineStatsRow, ValidationRow
-from rig.services import servers
+from rig.orchestration.acts.servers import iperf3_port
 
 
 @dataclass(frozen=True)
@@ -92,7 +92,7 @@ def _capacity(sc: Scenario, step: S.Step, n: netns.RealizedPath) -> list[Item]:
     v = sc.validation
     own = () if step.path.kind == "real" else tuple(
         ns for ns in (n.client_ns, n.server_ns) if ns)
-    shown = capacity_shown(n.client_ns, own, n.server_addr, servers.IPERF3_PORT,
+    shown = capacity_shown(n.client_ns, own, n.server_addr, iperf3_port(sc, n),
                            v.iperf_streams, step.rtt_ms, v.iperf_seconds,
                            local=step.path.client_host == LOCAL)
     return [cmd(ns_argv(n.client_ns, a) if a[0] == "iperf3" else a, step.path.client_host,

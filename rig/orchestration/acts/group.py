@@ -18,12 +18,12 @@ from rig.orchestration import capture, faults, samplers, threadsample, transfer,
 from rig.orchestration.actions import PREFIX, Action, Item, cmd, comment, text
 from rig.orchestration.acts.emulate import recover
 from rig.orchestration.acts.pinning import pinned
-from rig.orchestration.acts.servers import plans as server_plans
+from rig.orchestration.acts.servers import iperf3_port, plans as server_plans
 from rig.orchestration.context import Context, Live
 from rig.process.proc import ns_argv
 from rig.realization import netns
 from rig.results.store import ValidationRow
-from rig.services import servers, tools
+from rig.services import tools
 
 JOINT_START_S = 120.0      # a joint set's paths wait this long for each other to start
 
@@ -44,7 +44,7 @@ def items(sc: Scenario, g: S.Group, n: netns.RealizedPath, step: S.Step, wd: Pat
     at = "" if host == LOCAL else f"@{host} "
     site = n.site
     plans = server_plans(sc, n, swd)
-    jobs = transfer.build_jobs(sc, g, plans, n.server_addr, servers.IPERF3_PORT, PREFIX)
+    jobs = transfer.build_jobs(sc, g, plans, n.server_addr, iperf3_port(sc, n), PREFIX)
     a = tools.get(g.client.tool)
     if site is not None and capture.wanted(step.path.capture, g.client.capture):
         name = capture.group_name(g.client.name, g.streams, g.concurrency, g.repeat, g.tls)

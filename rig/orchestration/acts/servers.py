@@ -36,10 +36,11 @@ def plans(sc: Scenario, n: netns.RealizedPath,
     """The run's server plans (rig.orchestration.origins), with the TLS files a run that
     uses TLS gives each server (placeholders here: the CA is made at run time)."""
     on = uses_tls(sc)
+    remote = remote_server(sc, n)
 
     def ports(kind: str, k: int, ns: str | None, addr: str,
               avoid: frozenset[int]) -> dict[str, int]:
-        return servers.default_ports(kind, k, tls=on, avoid=avoid)
+        return servers.default_ports(kind, k, tls=on, avoid=avoid, remote=remote)
     out = origins.server_plans(sc, n, wd, storagecheck.data_folder(sc, wd, PREFIX), ports)
     if not on:
         return out
@@ -51,6 +52,16 @@ def plans(sc: Scenario, n: netns.RealizedPath,
             "<certificate signed by the run's CA>", "<its key>",
             str(wd / "tls" / "ca.pem"), str(wd / "tls" / "certs")))
     return {name: [with_tls(p) for p in ps] for name, ps in out.items()}
+
+
+def remote_server(sc: Scenario, n: netns.RealizedPath) -> bool:
+    """Do this path's servers run on another host (`hosts:`)?"""
+    return sc.paths[n.index].server_host != LOCAL
+
+
+def iperf3_port(sc: Scenario, n: netns.RealizedPath) -> int:
+    """The path check's iperf3 port as planned (this host: 5201; another: 25201)."""
+    return servers.default_ports("iperf3", 0, remote=remote_server(sc, n))["iperf3"]
 
 
 def iperf3_servers(sc: Scenario, spec: PathSpec) -> int:
@@ -74,21 +85,24 @@ def items(sc: Scenario, n: netns.RealizedPath, wd: Path, host: str = LOCAL) -> l
                                servers.server_argv(plan), local=not at)
             out += [text(x) for x in pre]
             out.append(cmd(ns_argv(plan.ns, argv), host))
-    out.append(cmd(ns_argv(n.server_ns, servers.iperf3_server_argv(
-        n.server_addr, servers.IPERF3_PORT)), host))
+    iperf = iperf3_port(sc, n)
+    out.append(cmd(ns_argv(n.server_ns, servers.iperf3_server_argv(n.server_addr, iperf)),
+                   host))
     for i, b in enumerate(background_on(sc, sc.paths[n.index])):   # one per competing flow
         out.append(cmd(ns_argv(n.server_ns, servers.iperf3_server_argv(
-            n.server_addr, servers.BACKGROUND_PORT + i)), host, note=f"   # for {b.name}"))
+            n.server_addr, iperf - servers.IPERF3_PORT + servers.BACKGROUND_PORT + i)), host,
+            note=f"   # for {b.name}"))
     for extra in range(1, iperf3_servers(sc, sc.paths[n.index])):
         out.append(cmd(ns_argv(n.server_ns, servers.iperf3_server_argv(
-            n.server_addr, servers.IPERF3_PORT + extra)), host,
+            n.server_addr, iperf + extra)), host,
             note=f"   # iperf3 client instance {extra + 1}"))
     return out
 
 
 def _ports(ctx: Context, live: Live, kind: str, k: int, ns: str | None,
            addr: str, avoid: frozenset[int] = frozenset()) -> dict[str, int]:
-    want = servers.default_ports(kind, k, tls=ctx.ca is not None, avoid=avoid)
+    want = servers.default_ports(kind, k, tls=ctx.ca is not None, avoid=avoid,
+                                 remote=not live.server.local)
     return live.server.ports(want, ns, addr, avoid)
 
 

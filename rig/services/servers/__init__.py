@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rig.netaddr import hostport
 from rig.description import kinds as described
@@ -28,6 +28,11 @@ IPERF3_PORT = 5201        # the path's validation server (not a scenario server 
 # ports of the iperf3 clients' servers (one per concurrent instance, up to 256)
 BACKGROUND_PORT = IPERF3_PORT + 300
 PORT_STEP = 10            # the k-th server of a path adds k * PORT_STEP to its ports
+# on another host (`hosts:`), where production services listen on the kinds' well-known
+# ports (xrootd 1094, XrdHttp/nginx 8000/8443, perfSONAR's iperf3 5201), every default
+# port is this much higher: 21094, 28000, 28443, 25201 (rig-fdt's 54321 this much lower:
+# 34321); a `ports:` setting is taken as is
+REMOTE_PORT_OFFSET = 20000
 
 
 @dataclass(frozen=True)
@@ -149,15 +154,19 @@ all_kinds = _KINDS.all
 
 
 def default_ports(kind: str, k: int, tls: bool = False,
-                  avoid: frozenset[int] | set[int] = frozenset()) -> dict[str, int]:
+                  avoid: frozenset[int] | set[int] = frozenset(),
+                  remote: bool = False) -> dict[str, int]:
     """Ports of the k-th server of a path (each instance its own), none of them in `avoid`
     (the ports earlier servers on the same address took: kinds' bases are 10 apart, so
-    nginx's second server and Apache's third would otherwise share 8090)."""
+    nginx's second server and Apache's third would otherwise share 8090). `remote`: on
+    another host, REMOTE_PORT_OFFSET higher."""
     base = {"iperf3": IPERF3_PORT} if kind == "iperf3" else get(kind).ports
     if tls and kind != "iperf3":
         base = {**base, **get(kind).tls_ports}
     out: dict[str, int] = {}
     for proto, port in base.items():
+        if remote:      # rig-fdt's 54321 would pass 65535: 34321 there
+            port += REMOTE_PORT_OFFSET if port + REMOTE_PORT_OFFSET < 65000 else -REMOTE_PORT_OFFSET
         port += PORT_STEP * k
         while port in avoid or port in out.values():
             port += 1
@@ -180,3 +189,10 @@ def iperf3_server_argv(ns_addr: str, port: int) -> list[str]:
 
 
 _KINDS.load(__name__, __path__, skip=("start",))
+
+
+def given_ports(spec: Any, k: int, got: dict[str, int]) -> dict[str, int]:
+    """The ports a server's `ports:` setting gives its instance k (k * PORT_STEP added),
+    for the protocols it serves in this run (`got`: the defaults it would take)."""
+    return {p: v + PORT_STEP * k for p, v in (getattr(spec, "ports", None) or {}).items()
+            if p in got}
