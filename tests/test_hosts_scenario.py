@@ -76,7 +76,7 @@ def test_plan_names_the_host_of_every_remote_command():
     assert any(ln.startswith("@dtn1 iperf3 -s") for ln in remote_lines)
     assert any("write /dev/shm/rig0000/data/f" in ln for ln in remote_lines)
     # the client runs here: its line has no host; no local tmpfs, the data is on dtn1
-    assert any(ln.startswith("curl ") and "192.0.2.7:8080/f" in ln for ln in lines)
+    assert any(ln.startswith("curl ") and "192.0.2.7:28080/f" in ln for ln in lines)   # remote: 20000 up
     assert not any(ln.startswith("mount ") for ln in lines)
     d = copy.deepcopy(BASE)
     d["hosts"]["wn1"] = {"ssh": "wn1.example"}
