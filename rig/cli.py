@@ -231,6 +231,26 @@ def cmd_report(a) -> int:
     return 0
 
 
+def cmd_export(a) -> int:
+    from rig.report import archive, export
+    if a.post is None:
+        for d in a.dirs:
+            where = export.write(Path(d), a.format,
+                                 a.out if len(a.dirs) == 1 else None)
+            if where != "-":
+                print(where)
+        return 0
+    if a.out is not None:
+        raise InputError("--out writes a file, --post sends the records: give one",
+                         key="--out", value=a.out)
+    for d in a.dirs:
+        recs = export.records(export.load_run(Path(d)))
+        n = archive.post(recs, a.post, shape=a.shape, index=a.index,
+                         token_file=a.token_file, timeout_s=a.timeout)
+        print(f"{d}: {n} records posted to {a.post} ({a.shape})")
+    return 0
+
+
 def _pair(text: str | None) -> tuple[str, str] | None:
     if text is None:
         return None
@@ -384,6 +404,22 @@ def parser() -> argparse.ArgumentParser:
                    help="compare the baseline's client configuration B with the "
                    "candidate's C (two releases in one run: give the run twice)")
     c.set_defaults(fn=cmd_compare)
+    ex = sub.add_parser("export", help="a run's transfers as JSON, NDJSON or CSV records "
+                        "(docs/export-format.md), or posted to an archive over HTTP")
+    ex.add_argument("dirs", nargs="+", metavar="DIR", help="run folders (results.sqlite)")
+    ex.add_argument("--format", default="ndjson", choices=("json", "ndjson", "csv"),
+                    help="default ndjson: one record per line")
+    ex.add_argument("--out", help="file to write (default DIR/export.FORMAT; - : standard "
+                    "output); with several DIRs each goes to its own folder")
+    ex.add_argument("--post", metavar="URL", help="send the records to this http(s) URL "
+                    "instead of writing them")
+    ex.add_argument("--shape", default="opensearch", choices=("opensearch", "http"),
+                    help="opensearch: one POST URL/_bulk; http: one POST URL per record "
+                         "(pScheduler's HTTP archiver)")
+    ex.add_argument("--index", default="rig-transfers", help="the OpenSearch index")
+    ex.add_argument("--token-file", help="a file holding a bearer token for the archive")
+    ex.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
+    ex.set_defaults(fn=cmd_export)
     h = sub.add_parser(
         "history", help="change points over a series of runs (exit 1: a drop)",
         description="Reads the runs' results.sqlite in the order given (one per release "
