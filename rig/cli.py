@@ -219,8 +219,13 @@ def _draw(out: Path) -> None:
     except ImportError as e:   # measurement never depends on plotting
         print(f"rig: report not drawn ({e}); run `rig report {out}` later", file=sys.stderr)
         return
-    for p in report.render(out):
-        print(f"report: {p}", file=sys.stderr)
+    from rig.orchestration.reporter import verbosity
+    files = report.render(out)
+    # the page that answers, not a line per file (-v: every file drawn)
+    shown = files if verbosity() > 0 else [f for f in files if f.name == "report.html"]
+    if verbosity() >= 0:
+        for p in shown:
+            print(f"report: {p}", file=sys.stderr)
 
 
 def cmd_report(a) -> int:
@@ -471,11 +476,41 @@ def parser() -> argparse.ArgumentParser:
     cl.add_argument("--force", action="store_true",
                     help="also remove what is in use: live runs and net up paths")
     cl.set_defaults(fn=cmd_clean)
+    co = sub.add_parser("completion", help="print a bash completion script (generated from "
+                        "this parser): . <(rig completion bash)")
+    co.add_argument("shell", choices=("bash",))
+    co.set_defaults(fn=cmd_completion)
+    _verbosity_options(p)
     return p
 
 
+def _verbosity_options(p: argparse.ArgumentParser, top: bool = True) -> None:
+    """-v/--verbose and -q/--quiet on `rig` and on every command under it (given after
+    the command's name, they win: a command's parser leaves them unset otherwise)."""
+    d: dict = {} if top else {"default": argparse.SUPPRESS}
+    p.add_argument("-v", "--verbose", action="count", help="more: each command a run "
+                   "starts, as it starts; every report file", **({"default": 0} if top else d))
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress lines: the "
+                   "result and errors only", **({"default": False} if top else d))
+    for act in p._actions:
+        if isinstance(act, argparse._SubParsersAction):
+            for sp in dict.fromkeys(act.choices.values()):
+                _verbosity_options(sp, top=False)
+
+
+def cmd_completion(a) -> int:
+    from rig import cli_docs
+    sys.stdout.write(cli_docs.bash_completion(parser()))
+    return 0
+
+
 def program(argv: list[str] | None = None) -> int:
-    a = parser().parse_args(argv)
+    p = parser()
+    a = p.parse_args(argv)
+    if a.verbose and a.quiet:
+        p.error("-v and -q: give one")
+    from rig.orchestration.reporter import set_verbosity
+    set_verbosity(-1 if a.quiet else a.verbose)
     _paths(a)
     return a.fn(a)
 

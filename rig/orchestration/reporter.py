@@ -20,9 +20,22 @@ from rig.process import proc
 
 Say = Callable[[str], None]
 
+# the command line's -q (-1: no progress lines) and -v (1: each command too, as it starts)
+_verbosity = 0
+
+
+def set_verbosity(level: int) -> None:
+    global _verbosity
+    _verbosity = level
+
+
+def verbosity() -> int:
+    return _verbosity
+
 
 def stderr_say(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+    if _verbosity >= 0:
+        print(msg, file=sys.stderr, flush=True)
 
 
 def fmt_eta(seconds: float) -> str:
@@ -76,6 +89,8 @@ class Reporter:
         pre = " ".join(f"{shlex.quote(str(k))}={shlex.quote(str(v))}"
                        for k, v in (env or {}).items())
         line = f"{time.time() - self._t0:10.3f}  {(pre + ' ') if pre else ''}{shlex.join(argv)}\n"
+        if _verbosity > 0:
+            print(f"+ {line[12:]}", end="", file=sys.stderr, flush=True)
         with self._lock:
             try:
                 self._log.write(line)
