@@ -476,9 +476,10 @@ def parser() -> argparse.ArgumentParser:
     cl.add_argument("--force", action="store_true",
                     help="also remove what is in use: live runs and net up paths")
     cl.set_defaults(fn=cmd_clean)
-    co = sub.add_parser("completion", help="print a bash completion script (generated from "
-                        "this parser): . <(rig completion bash)")
-    co.add_argument("shell", choices=("bash",))
+    co = sub.add_parser("completion", help="print the bash completion script (. <(rig "
+                        "completion bash)) or the man page (rig completion man > rig.1), "
+                        "both generated from this parser")
+    co.add_argument("what", choices=("bash", "man"))
     co.set_defaults(fn=cmd_completion)
     _verbosity_options(p)
     return p
@@ -500,7 +501,8 @@ def _verbosity_options(p: argparse.ArgumentParser, top: bool = True) -> None:
 
 def cmd_completion(a) -> int:
     from rig import cli_docs
-    sys.stdout.write(cli_docs.bash_completion(parser()))
+    sys.stdout.write(cli_docs.bash_completion(parser()) if a.what == "bash"
+                     else cli_docs.man_page(parser()))
     return 0
 
 

@@ -1,16 +1,15 @@
 """The command line's bash completion and man page, generated from its argparse parser
 (rig.cli.parser), so neither can drift from the options (issue 41 item 4):
 
-    rig completion bash                     # . <(rig completion bash)
-    python -m rig.cli_docs man > docs/rig.1   # tests/test_cli_docs.py: fails when stale
+    rig completion bash             # . <(rig completion bash)
+    rig completion man > docs/rig.1   # tests/test_cli_docs.py: fails when stale
 
-Pure: walks the parser; writes nothing itself.
+Pure: walks the parser it is given (never imports rig.cli); writes nothing itself.
 """
 from __future__ import annotations
 
 import argparse
 import re
-import sys
 from datetime import date
 
 from rig import __version__
@@ -159,20 +158,3 @@ def _option_lines(sp: argparse.ArgumentParser) -> list[str]:
             name += " {" + ",".join(map(str, a.choices)) + "}" if a.choices else f" {meta}"
         out += [".TP", f".B {_roff(name)}", _roff(_help(a) or "")]
     return out
-
-
-def main(argv: list[str] | None = None) -> int:
-    from rig.cli import parser
-    what = (argv if argv is not None else sys.argv[1:]) or ["man"]
-    if what[0] == "man":
-        sys.stdout.write(man_page(parser(), what[1] if len(what) > 1 else None))
-    elif what[0] == "bash":
-        sys.stdout.write(bash_completion(parser()))
-    else:
-        print("usage: python -m rig.cli_docs man [DATE] | bash", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -78,7 +78,7 @@ def test_the_committed_man_page_is_current():
     have = MAN.read_text()
     day = re.search(r'^\.TH RIG 1 "([^"]+)"', have, re.M).group(1)
     assert have == cli_docs.man_page(cli.parser(), day), (
-        "docs/rig.1 is stale: .venv/bin/python -m rig.cli_docs man > docs/rig.1")
+        "docs/rig.1 is stale: .venv/bin/rig completion man > docs/rig.1")
 
 
 def _complete(*words: str) -> list[str]:
