@@ -51,6 +51,8 @@ def free_bytes(path: str | Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
+@S.describe(type="path", text="an existing directory on a disk (not a tmpfs)",
+            example="/var/tmp")
 def _dir(v: Any) -> str:
     """An existing directory on a disk filesystem (not a tmpfs), absolute."""
     p = S.path_text(v)

@@ -18,6 +18,7 @@ from rig.description.tuningspec import CC_NAMES
 from rig.errors import InputError
 
 
+@S.describe(type="mapping", text="variable name: text or number", example={"XRD_NETWORKSTACK": "IPv4"})
 @S.with_ctx
 def _env(ctx: S.Ctx, v: Any) -> dict:
     v = _mapping(ctx, v, "variable names to values", L.MAX_ENV)
@@ -28,6 +29,7 @@ def _env(ctx: S.Ctx, v: Any) -> dict:
 MAX_ARGS = 64       # words of a client's `args:`
 
 
+@S.describe(type="text", example="--nopbar")
 def _arg(v: Any) -> str:
     """One word of a client's `args:`: text on one line (it is an argv item, no shell)."""
     v = S.text(v)
@@ -36,14 +38,17 @@ def _arg(v: Any) -> str:
     return v
 
 
+@S.describe(type="choice", choices=lambda: kinds.CLIENTS.names())
 def _tool(v: Any) -> str:
     return S.choice(*kinds.CLIENTS.names())(v)        # the registry as it is at load time
 
 
+@S.describe(type="choice", choices=lambda: kinds.SERVERS.names())
 def _server_kind(v: Any) -> str:
     return S.choice(*kinds.SERVERS.names())(v)
 
 
+@S.describe(type="choice", choices=kinds.TLS_MODES)
 def _tls_mode(v: Any) -> str:
     """off | control | all; YAML reads a bare off/on as a boolean: off, or all (on)."""
     if isinstance(v, bool):
@@ -120,6 +125,7 @@ def _per_instance() -> list[str]:
     return [str(c) for c in sorted(S.host_cpus())]
 
 
+@S.describe(type="cpus", text="CPU list, a list of one per instance, or per-instance", example="0-1")
 @S.with_ctx
 def _cpu_sets(ctx: S.Ctx, v: Any) -> list[str]:
     """One CPU set for every instance ("0-1"), a list of one per instance, or
@@ -129,6 +135,7 @@ def _cpu_sets(ctx: S.Ctx, v: Any) -> list[str]:
     return S.call(ctx, S.list_of(S.cpu_set, max_len=L.MAX_ORIGINS), v)
 
 
+@S.describe(type="cpus", text="CPU list, a list of one per instance, or per-instance", example="0-1")
 def _client_cpus(ctx: S.Ctx, v: Any) -> str | tuple[str, ...]:
     """A client's CPU set (every instance in it: "0-1"), or one per concurrent instance:
     a list, or `per-instance` (instance i on the host's i-th CPU)."""
@@ -209,6 +216,7 @@ class ServerSpec:
 DIRECTIONS = ("download", "upload")
 
 
+@S.describe(type="fraction", lo=0.0, hi=1.0, above_lo=True, example="25%")
 def branch_fraction(v: Any) -> float:
     """A fraction of branches read (sweep.branches, a replay client's `branches:`)."""
     f = S.fraction(v)

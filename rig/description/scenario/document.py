@@ -21,7 +21,7 @@ from rig.description.tuningspec import Tuning
 
 def _ms(parse: S.Parser) -> S.Parser:
     """A duration parser whose value is kept in milliseconds."""
-    return lambda v: parse(v) * 1e3
+    return S.described(lambda v: parse(v) * 1e3, **S.info(parse), scale=1e-3)
 
 
 @dataclass(frozen=True)
@@ -53,6 +53,7 @@ class Validation:
 _tcp_info_interval = S.duration_in(0.01, 10.0)
 
 
+@S.describe(**S.info(_tcp_info_interval), off=True)
 def _interval_or_off(v: Any) -> float | None:
     """A sampling interval (10ms..10s), or `off` (YAML reads a bare off as false)."""
     if v is False or v == "off":
@@ -63,6 +64,7 @@ def _interval_or_off(v: Any) -> float | None:
 _thread_hz = S.duration_in(0.01, 0.1)
 
 
+@S.describe(**S.info(_thread_hz), off=True)
 def _thread_interval(v: Any) -> float | None:
     """Per-thread CPU sampling interval (10-100 ms: 10-100 Hz), or `off`."""
     if v is False or v == "off":
@@ -88,7 +90,7 @@ class Scenario:
     description: str = S.spec(S.text, "")
     # a file in topologies/, or {mininet: FILE, class: NAME, client:, server:}: a Mininet
     # Topo (rig.description.mininet)
-    topology: Topology = S.spec(S.with_ctx(lambda c, v: _topology_ref(c, v)),
+    topology: Topology = S.spec(S.with_ctx(_topology_ref),
                                 "client-router-server")
     hosts: dict[str, HostSpec] = S.spec(_hosts, {})                 # remote hosts over SSH
     paths: list[PathSpec] = S.spec(_items(PathSpec, L.MAX_PATHS))

@@ -36,16 +36,19 @@ CAPTURE_MODES = ("headers",)     # header capture in the router (rig.orchestrati
 LOCAL = "local"          # the host running rig: implied, never declared
 
 
+@S.describe(type="choice", choices=(4, 6))
 def _ip_version(v: Any) -> int:
     if isinstance(v, bool) or v not in (4, 6):
         raise ValueError("expected 4 or 6")
     return int(v)
 
 
+@S.describe(type="choice", choices=lambda: kinds.backend_names())
 def _backend(v: Any) -> str:
     return S.choice(*kinds.backend_names())(v)     # auto, netem, userspace, none, ...
 
 
+@S.describe(type="text", text="user@host or host", example="rig@dtn1.example.org")
 def _ssh_target(v: Any) -> str:
     """`[user@]host` as ssh takes it; never starting with '-' (ssh would read an option)."""
     import re
@@ -55,6 +58,7 @@ def _ssh_target(v: Any) -> str:
     return v
 
 
+@S.describe(type="path", text="a file of this host", example="~/.ssh/id_ed25519")
 def _local_file(v: Any) -> str:
     """A local file handed to ssh: if it exists it must be a regular file (ssh would
     block on a FIFO); stat never blocks."""
@@ -69,6 +73,7 @@ def _local_file(v: Any) -> str:
     return v
 
 
+@S.describe(type="path", text="an absolute directory", example="/dev/shm")
 def _abs_dir(v: Any) -> str:
     v = S.path_text(v)
     if not v.startswith("/") or "/../" in v + "/" or "//" in v:
@@ -87,6 +92,7 @@ class HostSpec:
     rundir: str = S.spec(_abs_dir, "/dev/shm")
 
 
+@S.describe(type="mapping", text="host name: host")
 @S.with_ctx
 def _hosts(ctx: S.Ctx, v: Any) -> dict:
     v = _mapping(ctx, v, "host names to {ssh, port, identity}", L.MAX_PATHS)
@@ -100,6 +106,10 @@ def _hosts(ctx: S.Ctx, v: Any) -> dict:
     return out
 
 
+S.described(_hosts, cls=HostSpec, example={"dtn1": {"ssh": "rig@dtn1.example.org"}})
+
+
+@S.describe(type="interface", text="an interface name (at most 15)", example="eth1")
 def _ifname(v: Any) -> str:
     """A network interface's name as the kernel takes it (IFNAMSIZ: at most 15 bytes)."""
     import re
@@ -129,6 +139,9 @@ class GeModel:
 def _gemodel(ctx: S.Ctx, v: Any) -> GilbertElliott:
     g = S.load(ctx, v, GeModel)
     return S.call(ctx, lambda x: GilbertElliott(**x), dataclasses.asdict(g))
+
+
+S.described(_gemodel, type="section", cls=GeModel)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ import dataclasses
 import functools
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -62,14 +63,28 @@ def _py_name(v: Any) -> str:
     return v
 
 
+S.described(_py_name, type="name", text="a Python class name", example="TwoBottlenecks")
+
+
+@dataclass(frozen=True)
+class MininetRef:
+    """`topology:` as a Mininet Topo (rig.description.mininet)."""
+    # the Python file defining the Topo, relative to the scenario's file
+    mininet: str = S.spec(S.path_text, example="../topologies/two-bottlenecks.py")
+    cls: str = S.spec(_py_name, key="class")      # the Topo subclass in it
+    # the hosts that run the clients and the servers (default: the first and last)
+    client: str | None = S.spec(S.optional(S.text), None)
+    server: str | None = S.spec(S.optional(S.text), None)
+
+
+@S.describe(type="topology", text="a topology name, or a Mininet Topo", cls=MininetRef,
+            choices=lambda: list_topologies())
 def _topology_ref(ctx: S.Ctx, v: Any) -> str | dict:
     """A topology's name (a file in topologies/) or a Mininet Topo reference."""
     if not isinstance(v, dict):
         return S.call(ctx, S.name, v)
-    return S.check_mapping(ctx, v, {"mininet": S.Field(S.path_text),
-                                    "class": S.Field(_py_name),
-                                    "client": S.Field(S.optional(S.text), None),
-                                    "server": S.Field(S.optional(S.text), None)})
+    r = S.load(ctx, v, MininetRef)
+    return {"mininet": r.mininet, "class": r.cls, "client": r.client, "server": r.server}
 
 
 # path keys a Mininet topology's links set (PathSpec attribute, YAML key)
