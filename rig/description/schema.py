@@ -226,10 +226,8 @@ def with_ctx(fn: Callable[[Ctx, Any], Any]) -> Parser:
 # --- what a parser accepts, said for the key reference -------------------------------
 def described(parse: Any, **what: Any) -> Any:
     """Attach to a parser what it accepts, for the key reference: `type` (integer,
-    duration, size, rate, fraction, choice, boolean, name, text, list, section, ...),
-    `lo`/`hi` limits, `choices` (a tuple, or a function giving it once the registries
-    are filled), `item` (a list's parser), `cls` (a section's dataclass), `text` (a
-    type said in words). Returns the parser."""
+    duration, size, choice, list, section, ...), `lo`/`hi`, `choices` (or a function
+    giving them), `item` (a list's parser), `cls` (a section's dataclass), `text`."""
     parse.info = {**getattr(parse, "info", {}), **what}
     return parse
 
@@ -495,15 +493,10 @@ def unique_names(ctx: Ctx, items: list, what: str) -> None:
         seen.add(it.name)
 
 
-described(boolean, type="boolean")
-described(name, type="name")
-described(text, type="text")
-described(path_text, type="path")
-described(ns_name, type="namespace")
-described(cpu_set, type="cpus")
-described(ip_address, type="address")
-described(env_key, type="text")
-described(env_value, type="text")
+for _p, _t in ((boolean, "boolean"), (name, "name"), (text, "text"), (path_text, "path"),
+               (ns_name, "namespace"), (cpu_set, "cpus"), (ip_address, "address"),
+               (env_key, "text"), (env_value, "text")):
+    described(_p, type=_t)
 described(duration, **info(_duration))
 described(positive_duration, **info(_positive_duration))
 described(rate, type="rate", lo=L.MIN_RATE_BPS, hi=L.MAX_RATE_BPS)

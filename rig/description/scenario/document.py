@@ -26,6 +26,8 @@ def _ms(parse: S.Parser) -> S.Parser:
 
 @dataclass(frozen=True)
 class Validation:
+    # the path check before (and after) each step: ping_count pings, ping_interval apart,
+    # then iperf3 for iperf_duration over iperf_streams streams (rig.orchestration.pathcheck)
     ping_count: int = S.spec(S.integer(L.MIN_PING_COUNT, L.MAX_PING_COUNT), 20)
     ping_interval_s: float = S.spec(S.duration_in(L.MIN_PING_INTERVAL_S,
                                                   L.MAX_PING_INTERVAL_S), 0.05,
@@ -33,6 +35,8 @@ class Validation:
     iperf_seconds: float = S.spec(S.duration_in(1.0, L.MAX_IPERF_S, whole=True), 3.0,
                                   key="iperf_duration")
     iperf_streams: int = S.spec(S.integer(1, L.MAX_STREAMS), 8)
+    # a step is flagged when its ping's mean is off the path's RTT by more than the largest
+    # of rtt_tolerance, rtt_tolerance_relative x RTT and (with jitter) 3 standard errors
     rtt_tolerance_ms: float = S.spec(_ms(S.duration_in(0.0, L.MAX_RTT_TOLERANCE_S)), 0.3,
                                      key="rtt_tolerance")
     rtt_tolerance_rel: float = S.spec(S.fraction, 0.01, key="rtt_tolerance_relative")
@@ -107,6 +111,7 @@ class Scenario:
     validation: Validation = S.spec(S.section(Validation), S.EMPTY)
     sampling: Sampling = S.spec(S.section(Sampling), S.EMPTY)
     storage: Storage = S.spec(S.section(Storage), S.EMPTY)     # rig.description.storage
+    # a client still running this long after its start is ended (its state kept)
     transfer_timeout_s: float = S.spec(S.duration_in(1.0), 600.0, key="transfer_timeout")
     # a study's reference file (reproductions/), relative to this file: rig.description.reference
     reproduces: str | None = S.spec(S.optional(S.path_text), None)

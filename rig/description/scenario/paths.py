@@ -148,17 +148,19 @@ S.described(_gemodel, type="section", cls=GeModel)
 class PathSpec:
     name: str = S.spec(S.name)
     kind: str = S.spec(S.choice("emulated", "real"), "emulated")    # emulated | real
+    # the round-trip time the path emulates; a list is swept, one step each (half each way)
     rtts_s: list[float] = S.spec(S.list_of(S.duration_in(0.0, L.MAX_RTT_S),
                                            max_len=L.MAX_RTTS), None, key="rtt")
     jitter_s: float = S.spec(S.duration_in(0.0, L.MAX_RTT_S), 0.0, key="jitter")
     jitter_dist: str = S.spec(S.choice("uniform", "normal"), "uniform",
                               key="jitter_distribution")
-    loss: float = S.spec(S.fraction, 0.0)
+    loss: float = S.spec(S.fraction, 0.0)     # on the data direction (server -> client)
     gemodel: GilbertElliott | None = S.spec(S.with_ctx(_gemodel), None)
-    rate_bps: float | None = S.spec(S.optional(S.rate), None, key="rate")
+    rate_bps: float | None = S.spec(S.optional(S.rate), None, key="rate")   # the bottleneck
+    # the bottleneck's queue in packets (default: one bandwidth-delay product)
     queue_pkts: int | None = S.spec(S.optional(S.integer(1, L.MAX_QUEUE_PKTS)), None,
                                     key="queue")
-    backend: str = S.spec(_backend, kinds.AUTO)
+    backend: str = S.spec(_backend, kinds.AUTO)    # the emulation; auto: the best this host has
     # real paths: where the client runs, where the server listens (existing, used as-is)
     client_ns: str | None = S.spec(S.optional(S.ns_name), None)
     server_ns: str | None = S.spec(S.optional(S.ns_name), None)
