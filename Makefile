@@ -11,7 +11,7 @@ APT_PKGS := xrootd-server xrootd-client davix curl wget iperf3 iptables iputils-
 APT_LEAN := mininet
 SCENARIO ?= scenarios/quick.yaml
 
-.PHONY: install deps venv helpers xrdcl6 run test test-fast lint test-netem netem-deps bench clean-leftovers
+.PHONY: install deps venv helpers xrdcl6 run test test-fast lint reference test-netem netem-deps bench clean-leftovers
 
 install: deps venv helpers xrdcl6
 
@@ -73,6 +73,11 @@ test-fast: venv
 lint: venv
 	$(BIN)/ruff check rig tests bench
 	$(BIN)/mypy rig
+
+# docs/scenario-reference.md, every scenario key, generated from the schema
+# (tests/test_scenario_reference.py fails while it is stale)
+reference: venv
+	$(BIN)/python -m rig.scenario_reference > docs/scenario-reference.md
 
 # The netem backend on a kernel that has sch_netem: Debian's kernel in qemu (TCG, no
 # network device), `rig net` and a whole `rig run` through netem inside, ~4-5 min.

@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from rig.description.rootfile import generate
-from rig.description.scenario import ServerSpec
+from rig.description.scenario.clients import ServerSpec
 from rig.process import proc
 from rig.services.servers import ServerPlan
 from rig.services.servers.start import start_server

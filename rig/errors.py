@@ -1,14 +1,13 @@
 """Typed errors and exit codes shared by every layer.
 
-Must not import anything else from rig but the constants of rig.description.limits: every module
-may raise these.
+Must not import anything from rig: every module may raise these (the lowest floor).
 """
 from __future__ import annotations
 
 import enum
 import reprlib
 
-from rig.description.limits import QUOTE_CHARS
+QUOTE_CHARS = 80                  # an error message quotes at most this much of a value
 
 _MAX_MESSAGE = 4 * QUOTE_CHARS
 _REPR = reprlib.Repr()

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rig import cli
+from rig import cli, errors
 
 from rig.description import limits as L, scenario
 
@@ -413,7 +413,7 @@ def test_explicit_cases_say_what_is_wrong(tmp_path, label, expect):
     assert code == 2 and err.count("\n") == 1, err[:500]
     assert err.startswith(f"rig: {p}: ") and expect in err, err[:500]
     if "(got " in err:      # a value is quoted in at most ~80 characters
-        assert len(err.split("(got ", 1)[1]) <= L.QUOTE_CHARS + 3, err
+        assert len(err.split("(got ", 1)[1]) <= errors.QUOTE_CHARS + 3, err
 
 
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero", "directory"])

@@ -40,12 +40,21 @@ def _bare_forms(v: str) -> list:
 
 def _sections() -> list[type]:
     out = []
-    for mod in (scenario, topology, tuningspec):
+    for mod in (*_scenario_modules(), topology, tuningspec):
         for obj in vars(mod).values():
             if isinstance(obj, type) and dataclasses.is_dataclass(obj) \
                     and obj.__module__ == mod.__name__ and S._doc_fields(obj):
                 out.append(obj)
     return out
+
+
+def _scenario_modules() -> list:
+    """The modules of the scenario model (rig/description/scenario/), which declare its
+    sections."""
+    import importlib
+    import pkgutil
+    return [importlib.import_module(f"{scenario.__name__}.{m.name}")
+            for m in pkgutil.iter_modules(scenario.__path__)]
 
 
 def _accepts(parse, value) -> bool:

@@ -9,7 +9,6 @@ from __future__ import annotations
 # --- the file itself ---------------------------------------------------------------
 MAX_FILE_BYTES = 1 << 20          # a scenario or topology file; real ones are < 4 KiB
 MAX_YAML_DEPTH = 32               # nesting of mappings/lists (the schema needs 4)
-QUOTE_CHARS = 80                  # an error message quotes at most this much of a value
 MAX_TEXT_CHARS = 4096             # description, binary paths, env values
 
 # --- how much a scenario may contain ------------------------------------------------

@@ -122,11 +122,14 @@ def _known(key: str, fields: dict) -> str:
             else f"none of its {len(names)} known keys, e.g. {', '.join(names[:6])}")
 
 
-def spec(parse: Parser, default: Any = _MISSING, *, key: str | None = None) -> Any:
+def spec(parse: Parser, default: Any = _MISSING, *, key: str | None = None,
+         doc: str | None = None, example: Any = None) -> Any:
     """A dataclass field read from the document: its YAML `key` (default: the field's
     name), the parser that checks and converts the value, and the default when the
-    key is absent (none: required; EMPTY: a nested section parsed from {})."""
-    md = {"parse": parse, "key": key, "default": default}
+    key is absent (none: required; EMPTY: a nested section parsed from {}). `doc` and
+    `example` are for the key reference (docs/scenario-reference.md) where the comment
+    beside the field and the parser's own description do not say enough."""
+    md = {"parse": parse, "key": key, "default": default, "doc": doc, "example": example}
     if default is _MISSING or default is EMPTY:
         return dataclasses.field(metadata=md)
     if isinstance(default, (list, dict)):
@@ -200,7 +203,7 @@ def section(cls: type) -> Parser:
     @with_ctx
     def p(ctx: Ctx, v: Any) -> Any:
         return load(ctx, v, cls)
-    return p
+    return described(p, type="section", cls=cls)
 
 
 def call(ctx: Ctx, parse: Parser, value: Any) -> Any:
@@ -220,6 +223,25 @@ def with_ctx(fn: Callable[[Ctx, Any], Any]) -> Parser:
     return fn  # type: ignore[return-value]
 
 
+# --- what a parser accepts, said for the key reference -------------------------------
+def described(parse: Any, **what: Any) -> Any:
+    """Attach to a parser what it accepts, for the key reference: `type` (integer,
+    duration, size, choice, list, section, ...), `lo`/`hi`, `choices` (or a function
+    giving them), `item` (a list's parser), `cls` (a section's dataclass), `text`."""
+    parse.info = {**getattr(parse, "info", {}), **what}
+    return parse
+
+
+def describe(**what: Any) -> Callable[[Any], Any]:
+    """`described` as a decorator."""
+    return lambda parse: described(parse, **what)
+
+
+def info(parse: Any) -> dict[str, Any]:
+    """What `described` attached to a parser ({}: nothing)."""
+    return getattr(parse, "info", {})
+
+
 def list_of(parse: Parser, *, min_len: int = 1, scalar_ok: bool = True,
             max_len: int | None = None) -> Parser:
     @with_ctx
@@ -233,14 +255,15 @@ def list_of(parse: Parser, *, min_len: int = 1, scalar_ok: bool = True,
         if max_len is not None and len(v) > max_len:
             raise ctx.error(f"at most {max_len} item(s) (has {len(v)})")
         return [call(ctx.child(i), parse, x) for i, x in enumerate(v)]
-    return p
+    return described(p, type="list", item=parse, min_len=min_len, max_len=max_len,
+                     scalar_ok=scalar_ok)
 
 
 def optional(parse: Parser) -> Parser:
     @with_ctx
     def p(ctx: Ctx, v: Any) -> Any:
         return None if v is None else call(ctx, parse, v)
-    return p
+    return described(p, **info(parse), optional=True, inner=parse)
 
 
 def choice(*options: str) -> Parser:
@@ -248,7 +271,7 @@ def choice(*options: str) -> Parser:
         if v not in options:
             raise ValueError(f"must be one of {', '.join(options)}")
         return v
-    return p
+    return described(p, type="choice", choices=options)
 
 
 def integer(lo: int | None = None, hi: int | None = None) -> Parser:
@@ -260,7 +283,7 @@ def integer(lo: int | None = None, hi: int | None = None) -> Parser:
         if hi is not None and v > hi:
             raise ValueError(f"must be <= {hi}")
         return v
-    return p
+    return described(p, type="integer", lo=lo, hi=hi)
 
 
 def boolean(v: Any) -> bool:
@@ -412,7 +435,7 @@ def duration_in(lo: float = 0.0, hi: float = L.MAX_DURATION_S, *,
         if whole and s != int(s):
             raise ValueError("must be a whole number of seconds")
         return s
-    return p
+    return described(p, type="duration", lo=lo, hi=hi, whole=whole)
 
 
 _duration = duration_in()
@@ -447,7 +470,7 @@ def size_in(lo: int = 1, hi: int = L.MAX_SIZE) -> Parser:
         if not lo <= n <= hi:
             raise ValueError(f"must be within {fmt_size(lo)}..{fmt_size(hi)}")
         return n
-    return p
+    return described(p, type="size", lo=lo, hi=hi)
 
 
 _size = size_in()
@@ -468,3 +491,14 @@ def unique_names(ctx: Ctx, items: list, what: str) -> None:
         if it.name in seen:
             raise ctx.child(i).child("name").error(f"duplicate {what} name", it.name)
         seen.add(it.name)
+
+
+for _p, _t in ((boolean, "boolean"), (name, "name"), (text, "text"), (path_text, "path"),
+               (ns_name, "namespace"), (cpu_set, "cpus"), (ip_address, "address"),
+               (env_key, "text"), (env_value, "text")):
+    described(_p, type=_t)
+described(duration, **info(_duration))
+described(positive_duration, **info(_positive_duration))
+described(rate, type="rate", lo=L.MIN_RATE_BPS, hi=L.MAX_RATE_BPS)
+described(size, **info(_size))
+described(fraction, type="fraction", lo=0.0, hi=1.0)

@@ -11,9 +11,11 @@ import dataclasses
 from dataclasses import dataclass
 
 from rig.description.profile import LinkProfile
-from rig.description.scenario import (ClientSpec, PathSpec, Scenario, client_concurrency,
-                                      client_directions, client_repeats, client_streams,
-                                      runs_on, tls_modes)
+from rig.description.scenario.clients import ClientSpec
+from rig.description.scenario.document import Scenario
+from rig.description.scenario.paths import PathSpec
+from rig.description.scenario.queries import (client_concurrency, client_directions,
+                                              client_repeats, client_streams, runs_on, tls_modes)
 from rig.description import kinds
 
 

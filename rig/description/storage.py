@@ -51,6 +51,8 @@ def free_bytes(path: str | Path) -> int:
     return st.f_bavail * st.f_frsize
 
 
+@S.describe(type="path", text="an existing directory on a disk (not a tmpfs)",
+            example="/var/tmp")
 def _dir(v: Any) -> str:
     """An existing directory on a disk filesystem (not a tmpfs), absolute."""
     p = S.path_text(v)
@@ -68,9 +70,13 @@ def _dir(v: Any) -> str:
 
 @dataclass(frozen=True)
 class Storage:
+    # where the origins' data files live: tmpfs (in memory) or disk
     kind: str = S.spec(S.choice("tmpfs", "disk"), "tmpfs")
+    # disk only: the run writes its files into <dir>/<prefix>-data (default /var/tmp)
     dir: str | None = S.spec(S.optional(_dir), None)
+    # disk: per step, dd reads this much of each served file (cold cache)
     check_size: int = S.spec(S.size_in(1 << 20, L.MAX_SIZE), 1 << 30)
+    # disk: before every transfer group, posix_fadvise(DONTNEED) the file
     drop_cache: bool = S.spec(S.boolean, True)
 
     @classmethod

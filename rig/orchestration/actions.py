@@ -12,7 +12,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Any
 
-from rig.description.scenario import LOCAL
+from rig.description.scenario.paths import LOCAL
 from rig.errors import printable
 
 # what a plan's names start with: the run's own prefix is leased at run time

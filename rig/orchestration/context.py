@@ -16,7 +16,9 @@ from typing import Any
 
 from rig.description import steps as S
 from rig.description.linkstats import EmulStats
-from rig.description.scenario import LOCAL, PathSpec, Scenario, uses_tls
+from rig.description.scenario.document import Scenario
+from rig.description.scenario.paths import LOCAL, PathSpec
+from rig.description.scenario.queries import uses_tls
 from rig.errors import RigError, StepAborted
 from rig.orchestration import capture, faults, storagecheck, threadsample
 from rig.orchestration.actions import Action

@@ -12,7 +12,8 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from rig.description.scenario import HostSpec, Scenario
+from rig.description.scenario.document import Scenario
+from rig.description.scenario.paths import HostSpec
 from rig.errors import RigError
 from rig.process import proc
 from rig.process.remote import RUNDIR_RE, Host

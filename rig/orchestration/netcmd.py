@@ -6,7 +6,7 @@ owner (see rig/process/owner.py): `rig clean` removes the path only once that ow
 Names are unique: the name check and the state file's creation happen under one lock,
 so of two concurrent `rig net up --name X` exactly one builds anything.
 
-Options go through the scenario path parser (rig/description/scenario.py, rig/description/schema.py), so
+Options go through the scenario path parser (rig/description/scenario/paths.py, rig/description/schema.py), so
 `rig net up` accepts exactly what a scenario's `paths:` entry accepts.
 Must not import reports.
 """
@@ -100,7 +100,7 @@ def parse_options(name: str, *, rtt: str, jitter: str = "0ms", loss: str = "0%",
     doc = {k: _scalar(v) if k not in ("name", "backend") else v
            for k, v in given.items() if v is not None}
     doc["kind"] = "emulated"
-    from rig.description.scenario import parse_path
+    from rig.description.scenario.paths import parse_path
     from rig.realization.emul import registry  # noqa: F401  (the backends `backend:` names)
     try:
         spec = parse_path(schema.Ctx(WHERE), doc)

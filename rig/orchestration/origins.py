@@ -11,7 +11,8 @@ import dataclasses
 from pathlib import Path
 from typing import Callable
 
-from rig.description.scenario import Scenario, placements, upload_servers
+from rig.description.scenario.document import Scenario
+from rig.description.scenario.queries import placements, upload_servers
 from rig.realization.netns import RealizedPath
 from rig.errors import RigError
 from rig.services import servers

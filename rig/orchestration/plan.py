@@ -11,7 +11,9 @@ import dataclasses
 
 from rig.description import steps as S
 from rig.description.profile import LinkProfile
-from rig.description.scenario import LOCAL, Scenario, background_on, runs_on, uses_tls
+from rig.description.scenario.document import Scenario
+from rig.description.scenario.paths import LOCAL
+from rig.description.scenario.queries import background_on, runs_on, uses_tls
 from rig.orchestration.actions import PREFIX, Action, Item, Plan, comment, fmt, text
 from rig.orchestration.acts import background, check, data, emulate, group, hosts, note
 from rig.orchestration.acts import path as path_act

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from rig.description import steps as S, userpath
-from rig.description.scenario import Scenario
+from rig.description.scenario.document import Scenario
 from rig.errors import OutputFull
 from rig.orchestration import faults
 from rig.orchestration.acts.path import preflight_routers

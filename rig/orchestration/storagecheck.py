@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Callable
 
 from rig.description import steps as S
-from rig.description.scenario import Scenario
+from rig.description.scenario.document import Scenario
 from rig.orchestration.actions import Item, cmd, text
 from rig.process import proc
 from rig.realization import diskdata

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from rig.process import proc
-from rig.description.scenario import FileSpec
+from rig.description.scenario.clients import FileSpec
 from rig.description.storage import Storage, room_error
 from rig.errors import RigError
 from rig.realization import diskdata

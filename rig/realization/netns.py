@@ -520,7 +520,7 @@ def build(path: RealizedPath, *, mtu: int = 1500) -> RealizedPath:
 @functools.cache
 def default_topology() -> Topology:
     """topologies/client-router-server.yaml: what `rig net up` and tests build."""
-    from rig.description.scenario import TOPOLOGY_DIR, parse_topology
+    from rig.description.scenario.topologies import TOPOLOGY_DIR, parse_topology
     return parse_topology(TOPOLOGY_DIR / f"{DEFAULT_TOPOLOGY}.yaml")
 
 

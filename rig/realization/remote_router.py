@@ -21,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from rig.description.scenario import PathSpec
+from rig.description.scenario.paths import PathSpec
 from rig.errors import InputError, RigError
 from rig.process import proc
 from rig.process.remote import Host

@@ -9,7 +9,8 @@ import time
 from dataclasses import dataclass
 
 from rig.description import steps as S
-from rig.description.scenario import Scenario, background_on
+from rig.description.scenario.document import Scenario
+from rig.description.scenario.queries import background_on
 from rig.orchestration.actions import Action, Item, cmd, comment, text
 from rig.orchestration.context import Context
 from rig.process import proc

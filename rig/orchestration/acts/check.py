@@ -11,7 +11,8 @@ from typing import Any
 
 from rig.description import steps as S
 from rig.description.linkstats import EmulStats, emulation_late, late_wakeups, wire_audit
-from rig.description.scenario import LOCAL, Scenario
+from rig.description.scenario.document import Scenario
+from rig.description.scenario.paths import LOCAL
 from rig.errors import RigError
 from rig.orchestration import faults, storagecheck
 from rig.orchestration.actions import PREFIX, Action, Item, cmd, comment, text

@@ -8,7 +8,8 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from rig.description.scenario import Scenario, client_concurrency, client_directions, upload_servers
+from rig.description.scenario.document import Scenario
+from rig.description.scenario.queries import client_concurrency, client_directions, upload_servers
 from rig.orchestration import storagecheck
 from rig.orchestration.actions import PREFIX, Action, Item, cmd, text
 from rig.orchestration.context import Context

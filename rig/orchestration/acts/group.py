@@ -12,7 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rig.description import steps as S
-from rig.description.scenario import LOCAL, Scenario, runs_on
+from rig.description.scenario.document import Scenario
+from rig.description.scenario.paths import LOCAL
+from rig.description.scenario.queries import runs_on
 from rig.errors import RigError, StepAborted
 from rig.orchestration import capture, faults, samplers, threadsample, transfer, xcache
 from rig.orchestration.actions import PREFIX, Action, Item, cmd, comment, text

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-from rig.description.scenario import Scenario
+from rig.description.scenario.document import Scenario
 from rig.errors import RigError
 from rig.orchestration import hosts
 from rig.orchestration.actions import Action, Item, comment, text

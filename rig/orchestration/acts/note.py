@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rig.description import steps as S
-from rig.description.scenario import Scenario
+from rig.description.scenario.document import Scenario
 from rig.orchestration.actions import Action, comment
 
 

@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rig.description.kinds import AUTO
-from rig.description.scenario import (LOCAL, PathSpec, Scenario, path_mtu, path_tuning,
-                                      server_count)
+from rig.description.scenario.document import Scenario
+from rig.description.scenario.paths import LOCAL, PathSpec
+from rig.description.scenario.queries import path_mtu, path_tuning, server_count
 from rig.errors import RigError
 from rig.orchestration import hosts
 from rig.orchestration.actions import PREFIX, Action, Item, cmd, comment, text

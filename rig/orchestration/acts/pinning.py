@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-from rig.description.scenario import LOCAL
+from rig.description.scenario.paths import LOCAL
 from rig.orchestration.actions import Action
 from rig.orchestration.context import Context
 from rig.process.proc import pinned_argv

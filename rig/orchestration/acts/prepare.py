@@ -7,7 +7,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from rig.description import steps as S
-from rig.description.scenario import path_tuning
+from rig.description.scenario.queries import path_tuning
 from rig.orchestration import hostinfo
 from rig.orchestration.actions import Action, Item, cmd, comment, text
 from rig.orchestration.context import Context

@@ -9,8 +9,9 @@ import functools
 from dataclasses import dataclass
 from pathlib import Path
 
-from rig.description.scenario import (LOCAL, PathSpec, Scenario, background_on, client_concurrency,
-                                      runs_on, uses_tls)
+from rig.description.scenario.document import Scenario
+from rig.description.scenario.paths import LOCAL, PathSpec
+from rig.description.scenario.queries import background_on, client_concurrency, runs_on, uses_tls
 from rig.orchestration import origins, storagecheck
 from rig.orchestration.actions import PREFIX, Action, Item, cmd, text
 from rig.orchestration.acts.pinning import pinned

@@ -7,7 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rig.description.profile import LinkProfile
-from rig.description.scenario import LOCAL, PathSpec, Scenario
+from rig.description.scenario.document import Scenario
+from rig.description.scenario.paths import LOCAL, PathSpec
 from rig.orchestration.actions import PREFIX, Action, Item, cmd, text
 from rig.orchestration.acts import emulate, tune
 from rig.orchestration.acts.path import host_wd

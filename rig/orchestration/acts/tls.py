@@ -6,7 +6,7 @@ import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from rig.description.scenario import Scenario
+from rig.description.scenario.document import Scenario
 from rig.orchestration.actions import Action, Item, cmd, comment, text
 from rig.orchestration.context import Context
 from rig.realization import tls

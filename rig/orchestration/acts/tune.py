@@ -7,7 +7,7 @@ import contextlib
 import dataclasses
 from dataclasses import dataclass
 
-from rig.description.scenario import Scenario
+from rig.description.scenario.document import Scenario
 from rig.orchestration.actions import Action, Item, cmd
 from rig.orchestration.context import Context
 from rig.realization import tuning

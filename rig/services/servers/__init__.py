@@ -20,7 +20,7 @@ from rig.description import kinds as described
 from rig.services.registry import Registry
 
 if TYPE_CHECKING:
-    from rig.description.scenario import ServerSpec
+    from rig.description.scenario.clients import ServerSpec
     from rig.process.remote import Host
 
 IPERF3_PORT = 5201        # the path's validation server (not a scenario server kind)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from rig.services.servers import TLS_CERT, TLS_KEY, ServerKind, ServerPlan, register
 
 if TYPE_CHECKING:
-    from rig.description.scenario import ServerSpec
+    from rig.description.scenario.clients import ServerSpec
 
 
 @register
