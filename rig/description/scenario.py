@@ -438,7 +438,7 @@ class ServerSpec:
     settings: dict = dataclasses.field(default_factory=dict)
     # the ports it listens on, per protocol of its kind (root, http, https): e.g.
     # {root: 11094, http: 18000}; instance k of `count` adds 10 k. Unset: the kind's
-    # defaults (README "Ports"), moved past ports taken on the host; a port given here
+    # defaults (docs/scenarios.md, "Ports"), moved past ports taken on the host; a port given here
     # and already in use is refused before anything starts
     ports: dict | None = S.spec(S.optional(_port_map), None)
 
