@@ -3,7 +3,7 @@
 then: one console line says what happened, the stored rows say it too (validations
 phase `fault` / `not-run`, or the engine's `emulation_late_reason`), every row
 measured before the fault is kept, later steps ran or are recorded as not run with the
-reason, the exit code is the README's, nothing of the run is left, and a namespace and
+reason, the exit code is docs/commands.md's, nothing of the run is left, and a namespace and
 a process the rig did not make survive. Runs synchronise on events (a line, a process
 in the run's namespace, a row), never on sleeps; the only sleep is the 2 s SIGSTOP."""
 import os

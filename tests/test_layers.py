@@ -1,7 +1,7 @@
-"""The layers of the README, checked on the code: data flows one way.
+"""The layers of docs/internals.md, checked on the code: data flows one way.
 
 description -> realization -> services -> (process supervision) -> orchestration ->
-results -> reports, with the CLI on top. Each rule of the README's layer table is one
+results -> reports, with the CLI on top. Each rule of its layer table is one
 test below; a rule broken by a new import fails here with the file and the import.
 """
 from __future__ import annotations

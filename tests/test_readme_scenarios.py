@@ -1,6 +1,9 @@
-"""Every number the README states about a shipped scenario is the scenario file's (issue 31.5).
+"""Every number the README and docs/ state about a shipped scenario is the scenario file's
+(issue 31.5).
 
-The README names each shipped scenario as `scenarios/NAME.yaml` followed by a parenthesis
+README.md and the pages of docs/ (most of what the README said moved there, issue 39.6:
+the shipped list to docs/scenarios.md, the point counts to docs/reports.md) name each
+shipped scenario as `scenarios/NAME.yaml` followed by a parenthesis
 of facts (RTTs, streams, sources, transfers, repeats, branches, loss, rate, file size,
 cores, TLS modes). Each fact is parsed by one CLAIM below and compared with the loaded
 scenario; a digit no claim accounts for fails the test, so a new number in the README
@@ -16,6 +19,12 @@ from rig.description import scenario, steps
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()
+# every page whose mentions are checked: the README and docs/*.md (docs/reproductions/
+# quotes studies, not scenario files, and is not read here)
+PAGES = {"README.md": README} | {f"docs/{p.name}": p.read_text()
+                                 for p in sorted((REPO / "docs").glob("*.md"))}
+SCENARIOS_DOC = PAGES["docs/scenarios.md"]
+REPORTS_DOC = PAGES["docs/reports.md"]
 SHIPPED = sorted(p.name.removesuffix(".yaml") for p in (REPO / "scenarios").glob("*.yaml"))
 MENTION = re.compile(r"`scenarios/([\w.-]+)\.yaml`(?:\s+is seed \d+'s figure \d+)?\s+\(")
 
@@ -32,7 +41,8 @@ def _paren(text: str, start: int) -> str:
 
 
 def mentions() -> list[tuple[str, str]]:
-    return [(m.group(1), _paren(README, m.end())) for m in MENTION.finditer(README)]
+    return [(m.group(1), _paren(text, m.end()))
+            for text in PAGES.values() for m in MENTION.finditer(text)]
 
 
 def _nums(s: str) -> list[float]:
@@ -136,9 +146,26 @@ def check(name: str, text: str) -> list[str]:
 
 
 def test_every_shipped_scenario_is_named_in_the_scenarios_section():
-    section = README.split("\n## Scenarios\n")[1].split("\n## ")[0]
+    section = SCENARIOS_DOC.split("\n## Shipped scenarios\n")[1].split("\n## ")[0]
     shipped = section[section.index("Shipped: "):]
     assert sorted(set(re.findall(r"`scenarios/([\w.-]+)\.yaml`", shipped))) == SHIPPED
+
+
+def test_the_mentions_are_still_found():
+    # what the README held before issue 39.6 moved it to docs/: 38 mentions, every shipped
+    # scenario among them; a page or a pattern that stops being read fails here rather
+    # than checking nothing
+    assert len(mentions()) >= 38
+    assert {n for n, _ in mentions()} == set(SHIPPED)
+
+
+def test_the_readme_s_own_scenario_example_is_a_valid_scenario():
+    """The example a newcomer copies ("Your own scenario") loads as a scenario."""
+    import yaml
+    section = README.split("\n## Your own scenario\n")[1].split("\n## ")[0]
+    block = re.search(r"```yaml\n(.*?)```", section, re.S).group(1)
+    sc = scenario.parse(yaml.safe_load(block), source="README.md", text=block)
+    assert len(steps.expand(sc)) == 4 and {c.name for c in sc.clients} == {"xrdcp", "curl"}
 
 
 @pytest.mark.parametrize("name,text", mentions(), ids=lambda x: x[:30])
@@ -162,8 +189,8 @@ def test_the_numbers_are_really_checked():
 
 
 def test_point_counts_the_reports_section_states():
-    m = re.search(r"rtt-sweep 0 of (\d+) points unexplained, quick 0 of (\d+)", README)
-    assert m, "the README's point counts moved: update this test"
+    m = re.search(r"rtt-sweep 0 of (\d+) points unexplained, quick 0 of (\d+)", REPORTS_DOC)
+    assert m, "docs/reports.md's point counts moved: update this test"
     assert (_points(scenario.load(REPO / "scenarios/rtt-sweep.yaml")),
             _points(scenario.load(REPO / "scenarios/quick.yaml"))) == \
         (int(m.group(1)), int(m.group(2)))

@@ -109,7 +109,7 @@ SYNONYMS = {"bandwidth": "rate", "bw": "rate", "delay": "rtt", "latency": "rtt",
 def _known(key: str, fields: dict) -> str:
     """The keys a section knows, for an unknown key's error: the key it means where the
     word is a common synonym (bandwidth -> rate), all of them when they are few, else the
-    closest to the one given (the README lists them all)."""
+    closest to the one given (docs/scenarios.md lists them all)."""
     names = sorted(fields)
     meant = SYNONYMS.get(key.strip().lower())
     if meant in names:

@@ -180,7 +180,7 @@ class IoWatch:
     Once nothing was written for STALL_S, it also looks (every RECHECK_S) for threads of
     the child that wait for each other's mutex (rig.process.deadlock); the same cycle
     seen twice is a deadlock, and the child is ended then rather than at its deadline
-    (seen: xrdcp 5.5 -y K, XrdCl's extreme copy; README, `sources: K`)."""
+    (seen: xrdcp 5.5 -y K, XrdCl's extreme copy; docs/scenarios.md, `sources: K`)."""
 
     INTERVAL_S = 0.005
     STALL_S = 2.0

@@ -13,7 +13,7 @@ netem semantics worth knowing (and mirrored by the userspace engine):
   segments first when loss > 0; netem cannot, so on a path whose ends the rig built the
   senders of a lossy direction send one segment per skb (`gso_max_segs 1` on their
   veths; 65535, Linux's default, again when the loss is gone). A lab's own end hosts are
-  left as they are: there, netem's loss stays per skb (README, before "Each step is
+  left as they are: there, netem's loss stays per skb (docs/emulation.md, before "Each step is
   checked by the emulator's own timing").
 
 Must not import services, orchestration or reports.
