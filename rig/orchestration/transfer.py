@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from rig import checksum
 from rig.process import proc
@@ -134,7 +134,7 @@ def verdict(job: Job, ok: bool, error: str | None, extra: dict,
         return {"how": "unknown", "why": "no adler32 was taken for this file"}, None
     if not tools.checks(job):
         return {"how": "off", "why": "checksum: false", "want": job.adler32}, None
-    out = {"how": how, "algo": checksum.ALGO, "want": job.adler32}
+    out: dict[str, Any] = {"how": how, "algo": checksum.ALGO, "want": job.adler32}
     if how == "tool":
         # the tool compared (xrdcp/xrdcl --cksum) or reported (rig-fdt) it: parse said so
         got = extra.get("checksum_adler32")      # rig-fdt prints the value

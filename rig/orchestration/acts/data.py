@@ -49,7 +49,7 @@ def items(sc: Scenario, wd: Path) -> list[Item]:
 def _kept_items(sc: Scenario, wd: Path) -> list[Item]:
     out: list[Item] = [text("# each file's adler32 taken as it is made: every download is "
                             "checked against it")]
-    keep = keep_size(sc)
+    keep: int | str = keep_size(sc)
     if keep:
         if any(f.kind != "random" for f in sc.files):    # a ROOT file's size: once copied
             keep = "<bytes of the kept downloads>"
@@ -98,7 +98,7 @@ def _uploads(sc: Scenario) -> dict:
     return {"upload_bytes": need, "upload_dir": servers.UPLOAD_DIR}
 
 
-def keep_size(sc: Scenario) -> int | str:
+def keep_size(sc: Scenario) -> int:
     """Room for the kept downloads: the largest group of a local client whose tool keeps
     its file to check it (verify `kept`, no `dest_dir`, `checksum:` not false), each of
     its instances a whole file (0: none)."""
