@@ -155,3 +155,9 @@ def test_the_tool_s_own_check_fails_the_row_in_its_parse():
 def test_every_tool_says_how_its_downloads_are_checked(tool, how):
     assert tools.get(tool).verify == how
     assert set(t.verify for t in tools.all_tools()) <= set(tools.VERIFY)
+
+
+def test_a_remote_client_s_kept_file_is_not_read_here(tmp_path):
+    o, d = _kept(tmp_path, "f", b"x" * 1000, "00000001")
+    info, why = transfer.verdict(o.job, True, None, {}, remote=True)
+    assert info["how"] == "unchecked" and why is None

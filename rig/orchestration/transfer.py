@@ -116,7 +116,8 @@ def kept(job: Job) -> bool:
 
 
 def verdict(job: Job, ok: bool, error: str | None, extra: dict,
-            read: Callable[[str], str] = checksum.of_file) -> tuple[dict, str | None]:
+            read: Callable[[str], str] = checksum.of_file,
+            remote: bool = False) -> tuple[dict, str | None]:
     """How this download's bytes were checked (the row's extra `checksum`) and the
     failure it adds (None: none). Pure but for `read`, which checksums a kept copy:
     called only for a transfer that succeeded otherwise (a failed one is failed
@@ -140,7 +141,8 @@ def verdict(job: Job, ok: bool, error: str | None, extra: dict,
         got = extra.get("checksum_adler32")      # rig-fdt prints the value
         out["got"] = got if got else (job.adler32 if ok else None)
         return out, None
-    path = job.stored if how == "destination" else job.dest if kept(job) else ""
+    path = (job.stored if how == "destination" else
+            job.dest if kept(job) and not remote else "")
     if not path:
         out.update(how="unchecked", why="the bytes were not kept here "
                    "(a client or a destination on another host)")
@@ -164,7 +166,7 @@ def verify_downloads(outcomes: list["Outcome"], rows: list[TransferRow]) -> None
         job = o.job
         extra = json.loads(row.extra or "{}")
         try:
-            info, why = verdict(job, bool(row.ok), row.error, extra)
+            info, why = verdict(job, bool(row.ok), row.error, extra, remote=o.remote)
         finally:
             if kept(job) and not o.remote:
                 with contextlib.suppress(FileNotFoundError):
