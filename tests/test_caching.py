@@ -161,7 +161,8 @@ def test_shadow_file_goes_to_local_disk_unless_told(tmp_path):
 
 def test_dest_dir_names_the_runs_own_file(tmp_path):
     """A plain download with `dest_dir` writes `<dir>/<prefix>-<client>-<i>` (so `rig
-    clean` can tell a dead run's files), curl and xrdcp alike; without it, /dev/null."""
+    clean` can tell a dead run's files), curl and xrdcp alike; without it, curl keeps its
+    copy in the run's downloads/ tmpfs (checksummed after the group, issue 40 item 6)."""
     from rig.orchestration import plan as rplan
     sc = _load(tmp_path, clients=[
         {"name": "c", "tool": "curl", "file": "aod", "server": "nginx",
@@ -172,7 +173,7 @@ def test_dest_dir_names_the_runs_own_file(tmp_path):
     text = "\n".join(rplan.plan_lines(sc))
     assert f"--output {tmp_path}/rig0000-c-0 " in text
     assert f"root://198.18.0.6:1094//aod {tmp_path}/rig0000-x-0" in text
-    assert "--output /dev/null" in text
+    assert "--output /run/rig/rig0000/downloads/rig0000-n-0 " in text
 
 
 def test_clean_removes_a_dead_runs_downloads_only(tmp_path):

@@ -165,7 +165,9 @@ def _plan(tmp_path: Path, edit) -> tuple[int, str, str, Path]:
 def test_plan_prints_args_keygen_and_both_clients(tmp_path):
     code, out, err, _ = _plan(tmp_path, lambda d: None)
     assert code == 0, err
-    assert "--progress=dot:giga -O /dev/null http://" in out and "--no-dns-cache" in out
+    # its copy kept in the run's downloads/ tmpfs, checksummed after the group
+    assert "--progress=dot:giga -O /run/rig/rig0000/downloads/rig0000-wget-0 http://" in out
+    assert "--no-dns-cache" in out
     assert "--ca-certificate=" in out and "ssh-keygen -q -t ed25519" in out
     assert "-c chacha20-poly1305@openssh.com" in out and "setpriv --reuid=www-data" in out
 
