@@ -1,6 +1,6 @@
 """Data: the files the servers serve, in a tmpfs of the run's (or on disk, `storage:`),
 with room for uploads and third-party copies; each file's adler32 taken as it is made,
-kept for the run (every download is checked against it, rig.checksum); and a second tmpfs,
+kept for the run (a client with checksum: true is checked against it, rig.checksum); and a second tmpfs,
 `downloads/`, where the clients without an end-to-end check of their own (curl, davix-get,
 wget, scp) write what they fetch, checksummed after each group and removed."""
 from __future__ import annotations
@@ -47,8 +47,8 @@ def items(sc: Scenario, wd: Path) -> list[Item]:
 
 
 def _kept_items(sc: Scenario, wd: Path) -> list[Item]:
-    out: list[Item] = [text("# each file's adler32 taken as it is made: every download is "
-                            "checked against it")]
+    out: list[Item] = [text("# each file's adler32 taken as it is made: the downloads of a "
+                            "client with checksum: true are checked against it")]
     keep: int | str = keep_size(sc)
     if keep:
         if any(f.kind != "random" for f in sc.files):    # a ROOT file's size: once copied
@@ -100,13 +100,13 @@ def _uploads(sc: Scenario) -> dict:
 
 def keep_size(sc: Scenario) -> int:
     """Room for the kept downloads: the largest group of a local client whose tool keeps
-    its file to check it (verify `kept`, no `dest_dir`, `checksum:` not false), each of
+    its file to check it (verify `kept`, no `dest_dir`, `checksum: true`), each of
     its instances a whole file (0: none)."""
     local = {p.name for p in sc.paths if p.client_host == LOCAL}
     need = 0
     for c in sc.clients:
         if (tools.get(c.tool).verify != "kept" or c.option("dest_dir") or not c.file
-                or c.option("checksum") is False
+                or c.option("checksum") is not True
                 or "download" not in client_directions(sc, c)
                 or not any(c.paths is None or n in c.paths for n in local)):
             continue
