@@ -206,8 +206,13 @@ def cmd_run(a) -> int:
     require_helper(sc)               # davix/curl replays need tools/rig-replay-http built
     from rig.services.tools.xrdcl import require_side_env
     require_side_env(sc)             # xrdcl clients need .venv-xrdcl6 (make xrdcl6)
+    if a.corrupt is not None and a.corrupt not in {f.name for f in sc.files}:
+        from rig.errors import InputError
+        raise InputError(f"--corrupt names no file of the scenario (files: "
+                         f"{', '.join(f.name for f in sc.files)})", key="--corrupt",
+                         value=a.corrupt)
     _need_root("rig run")
-    out = orchestrate.run(sc, Path(a.out).resolve() if a.out else None)
+    out = orchestrate.run(sc, Path(a.out).resolve() if a.out else None, corrupt=a.corrupt)
     _draw(out)
     print(out)
     return 0
@@ -368,6 +373,10 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a scenario; prints the output folder last")
     r.add_argument("scenario")
     r.add_argument("--out", help="output folder (default reports/<time>-<name>-<prefix>)")
+    r.add_argument("--corrupt", metavar="FILE",
+                   help="a self-test of the checksums: change one byte of the served FILE "
+                        "(this host's copy) after its adler32 was taken; every download "
+                        "of it must then fail with 'adler32 mismatch'")
     r.set_defaults(fn=cmd_run)
     rp = sub.add_parser("report", help="redraw charts and tables from DIR/results.sqlite")
     rp.add_argument("dir")

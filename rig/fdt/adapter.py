@@ -45,8 +45,11 @@ def server_argv(root: str, bind: str, port: int, *, bufsize: int | None) -> list
 
 def client_argv(addr: str, port: int, name: str, dest: str, *, streams: int,
                 block_bytes: int | None, bufsize: int | None,
-                timeout_s: float, program: str | None = None) -> list[str]:
+                timeout_s: float, program: str | None = None,
+                checksum: bool = False) -> list[str]:
     """`rig-fdt get` of NAME into DEST (``/dev/null`` to discard) over `streams` streams.
+    `checksum`: `--checksum`, the whole file's adler32 taken by the sender and checked by
+    the receiver over the blocks as they land (the result's `checksum_adler32`).
     `program`: another rig-fdt executable to run (a scenario's `binary:`), else this
     rig's own (`python -m rig.fdt`).
 
@@ -73,6 +76,8 @@ def client_argv(addr: str, port: int, name: str, dest: str, *, streams: int,
         argv += ["--block", str(block_bytes)]
     if bufsize is not None:
         argv += ["--bufsize", str(bufsize)]
+    if checksum:
+        argv.append("--checksum")
     return [*argv, addr, name, dest]
 
 

@@ -116,6 +116,10 @@ class Context:
                                          "samples": 0, "errors": 0}
         self.thread_cost = threadsample.Cost()      # per-thread CPU sampling (issue 27)
         self.sent_adler32: dict[str, str] = {}      # uploads: each sent file's checksum
+        # each file's adler32 as the rig made it: checksum: true clients are checked against it
+        self.file_adler32: dict[str, str] = {}
+        self.keep_dir: str | None = None    # the downloads tmpfs (kept copies, checked)
+        self.corrupt: str | None = None     # `rig run --corrupt FILE` (a self-test)
         self.bg_running: list = []          # competing flows of the current step
         self.ca: tls.Ca | None = None
         self.hosts: dict[str, Host] = {}

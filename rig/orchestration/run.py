@@ -40,8 +40,9 @@ class Run(Context):
     """One `rig run`: its context, the plan it executes and the clock timing each action."""
 
     def __init__(self, sc: Scenario, out_dir: Path, *, progress: Say = stderr_say,
-                 prefix: str | None = None) -> None:
+                 prefix: str | None = None, corrupt: str | None = None) -> None:
         super().__init__(sc, out_dir, progress=progress, prefix=prefix)
+        self.corrupt = corrupt      # `rig run --corrupt FILE` (acts.data)
         self.plan = build_plan(sc)      # what `rig plan` prints, each action executing itself
         self.clock = ActionClock(lambda: self.store, self.run_id, self.say)
 
@@ -133,10 +134,11 @@ def default_out_dir(sc: Scenario, prefix: str, base: Path | None = None) -> Path
     return base / f"{stamp}-{sc.name}-{prefix}"
 
 
-def run(sc: Scenario, out_dir: Path | None = None, *, progress: Say = stderr_say) -> Path:
+def run(sc: Scenario, out_dir: Path | None = None, *, progress: Say = stderr_say,
+        corrupt: str | None = None) -> Path:
     prefix = netns.new_prefix()
     out = out_dir or default_out_dir(sc, prefix)
-    r = Run(sc, out, progress=progress, prefix=prefix)
+    r = Run(sc, out, progress=progress, prefix=prefix, corrupt=corrupt)
     with signals_as_exceptions(progress) as sig:
         r.signals = sig
         try:

@@ -2,6 +2,11 @@
 together in the client namespace, each with a deadline, CPU accounting and a check of
 the bytes that arrived. Returns transfers rows (dicts) ready for the results store.
 
+Every download's bytes are checked against the adler32 the rig took when it made the
+file (rig.checksum), each tool in its own way (rig.services.tools.VERIFY): by the tool's
+own end-to-end option, or, after the group once every clock stopped, by the rig on the
+kept copy (`verify_downloads`). A mismatch fails the row, with the reason in its error.
+
 Must not import reports.
 """
 from __future__ import annotations
@@ -14,8 +19,9 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
+from rig import checksum
 from rig.process import proc
 from rig.results.store import TransferRow
 from rig.description.scenario import Scenario, instance_cpus
@@ -37,14 +43,23 @@ class Outcome:
     started_at: float
     t_start: float
     error: str | None = None
+    remote: bool = False        # it ran on another host (its files are there)
 
 
 def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, list[ServerPlan]],
-               server_addr: str, iperf_port: int, prefix: str = "rig") -> list[Job]:
+               server_addr: str, iperf_port: int, prefix: str = "rig", *,
+               checksums: dict[str, str] | None = None,
+               keep_dir: str | None = None) -> list[Job]:
     """The `g.concurrency` client processes of one group (pure); each tool says what
     its instance i talks to. A server with several instances (origins) serves the
     group round-robin: process i talks to instance i mod K. A client with `dest_dir`
-    writes to `<dest_dir>/<prefix>-<client>-<i>` (removed after the transfer)."""
+    writes to `<dest_dir>/<prefix>-<client>-<i>` (checked and removed after the group).
+
+    `checksums`: each file's adler32 as the rig made it, which a download is checked
+    against (None: not known yet, `rig plan`: a `<adler32 of NAME>` placeholder).
+    `keep_dir`: where a download whose tool has no end-to-end check (`verify: kept`) and
+    no `dest_dir` writes its kept copy, checksummed after the group (None: a client on
+    another host, /dev/null and unchecked)."""
     c = g.client
     tool = tools.get(c.tool)
     origins = server_plans.get(c.server, []) if c.server else []
@@ -65,9 +80,15 @@ def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, list[ServerPlan]]
                                                               tls=g.tls != "off"))
         if isinstance(c.cpus, tuple):        # per-instance pinning: a set of its own
             job = dataclasses.replace(job, cpus=instance_cpus(c, i))
+        if file is not None and c.direction != "upload" and tool.verify != "none":
+            want = (checksums.get(file.name, "") if checksums is not None
+                    else f"<adler32 of {file.name}>")
+            job = dataclasses.replace(job, adler32=want)
         if c.option("dest_dir"):
             job = dataclasses.replace(job, dest=dest_path(c.option("dest_dir"), prefix,
                                                           c.name, i))
+        elif tool.verify == "kept" and keep_dir and tools.checks(job):
+            job = dataclasses.replace(job, dest=dest_path(keep_dir, prefix, c.name, i))
         if c.direction == "upload" and server is not None and file is not None:
             job = tool.as_upload(job, server, file, upload_name(prefix, c.name, i))
         jobs.append(job)
@@ -85,14 +106,80 @@ def upload_name(prefix: str, client: str, instance: int) -> str:
     return f"{prefix}-{client.replace('@', '-')}-{instance}"
 
 
-def adler32_of(path: str, chunk: int = 4 << 20) -> str:
-    """XRootD's checksum of a file (zlib's adler32), as 8 hex digits."""
-    import zlib
-    a = 1
-    with open(path, "rb") as f:
-        while b := f.read(chunk):
-            a = zlib.adler32(b, a)
-    return f"{a:08x}"
+adler32_of = checksum.of_file
+
+
+def kept(job: Job) -> bool:
+    """The job writes a file the rig checks and removes after the group (its dest_dir, or
+    the run's downloads folder), not /dev/null."""
+    return job.direction == "download" and job.dest != os.devnull and bool(job.dest)
+
+
+def verdict(job: Job, ok: bool, error: str | None, extra: dict,
+            read: Callable[[str], str] = checksum.of_file,
+            remote: bool = False) -> tuple[dict, str | None]:
+    """How this download's bytes were checked (the row's extra `checksum`) and the
+    failure it adds (None: none). Pure but for `read`, which checksums a kept copy:
+    called only for a transfer that succeeded otherwise (a failed one is failed
+    already, its file may be partial)."""
+    tool = tools.get(job.client.tool)
+    if tool.verify == "none" or job.direction != "download":
+        return {}, None
+    how = tool.verify
+    if tool.verify == "ranges":
+        # a replay reads parts of the file: its own crc32 of the ranges received against
+        # the served file's bytes there (parse fails it on a difference)
+        return {"how": how, "algo": "crc32 of the ranges read",
+                "want": extra.get("expected_checksum"), "got": extra.get("checksum")}, None
+    if not job.adler32:
+        return {"how": "unknown", "why": "no adler32 was taken for this file"}, None
+    if not tools.checks(job):
+        return {"how": "off", "why": "checksum: false", "want": job.adler32}, None
+    out: dict[str, Any] = {"how": how, "algo": checksum.ALGO, "want": job.adler32}
+    if how == "tool":
+        # the tool compared (xrdcp/xrdcl --cksum) or reported (rig-fdt) it: parse said so
+        got = extra.get("checksum_adler32")      # rig-fdt prints the value
+        out["got"] = got if got else (job.adler32 if ok else None)
+        return out, None
+    path = (job.stored if how == "destination" else
+            job.dest if kept(job) and not remote else "")
+    if not path:
+        out.update(how="unchecked", why="the bytes were not kept here "
+                   "(a client or a destination on another host)")
+        return out, None
+    if not ok:
+        return out, None
+    try:
+        got = read(path)
+    except OSError as e:
+        return out, f"{checksum.ALGO} not checked: {e.strerror}: {path}"
+    out["got"] = got
+    return out, checksum.mismatch(got, job.adler32)
+
+
+def verify_downloads(outcomes: list["Outcome"], rows: list[TransferRow]) -> None:
+    """After the group (every clock stopped): each download's checksum verdict in its
+    row's extra; a mismatch fails the row with the reason, and the group's aggregate,
+    which counts only groups that all succeeded, is dropped. Kept copies are removed."""
+    failed = False
+    for o, row in zip(outcomes, rows):
+        job = o.job
+        extra = json.loads(row.extra or "{}")
+        try:
+            info, why = verdict(job, bool(row.ok), row.error, extra, remote=o.remote)
+        finally:
+            if kept(job) and not o.remote:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(job.dest)
+        if not info:
+            continue
+        extra["checksum"] = info
+        row.extra = json.dumps(extra)
+        if why and row.ok:
+            row.ok, row.error, failed = False, why, True
+    if failed:
+        for row in rows:
+            row.aggregate_bps = None
 
 
 def verify_uploads(outcomes: list["Outcome"], rows: list[TransferRow],
@@ -153,13 +240,12 @@ def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list,
                 on_start(i, pid)
         res = proc.run(argv, netns=netns, env=env, timeout=job.timeout_s, io_target=io_target,
                        on_start=started, cgroup=cgroup, **(where or {}))
-        out[i] = Outcome(job, argv, env, res, started_at, t0)
+        out[i] = Outcome(job, argv, env, res, started_at, t0, remote=bool(where))
     except Exception as e:  # noqa: BLE001 - recorded as a failed transfer, not fatal
-        out[i] = Outcome(job, argv, env, None, started_at, t0, error=str(e)[:300])
-    finally:
-        if job.client.option("dest_dir") and not where:        # a local client's file
-            with contextlib.suppress(FileNotFoundError):
-                os.unlink(job.dest)
+        out[i] = Outcome(job, argv, env, None, started_at, t0, error=str(e)[:300],
+                         remote=bool(where))
+    # a kept file (dest_dir, the downloads folder) stays until the group ended: checked
+    # then, off every clock, and removed (verify_downloads)
 
 
 WATCH_INTERVAL_S = 0.5

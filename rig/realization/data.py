@@ -10,9 +10,11 @@ import contextlib
 import os
 import random
 import shutil
+import zlib
 from pathlib import Path
 from typing import Callable, Iterator
 
+from rig import checksum
 from rig.process import proc
 from rig.description.scenario.clients import FileSpec
 from rig.description.storage import Storage, room_error
@@ -50,16 +52,21 @@ def is_mounted_below(path: Path) -> bool:
         return any(line.split()[1].startswith(prefix) for line in f)
 
 
-def write_random(path: Path, size: int, seed: int) -> None:
-    """Incompressible content, reproducible from the seed; ~1 GB/s here."""
+def write_random(path: Path, size: int, seed: int) -> str:
+    """Incompressible content, reproducible from the seed; ~1 GB/s here. Returns its
+    adler32 (rig.checksum), taken from the bytes as they are written (no second read)."""
     rng = random.Random(seed)
+    a = 1
     with open(path, "wb") as f:
         left = size
         while left:
             n = min(CHUNK, left)
-            f.write(rng.randbytes(n))
+            b = rng.randbytes(n)
+            f.write(b)
+            a = zlib.adler32(b, a)
             left -= n
     os.chmod(path, 0o644)
+    return checksum.hexdigest(a)
 
 
 def root_source(f: FileSpec, *, generate: bool = True) -> Path | None:
@@ -84,7 +91,8 @@ def data_dir(prefix: str, path: Path, files: list[FileSpec], *, incoming_bytes: 
              storage: Storage | None = None,
              record: Callable[[Path], None] | None = None,
              say: Callable[[str], None] | None = None,
-             written: dict | None = None) -> Iterator[Path]:
+             written: dict | None = None,
+             checksums: dict[str, str] | None = None) -> Iterator[Path]:
     """Mount a tmpfs sized for `files`, write them, unmount on exit whatever happens.
     ROOT files are copied from their source (a generated file's size is only near the
     asked one: the tmpfs is sized from the real files). With `incoming_bytes`, the tmpfs
@@ -93,7 +101,9 @@ def data_dir(prefix: str, path: Path, files: list[FileSpec], *, incoming_bytes: 
     folder every server user may write (mode 1777: xrootd, www-data), where uploads land
     (each checked and removed by the run). With `storage` on disk, the files go to a folder on that
     disk instead (rig.realization.diskdata; `record` names it to the run's state first),
-    yielded in place of `path`; `written` gets each written file's {bytes, seconds}."""
+    yielded in place of `path`; `written` gets each written file's {bytes, seconds};
+    `checksums` gets each file's adler32 as it was made (name -> 8 hex digits), the value
+    every download of it is checked against."""
     path.mkdir(parents=True, exist_ok=True)
     sources: dict[str, Path] = {}
     for f in files:
@@ -109,12 +119,12 @@ def data_dir(prefix: str, path: Path, files: list[FileSpec], *, incoming_bytes: 
             raise RigError(f"storage: disk: {room}")
         with diskdata.disk_folder(storage.base, prefix, record=record) as d:
             _fill(d, files, sources, incoming_bytes, incoming_owner, disk=True, say=say,
-                  written=written)
+                  written=written, checksums=checksums)
             yield d
         return
     proc.run(mount_argv(prefix, path, need), timeout=30, check=True)
     try:
-        _fill(path, files, sources, incoming_bytes, incoming_owner)
+        _fill(path, files, sources, incoming_bytes, incoming_owner, checksums=checksums)
         if upload_bytes:
             (path / upload_dir).mkdir()
             os.chmod(path / upload_dir, 0o1777)
@@ -123,9 +133,38 @@ def data_dir(prefix: str, path: Path, files: list[FileSpec], *, incoming_bytes: 
         proc.run(umount_argv(path), timeout=30)
 
 
+@contextlib.contextmanager
+def scratch_dir(prefix: str, path: Path, size_bytes: int) -> Iterator[Path]:
+    """A tmpfs of the run's (its source named like the data's, so `rig clean` knows it),
+    unmounted on exit whatever happens: where downloads are kept to be checksummed."""
+    path.mkdir(parents=True, exist_ok=True)
+    proc.run(mount_argv(prefix, path, size_bytes), timeout=30, check=True)
+    try:
+        yield path
+    finally:
+        proc.run(umount_argv(path), timeout=30)
+
+
+def corrupt(path: Path) -> int:
+    """Change one byte in the middle of `path` (every bit flipped); returns its offset.
+    A fault injection (`rig run --corrupt`), made after the file's adler32 was taken."""
+    size = path.stat().st_size
+    if not size:
+        raise RigError(f"--corrupt: {path.name} is empty, nothing to change")
+    off = size // 2
+    with open(path, "r+b") as f:
+        f.seek(off)
+        b = f.read(1)
+        f.seek(off)
+        f.write(bytes([b[0] ^ 0xff]))
+    return off
+
+
 def _fill(path: Path, files: list[FileSpec], sources: dict[str, Path], incoming_bytes: int,
           incoming_owner: str | None, *, disk: bool = False,
-          say: Callable[[str], None] | None = None, written: dict | None = None) -> None:
+          say: Callable[[str], None] | None = None, written: dict | None = None,
+          checksums: dict[str, str] | None = None) -> None:
+    sums: dict[str, str] = {} if checksums is None else checksums
     for i, f in enumerate(files):
         if f.name in sources:
             if disk:
@@ -139,7 +178,9 @@ def _fill(path: Path, files: list[FileSpec], sources: dict[str, Path], incoming_
             if written is not None:
                 written[f.name] = {"bytes": f.size, "seconds": round(secs, 3)}
         else:
-            write_random(path / f.name, f.size, seed=i + 1)
+            sums[f.name] = write_random(path / f.name, f.size, seed=i + 1)
+        if f.name not in sums:      # a copied ROOT file, a file on disk: read once
+            sums[f.name] = checksum.of_file(str(path / f.name))
     if incoming_bytes:
         import pwd
         (path / "incoming").mkdir()

@@ -3,14 +3,16 @@
 the XRootD Python bindings of a side environment (`make xrdcl6`: PyPI's `xrootd` 6.x
 wheel, which carries XrdCl but no xrdcp binary).
 
-    PYTHON xrdcl_copy.py [--streams N] SOURCE_URL TARGET
+    PYTHON xrdcl_copy.py [--streams N] [--cksum adler32:VALUE] SOURCE_URL TARGET
     PYTHON xrdcl_copy.py --version
 
 --streams N sets SubStreamsPerChannel to N as `xrdcp -S N` does (1: left alone). Chunk
 size, parallel chunks and every other setting come from XRD_* variables, which XrdCl
 reads itself (XRD_CPCHUNKSIZE, XRD_CPPARALLELCHUNKS, XRD_CPUSEPGWRTRD ...). On success
 prints one JSON line: the XrdCl version, streams, chunk settings in force and the copy
-time. Exit 0 ok, 1 the copy failed (last stderr line says why), 2 bad arguments.
+time. --cksum TYPE:VALUE checks the copy end to end as `xrdcp --cksum` does: XrdCl
+computes TYPE of the bytes as they arrive and fails the copy unless it equals VALUE
+(checksummode end2end, checksumpreset VALUE). Exit 0 ok, 1 the copy failed (last stderr line says why), 2 bad arguments.
 
 Standalone on purpose: it runs under the side environment's python, which has no rig.
 """
@@ -27,6 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="xrdcl-copy")
     ap.add_argument("--version", action="store_true")
     ap.add_argument("--streams", type=int, default=1)
+    ap.add_argument("--cksum", metavar="TYPE:VALUE")
     ap.add_argument("source", nargs="?")
     ap.add_argument("target", nargs="?")
     a = ap.parse_args(argv)
@@ -46,7 +49,13 @@ def main(argv: list[str] | None = None) -> int:
     if a.streams != 1:
         client.EnvPutInt("SubStreamsPerChannel", a.streams)
     cp = CopyProcess()
-    cp.add_job(a.source, a.target, force=True)
+    ck: dict = {}
+    if a.cksum:
+        kind, _, value = a.cksum.partition(":")
+        if not kind or not value:
+            ap.error("--cksum takes TYPE:VALUE, e.g. adler32:1a2b3c4d")
+        ck = {"checksummode": "end2end", "checksumtype": kind, "checksumpreset": value}
+    cp.add_job(a.source, a.target, force=True, **ck)
     st = cp.prepare()
     if not st.ok:
         print(f"xrdcl-copy: [ERROR] prepare: {st.message}", file=sys.stderr)

@@ -18,6 +18,7 @@ from rig.description.scenario.queries import runs_on
 from rig.errors import RigError, StepAborted
 from rig.orchestration import capture, faults, samplers, threadsample, transfer, xcache
 from rig.orchestration.actions import PREFIX, Action, Item, cmd, comment, text
+from rig.orchestration.acts.data import DOWNLOADS
 from rig.orchestration.acts.emulate import recover
 from rig.orchestration.acts.pinning import pinned
 from rig.orchestration.acts.servers import iperf3_port, plans as server_plans
@@ -46,7 +47,8 @@ def items(sc: Scenario, g: S.Group, n: netns.RealizedPath, step: S.Step, wd: Pat
     at = "" if host == LOCAL else f"@{host} "
     site = n.site
     plans = server_plans(sc, n, swd)
-    jobs = transfer.build_jobs(sc, g, plans, n.server_addr, iperf3_port(sc, n), PREFIX)
+    jobs = transfer.build_jobs(sc, g, plans, n.server_addr, iperf3_port(sc, n), PREFIX,
+                               keep_dir=str(wd / DOWNLOADS) if host == LOCAL else None)
     a = tools.get(g.client.tool)
     if site is not None and capture.wanted(step.path.capture, g.client.capture):
         name = capture.group_name(g.client.name, g.streams, g.concurrency, g.repeat, g.tls)
@@ -164,7 +166,8 @@ def _group(ctx: Context, step: S.Step, live: Live, g: S.Group, common: dict, pos
     ctx.watch(live)
     samplers.CacheDrop(ctx, g).start()      # storage: disk: the file's page cache dropped
     jobs = transfer.build_jobs(ctx.sc, g, live.servers, live.server_addr, live.iperf_port,
-                               ctx.prefix)
+                               ctx.prefix, checksums=ctx.file_adler32,
+                               keep_dir=None if live.client.run_kw() else ctx.keep_dir)
     spids, sids = samplers.server_ids(live, g)
     sender = samplers.sender_of(g)
     cache = samplers.XCache(ctx, g, jobs, live)      # a cold or warm cache
@@ -195,6 +198,7 @@ def _group(ctx: Context, step: S.Step, live: Live, g: S.Group, common: dict, pos
         server=g.client.server, **hcpu.columns), server_cpu=scpu.value)
     cache.annotate(rows)       # bytes the cache fetched from its origin
     transfer.verify_uploads(outcomes, rows, ctx.sent_adler32)   # then removed
+    transfer.verify_downloads(outcomes, rows)     # against the file's adler32; kept removed
     thr.annotate(rows)
     ids: list[tuple[int, int, float]] = []      # (instance, rowid, start): thread rows
     for r in rows:

@@ -11,6 +11,7 @@ from rig.description.scenario.document import Scenario
 from rig.description.scenario.paths import LOCAL, PathSpec
 from rig.orchestration.actions import PREFIX, Action, Item, cmd, text
 from rig.orchestration.acts import emulate, tune
+from rig.orchestration.acts.data import DOWNLOADS, keep_size
 from rig.orchestration.acts.path import host_wd
 from rig.realization import data, netns, remote_router, tuning
 
@@ -31,6 +32,8 @@ def items(sc: Scenario, wd: Path, shown: list[tuple[PathSpec, netns.RealizedPath
         if p.kind != "real" and p.router_host is None:
             out += [cmd(a) for ns in n.namespaces for a in (netns.pids_argv(ns),
                                                             netns.del_argv(ns))]
+    if keep_size(sc):
+        out.append(cmd(data.umount_argv(wd / DOWNLOADS)))     # the kept downloads
     if any(p.server_host == LOCAL for p in sc.paths) and not sc.storage.on_disk:
         out.append(cmd(data.umount_argv(wd / "data")))
     if sc.tunes_local():

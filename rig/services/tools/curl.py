@@ -15,6 +15,7 @@ class Curl(ClientTool):
     name = "curl"
     caps = dataclasses.replace(HTTP_FETCHER, upload=HTTP_WRITERS)
     options = DestDir
+    verify = "kept"          # no end-to-end option: a kept file, checksummed after the group
 
     def argv(self, job: Job) -> list[str]:
         ca = ["--cacert", job.ca_file] if job.tls != "off" else []

@@ -1,4 +1,9 @@
-"""rig-fdt: the rig's FDT-style multi-stream copy (control + N data streams)."""
+"""rig-fdt: the rig's FDT-style multi-stream copy (control + N data streams).
+
+A download runs with `--checksum`: the server takes the adler32 of the file it sends, the
+receiver checks it over the blocks as they land, and the result's `checksum_adler32` is
+then compared with the value the rig took when it made the file (a damaged served copy
+agrees with itself, not with that). `checksum: false` leaves it out."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -7,7 +12,9 @@ from typing import TYPE_CHECKING
 from rig.fdt import adapter
 from rig.description.limits import MAX_STREAMS
 from rig.description import limits as L, schema as S
-from rig.services.tools import BUFFER, Capabilities, ClientTool, Job, Parsed, last_line, register
+from rig import checksum
+from rig.services.tools import (BUFFER, Capabilities, Checksum, ClientTool, Job, Parsed, checks,
+                                last_line, register)
 
 if TYPE_CHECKING:
     from rig.description.scenario import ClientSpec, FileSpec
@@ -15,7 +22,7 @@ if TYPE_CHECKING:
 
 
 @dataclass(frozen=True)
-class FdtOptions:
+class FdtOptions(Checksum):
     """rig-fdt's own client keys: its block size and its sockets' buffer."""
     block: int | None = S.spec(S.optional(S.size_in(L.MIN_BLOCK, L.MAX_BLOCK)), None)
     buffer: int | None = S.spec(BUFFER, None)
@@ -28,6 +35,7 @@ class Fdt(ClientTool):
     caps = Capabilities(servers=frozenset({"fdt"}), protocols=("fdt",), max_streams=MAX_STREAMS,
                         upload=frozenset({"fdt"}))
     options = FdtOptions
+    verify = "tool"
 
     def job(self, c: "ClientSpec", streams: int, instance: int, *,
             server: "ServerPlan | None", file: "FileSpec | None",
@@ -45,7 +53,7 @@ class Fdt(ClientTool):
         return adapter.client_argv(job.addr, job.port, job.relpath, job.dest,
                                    streams=job.streams, block_bytes=job.client.options.block,
                                    bufsize=job.client.options.buffer, timeout_s=job.timeout_s,
-                                   program=job.client.binary)
+                                   program=job.client.binary, checksum=checks(job))
 
     def parse(self, stdout: str, stderr: str, returncode: int, job: Job) -> Parsed:
         try:
@@ -53,5 +61,7 @@ class Fdt(ClientTool):
         except ValueError as e:
             return Parsed(bytes=None, error=(last_line(stderr) or str(e))[:300])
         err = None if returncode == 0 else (last_line(stderr)[:300] or f"exit {returncode}")
+        if err is None and checks(job):
+            err = checksum.mismatch(d.get("checksum_adler32"), job.adler32)
         return Parsed(bytes=int(d["bytes"]), seconds=float(d["seconds"]), error=err,
                       extra={k: v for k, v in d.items() if k not in ("bytes", "seconds")})

@@ -41,19 +41,23 @@ class HttpTpc(ClientTool):
     caps = Capabilities(servers=frozenset({"xrootd"}), protocols=("http",),
                         third_party=True, tls=frozenset({"all"}))
     options = HttpTpcOptions
+    # the destination's copy (incoming/), checksummed by the rig after the group when the
+    # destination is on this host
+    verify = "destination"
     version_argv = ["curl", "--version"]
 
     def job(self, c: Any, streams: int, instance: int, *, server: Any, file: Any,
             iperf: tuple[str, int], timeout_s: float, tls: str = "off") -> Job:
         assert server is not None and file is not None
         dest = f"{INCOMING}/{c.name}-{instance}"     # overwritten by the next group
+        stored = str(server.datadir / dest) if server.host is None else ""
         if tls == "off":
             return Job(c, streams, url=server.url(c.protocol, dest), relpath=file.name,
-                       file_bytes=file.size, timeout_s=timeout_s)
+                       file_bytes=file.size, timeout_s=timeout_s, stored=stored)
         assert server.tls is not None, "TLS asked of a server started without certificates"
         return Job(c, streams, url=server.url(c.protocol, dest, tls=True), relpath=file.name,
                    file_bytes=file.size, timeout_s=timeout_s, tls=tls,
-                   ca_file=server.tls.ca_file, ca_dir=server.tls.ca_dir)
+                   ca_file=server.tls.ca_file, ca_dir=server.tls.ca_dir, stored=stored)
 
     def argv(self, job: Job) -> list[str]:
         ca = ["--cacert", job.ca_file] if job.tls != "off" else []

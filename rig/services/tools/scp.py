@@ -44,6 +44,7 @@ class Scp(ClientTool):
     caps = Capabilities(servers=frozenset({"sshd"}), protocols=("ssh",),
                         timed_by_written_bytes=True, upload=frozenset({"sshd"}))
     options = ScpOptions
+    verify = "kept"          # no end-to-end option: a kept file, checksummed after the group
     version_argv = ["ssh", "-V"]
 
     def checked(self, ctx: Any, d: dict[str, Any]) -> dict[str, Any]:

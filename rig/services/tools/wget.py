@@ -25,6 +25,7 @@ class Wget(ClientTool):
     name = "wget"
     caps = HTTP_FETCHER
     options = DestDir
+    verify = "kept"          # no end-to-end option: a kept file, checksummed after the group
 
     def argv(self, job: Job) -> list[str]:
         ca = [f"--ca-certificate={job.ca_file}"] if job.tls != "off" else []

@@ -17,9 +17,9 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from rig.services.tools import (Capabilities, ClientTool, Column, DestDir, Job, Parsed, last_line,
-                                register)
-from rig.services.tools.xrdcp import XRD_FAIL_FAST
+from rig.services.tools import (Capabilities, ClientTool, Column, DestDir, Job, Parsed, checks,
+                                last_line, register)
+from rig.services.tools.xrdcp import XRD_FAIL_FAST, cksum_error
 
 if TYPE_CHECKING:
     from rig.description.scenario import Scenario
@@ -38,11 +38,13 @@ class Xrdcl(ClientTool):
     caps = Capabilities(servers=frozenset({"xrootd"}), protocols=("root",), max_streams=15,
                         timed_by_written_bytes=True)
     options = DestDir
+    verify = "tool"          # --cksum adler32:<value>, as xrdcp's (xrdcl_copy.py)
     columns = (Column("page_checksum", int),)    # 1: pages checksummed, 0: not
 
     def argv(self, job: Job) -> list[str]:
+        ck = ["--cksum", f"adler32:{job.adler32}"] if checks(job) else []
         return [job.client.binary or str(SIDE_PYTHON), str(HELPER), "--streams",
-                str(job.streams), job.url, job.dest]
+                str(job.streams), *ck, job.url, job.dest]
 
     def env(self, job: Job) -> dict[str, str]:
         env = dict(XRD_FAIL_FAST)       # page checksums: XRD_CPUSEPGWRTRD in env:
@@ -51,6 +53,8 @@ class Xrdcl(ClientTool):
 
     def parse(self, stdout: str, stderr: str, returncode: int, job: Job) -> Parsed:
         if returncode != 0:
+            if checks(job) and "CheckSum error" in stderr:
+                return Parsed(bytes=None, error=cksum_error(job, "xrdcl"))
             return Parsed(bytes=None, error=last_line(stderr)[:300] or f"exit {returncode}")
         try:
             d = json.loads(last_line(stdout))

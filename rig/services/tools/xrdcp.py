@@ -1,7 +1,15 @@
 """xrdcp (XRootD client): root:// downloads with 1–15 streams (`-S`); roots:// with TLS
 on every stream, or on the control stream only (`--tlsnodata`), trusting only the run's
 CA (X509_CERT_DIR: xrdcp 5.5 reads its CA from a hashed directory, not a file); extreme
-copy (`-y K` over a metalink listing the file at K sources, seed 001)."""
+copy (`-y K` over a metalink listing the file at K sources, seed 001).
+
+Downloads are checked end to end with xrdcp's own option, `--cksum adler32:<value>` with
+the value the rig took when it made the file: XrdCl computes adler32 of the bytes as they
+arrive (also when they go to /dev/null) and exits 53 (`CheckSum error`) when it differs.
+That is on the clock, as every FTS/gfal transfer does it (measured on this 2-vCPU VM,
+loopback, 1 GiB to /dev/null, medians of 5: 4.13 Gbit/s without, 2.86 with); `checksum:
+false` leaves it out. `adler32:source` would ask the server for its own value, which a
+damaged served file agrees with."""
 from __future__ import annotations
 
 import dataclasses
@@ -14,7 +22,7 @@ if TYPE_CHECKING:
 
 from rig.description import limits as L, schema as S
 from rig.services.tools import (Capabilities, ClientTool, Column, DestDir, Job, Parsed,
-                                last_line, register)
+                                checks, last_line, register)
 
 # xrdcp 5.5 retries a refused connection for ~8 minutes by default; fail fast instead.
 XRD_FAIL_FAST = {"XRD_CONNECTIONRETRY": "1", "XRD_CONNECTIONWINDOW": "5",
@@ -42,6 +50,7 @@ class Xrdcp(ClientTool):
                         timed_by_written_bytes=True, tls=frozenset({"control", "all"}),
                         upload=frozenset({"xrootd"}))
     options = XrdcpOptions
+    verify = "tool"
     columns = (Column("page_checksum", int),)    # 1: pages checksummed, 0: not
 
     def checked(self, ctx: Any, d: dict[str, Any]) -> dict[str, Any]:
@@ -77,6 +86,8 @@ class Xrdcp(ClientTool):
         o: XrdcpOptions = job.client.options
         if o.sources:
             extra += ["-y", str(o.sources)]
+        if checks(job):
+            extra += ["--cksum", f"adler32:{job.adler32}"]
         ends = [job.src, job.url] if job.direction == "upload" else [job.url, job.dest]
         return [job.client.binary or "xrdcp", "--force", "--nopbar", *extra, *ends]
 
@@ -98,6 +109,8 @@ class Xrdcp(ClientTool):
         if returncode == 0:
             return Parsed(bytes=None)
         m = re.search(r"\[(ERROR|FATAL)\][^\n]*", stderr)
+        if checks(job) and "CheckSum error" in stderr:
+            return Parsed(bytes=None, error=cksum_error(job, "xrdcp"))
         return Parsed(bytes=None, error=(m.group(0) if m else last_line(stderr))[:300]
                       or f"exit {returncode}")
 
@@ -110,6 +123,13 @@ class Xrdcp(ClientTool):
         return ("XrdCl before 5.9.2: two extreme-copy sources stealing work from each "
                 "other take their locks in opposite order, XCpSrc::Steal, "
                 "xrootd/xrootd#2619")
+
+
+def cksum_error(job: Job, tool: str) -> str:
+    """A download XrdCl's `--cksum adler32:<value>` refused: it does not print the value
+    it computed, only that it differs."""
+    return (f"adler32 mismatch: got another value ({tool} --cksum: CheckSum error), "
+            f"want {job.adler32}")
 
 
 def metalink(name: str, urls: list[str]) -> str:
