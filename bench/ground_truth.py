@@ -47,6 +47,7 @@ from rig.realization.emul.engine import control  # noqa: E402
 SCEN = REPO / "bench/ground_truth"
 CPU_ROOT = Path("/sys/fs/cgroup/cpu")       # cgroup v1 cpu controller (this host)
 CPU2_ROOT = Path("/sys/fs/cgroup/unified")  # or cgroup v2 where it offers `cpu`
+ACCT_ROOT = Path("/sys/fs/cgroup/cpuacct")  # v1 cpuacct mounted apart (this host)
 PERIOD_US = 100_000
 POLL_S = 0.01
 RUN_TIMEOUT_S = 400
@@ -103,6 +104,7 @@ class Injector(threading.Thread):
         self.stop = threading.Event()
         self.prefix: str | None = None
         self.cgroup: Path | None = None
+        self.acct: Path | None = None
         self.moved: set[int] = set()
         self.log: list[str] = []
 
@@ -129,6 +131,11 @@ class Injector(threading.Thread):
             d.mkdir(exist_ok=True)
             (d / "cpu.cfs_period_us").write_text(str(PERIOD_US))
             (d / "cpu.cfs_quota_us").write_text(str(int(cores * PERIOD_US)))
+            if ACCT_ROOT.is_dir() and ACCT_ROOT != CPU_ROOT:
+                # as a v1 container runtime makes it: the same group in cpuacct (its
+                # usage counter), the process moved into both
+                self.acct = ACCT_ROOT / name
+                self.acct.mkdir(exist_ok=True)
         else:
             d = CPU2_ROOT / name
             d.mkdir(exist_ok=True)
@@ -149,6 +156,8 @@ class Injector(threading.Thread):
                         if comm in LEAVE:
                             continue
                         (self.cgroup / "cgroup.procs").write_text(str(pid))
+                        if self.acct is not None:
+                            (self.acct / "cgroup.procs").write_text(str(pid))
                         self.moved.add(pid)
                         self.log.append(f"capped pid {pid} ({comm})")
                     except OSError:
@@ -184,13 +193,16 @@ class Injector(threading.Thread):
     def finish(self) -> None:
         self.stop.set()
         self.join(timeout=10)
-        if self.cgroup is not None:
+        for d in (self.cgroup, self.acct):
+            if d is None:
+                continue
             for _ in range(50):         # its processes exit with the run; then rmdir
                 with contextlib.suppress(OSError):
-                    self.cgroup.rmdir()
-                    return
+                    d.rmdir()
+                    break
                 time.sleep(0.1)
-            self.log.append(f"cgroup {self.cgroup} not removed (still has processes)")
+            else:
+                self.log.append(f"cgroup {d} not removed (still has processes)")
 
 
 def run_case(case: Case, out: Path) -> dict:
