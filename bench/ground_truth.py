@@ -7,7 +7,8 @@ tcp_rmem, tcp_wmem, a rate, loss, small synchronous reads) or are injected from 
 while `rig run` runs:
   cpu   the run's processes of one end (client tools in <prefix>-0c, the server in
         <prefix>-0s, the engine in <prefix>-0r) moved into a cgroup v1 `cpu` group of this
-        bench's own (named <prefix>-gt-<end>) with cpu.cfs_quota_us set; a client
+        bench's own (named <prefix>-gt-<end>) with cpu.cfs_quota_us set (and into the
+        cpuacct group of that name where cpuacct is mounted apart); a client
         process is found within POLL_S of its start. The path check's ping/iperf3 are
         left alone (a capped iperf3 would make the cap the path's "capacity").
   delay the userspace engine reconfigured through its control socket, as soon as the rig
