@@ -7,7 +7,8 @@ tcp_rmem, tcp_wmem, a rate, loss, small synchronous reads) or are injected from 
 while `rig run` runs:
   cpu   the run's processes of one end (client tools in <prefix>-0c, the server in
         <prefix>-0s, the engine in <prefix>-0r) moved into a cgroup v1 `cpu` group of this
-        bench's own (named <prefix>-gt-<end>) with cpu.cfs_quota_us set; a client
+        bench's own (named <prefix>-gt-<end>) with cpu.cfs_quota_us set (and into the
+        cpuacct group of that name where cpuacct is mounted apart); a client
         process is found within POLL_S of its start. The path check's ping/iperf3 are
         left alone (a capped iperf3 would make the cap the path's "capacity").
   delay the userspace engine reconfigured through its control socket, as soon as the rig
@@ -47,6 +48,7 @@ from rig.realization.emul.engine import control  # noqa: E402
 SCEN = REPO / "bench/ground_truth"
 CPU_ROOT = Path("/sys/fs/cgroup/cpu")       # cgroup v1 cpu controller (this host)
 CPU2_ROOT = Path("/sys/fs/cgroup/unified")  # or cgroup v2 where it offers `cpu`
+ACCT_ROOT = Path("/sys/fs/cgroup/cpuacct")  # v1 cpuacct mounted apart (this host)
 PERIOD_US = 100_000
 POLL_S = 0.01
 RUN_TIMEOUT_S = 400
@@ -103,6 +105,7 @@ class Injector(threading.Thread):
         self.stop = threading.Event()
         self.prefix: str | None = None
         self.cgroup: Path | None = None
+        self.acct: Path | None = None
         self.moved: set[int] = set()
         self.log: list[str] = []
 
@@ -129,6 +132,11 @@ class Injector(threading.Thread):
             d.mkdir(exist_ok=True)
             (d / "cpu.cfs_period_us").write_text(str(PERIOD_US))
             (d / "cpu.cfs_quota_us").write_text(str(int(cores * PERIOD_US)))
+            if ACCT_ROOT.is_dir() and ACCT_ROOT != CPU_ROOT:
+                # as a v1 container runtime makes it: the same group in cpuacct (its
+                # usage counter), the process moved into both
+                self.acct = ACCT_ROOT / name
+                self.acct.mkdir(exist_ok=True)
         else:
             d = CPU2_ROOT / name
             d.mkdir(exist_ok=True)
@@ -149,6 +157,8 @@ class Injector(threading.Thread):
                         if comm in LEAVE:
                             continue
                         (self.cgroup / "cgroup.procs").write_text(str(pid))
+                        if self.acct is not None:
+                            (self.acct / "cgroup.procs").write_text(str(pid))
                         self.moved.add(pid)
                         self.log.append(f"capped pid {pid} ({comm})")
                     except OSError:
@@ -184,13 +194,16 @@ class Injector(threading.Thread):
     def finish(self) -> None:
         self.stop.set()
         self.join(timeout=10)
-        if self.cgroup is not None:
+        for d in (self.cgroup, self.acct):
+            if d is None:
+                continue
             for _ in range(50):         # its processes exit with the run; then rmdir
                 with contextlib.suppress(OSError):
-                    self.cgroup.rmdir()
-                    return
+                    d.rmdir()
+                    break
                 time.sleep(0.1)
-            self.log.append(f"cgroup {self.cgroup} not removed (still has processes)")
+            else:
+                self.log.append(f"cgroup {d} not removed (still has processes)")
 
 
 def run_case(case: Case, out: Path) -> dict:

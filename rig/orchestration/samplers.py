@@ -9,7 +9,9 @@ them as it would a `with`.
 from __future__ import annotations
 
 import contextlib
+import json
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -18,7 +20,7 @@ from rig.description import steps as S
 from rig.orchestration import capture, sides, tcpsample, threadsample, xcache
 from rig.orchestration.context import Context, Live
 from rig.orchestration.transfer import Job
-from rig.process import cputree
+from rig.process import cgroupcpu, cputree
 from rig.services import tools
 
 
@@ -275,6 +277,95 @@ class Threads(Wrapping):
 
     def stored(self, ids: list[tuple[int, int, float]]) -> None:
         threadsample.store_rows(self.ctx.store, self.value, ids, self.ctx.thread_cost)
+
+
+class CpuQuota(Sampler):
+    """The CPU quota of each end's cgroup and how often it throttled them over the group
+    (rig.process.cgroupcpu): every client process as it starts (`track`), the server's
+    processes and the engine's from the group's start; each read again every TICK_S (a
+    process may be moved into a cgroup after it started) and once more at the end. Local
+    processes only. Stored in the rows' extra (`cpu_quota`: per end, each cgroup with a
+    quota, own first, then its ancestors), read by rig.report.quota."""
+    TICK_S = 0.05
+
+    def __init__(self, live: Live, spids: list[int]) -> None:
+        self.live, self.spids = live, spids
+        self.watch: cgroupcpu.QuotaWatch | None = None
+        self.value: dict[str, list[cgroupcpu.Quota]] = {}
+        self._lock = threading.Lock()
+        self._new: list[tuple[int, str]] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def track(self, instance: int, pid: int) -> None:
+        if self.live.client.local:
+            with self._lock:
+                self._new.append((pid, str(instance)))
+
+    def start(self) -> None:
+        live = self.live
+        self.watch = cgroupcpu.QuotaWatch()
+        if not any(self.watch.mounts or ()):
+            self.watch = None           # no cpu controller mounted: nothing to read
+            return
+        eng = live.backend.engine_pids(live.site) if live.site is not None else []
+        self._new = [(p, "server") for p in self.spids] + [(p, "engine") for p in eng]
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="cpu-quota")
+        self._thread.start()
+
+    def _loop(self) -> None:
+        assert self.watch is not None
+        while True:
+            with self._lock:
+                new, self._new = self._new, []
+            for pid, key in new:
+                self.watch.add(pid, key)
+            try:
+                self.watch.tick()
+            except OSError:
+                pass
+            if self._stop.wait(self.TICK_S):
+                return
+
+    def stop(self) -> None:
+        if self.watch is None or self._thread is None:
+            return
+        self._stop.set()
+        self._thread.join(timeout=10)
+        self.value = self.watch.finish()
+
+    @contextlib.contextmanager
+    def running(self) -> Iterator[Sampler]:
+        self.start()
+        try:
+            yield self
+        finally:            # its thread never outlives the group, whatever ended it
+            self.stop()
+
+    def annotate(self, rows: list, starts: dict[int, float]) -> None:
+        """Each row's extra.cpu_quota: its client's cgroups over its transfer (`starts`:
+        each instance's start, monotonic; its duration_s after it), the server's and the
+        engine's over the group's transfers, from the first start to the last end (the
+        same on each of its rows); only ends with a quota."""
+        if not self.value:
+            return
+        ends = [starts[r.instance] + r.duration_s for r in rows
+                if r.duration_s and r.instance in starts]
+        t0, t1 = (min(starts.values()), max(ends)) if ends and starts else (None, None)
+        common = {end: [q.over(t0, t1).to_json() for q in self.value[end]]
+                  for end in ("server", "engine") if self.value.get(end)}
+        for r in rows:
+            mine = dict(common)
+            client = self.value.get(str(r.instance))
+            if client:
+                a = starts.get(r.instance)
+                b = a + r.duration_s if a is not None and r.duration_s else None
+                mine["client"] = [q.over(a, b).to_json() for q in client]
+            if not mine:
+                continue
+            extra = json.loads(r.extra or "{}")
+            extra["cpu_quota"] = mine
+            r.extra = json.dumps(extra)
 
 
 def sender_of(g: S.Group) -> str:

@@ -43,6 +43,13 @@ Then the per-thread CPU (thread_cpu, rig.report.threads) may name the bound more
                         others mostly idle (seed 000's poller thread), cited by name
   server-thread-bound   the same test on the server's threads
   server-cpu-bound      the server's threads use (or wait for) its cores
+Last, each end's own CPU quota (extra.cpu_quota, rig.report.quota), the kernel's account of
+its cgroup: an end throttled in >= 20 % of its quota's periods while using >= 85 % of
+the quota is client-CPU-bound (single-thread-bound where one thread carries it) or
+server-cpu-bound "capped at 0.30 core by cpu.max of its cgroup ...", before
+host-CPU-bound and whatever else it replaces; never over emulator-limited, path-limited,
+loss-limited, latency-bound or failed (threads.KEEP: listed in `also`). The engine's
+quota is a note only.
 When several bounds fit, the tightest is the verdict and the others are listed in `also`.
 
 When the run sampled the sending side's tcp_info (tcp_samples), the kernel's own account
@@ -72,7 +79,8 @@ from rig.description.steps import shown_step
 from rig.report.model import Point, Run
 from rig.results.store import EngineStatsRow
 from rig.report.tcpevidence import Evidence, evidence_by_key
-from rig.report.threads import THREAD_KINDS, refine
+from rig.report import quota
+from rig.report.threads import KEEP, THREAD_KINDS, refine
 from rig.report.threads import evidence as thread_evidence
 
 # Lateness that moves a transfer's throughput visibly, and so makes the emulator the
@@ -629,7 +637,29 @@ def _from_kernel(point: Point, ev: Evidence, bounds: list[tuple[str, float, str]
 
 
 def verdict(point: Point, run: Run) -> Verdict:
-    return refine(_verdict(point, run), point, run)
+    return by_quota(refine(_verdict(point, run), point, run), point, run)
+
+
+def by_quota(v: Verdict, point: Point, run: Run) -> Verdict:
+    """The verdict with each end's own CPU quota (rig.report.quota): an end its cgroup's
+    quota throttled, at that quota, is CPU-bound by it, whatever else ran on the host
+    (before host-CPU-bound and the thread and kernel readings it replaces); a kind in
+    threads.KEEP (the emulator, the path, loss, round trips, a failure) stays, the quota
+    listed in `also`. The engine's quota is a note, never an end's bound."""
+    note = quota.engine_note(point, run)
+    if note:
+        v = dataclasses.replace(v, notes=tuple(dict.fromkeys(v.notes + (note,))))
+    q = quota.bound(point, run)
+    if q is None:
+        return v
+    kind, detail = q
+    if v.kind in KEEP:
+        return dataclasses.replace(v, also=tuple(dict.fromkeys(v.also + (kind,))))
+    if v.kind == kind:
+        return dataclasses.replace(v, detail=f"{detail}; {v.detail}")
+    return dataclasses.replace(v, kind=kind, detail=f"{detail}; otherwise: {v.kind}: {v.detail}",
+                               also=tuple(dict.fromkeys(a for a in (v.kind,) + v.also
+                                                        if a != kind)))
 
 
 def _verdict(point: Point, run: Run) -> Verdict:

@@ -176,14 +176,15 @@ def _group(ctx: Context, step: S.Step, live: Live, g: S.Group, common: dict, pos
     scpu.start()
     hcpu = samplers.HostCpu(live)
     hcpu.start()
+    quota = samplers.CpuQuota(live, spids)    # each end's cgroup CPU quota, if any
     tcp = samplers.TcpInfo(ctx, live, g, sender)
     cap, thr = samplers.Capture(ctx, step, live, g, sender), samplers.Threads(ctx, live, spids)
-    with cap.running(), tcp.running(), thr.running():
+    with cap.running(), tcp.running(), thr.running(), quota.running():
         if start is not None:       # a joint set: every path's clients start together
             start.wait()
         outcomes, alive_after = transfer.run_group(
             jobs, live.client_ns, watchdog=lambda: ctx.watch(live),
-            on_start=threadsample.on_start(tcp.track, thr.track),
+            on_start=threadsample.on_start(tcp.track, thr.track, quota.track),
             **live.client.run_kw(),
             cgroup=live.client.cgroup(lambda: ctx.client_cgroups.get(g.client.name)))
     scpu.stop()
@@ -200,6 +201,7 @@ def _group(ctx: Context, step: S.Step, live: Live, g: S.Group, common: dict, pos
     transfer.verify_uploads(outcomes, rows, ctx.sent_adler32)   # then removed
     transfer.verify_downloads(outcomes, rows)     # against the file's adler32; kept removed
     thr.annotate(rows)
+    quota.annotate(rows, {i: o.t_start for i, o in enumerate(outcomes)})
     ids: list[tuple[int, int, float]] = []      # (instance, rowid, start): thread rows
     for r in rows:
         if alive_after is not None:   # never store an undelayed measurement as good
