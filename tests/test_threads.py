@@ -62,9 +62,9 @@ def test_watch_on_a_fake_proc_tree(tmp_path):
     assert sorted(w.threads) == [(100, 100), (100, 101), (200, 200)]
     # a second later: thread 101 ran 0.9 s and waited 0.05 s, named itself "poller"
     _task(root, 100, 101, "poller", 19 * 10**8, 5 * 10**7, utime=80, stime=10)
-    w.tick(0.3)         # schedstat only: kept as read, the name not read again
+    w.tick(0.3)         # on its first reads a thread still named as its process is asked again
     s = w.threads[(100, 101)]
-    assert s.comm == "xrdcp" and s.raw[-1] == b"1900000000 50000000 7\n"
+    assert s.comm == "poller" and s.raw[-1] == b"1900000000 50000000 7\n"
     # process 100 was found between fork and exec: it was "ip", is now "xrdcp2"
     for f in ("100/comm", "100/task/100/comm"):
         (root / f).write_text("xrdcp2\n")

@@ -36,6 +36,8 @@ RESCAN_S = 1.0
 # interval (at most IDLE_EVERY ticks). Most threads of a transfer sleep (seed 000 Fig. 10).
 QUIET = 3
 IDLE_EVERY = 5
+# a thread still carrying its process's name is asked its own again on its first reads
+NAME_READS = 5
 
 
 def parse_schedstat(text: str) -> tuple[int, int]:
@@ -301,6 +303,13 @@ class ThreadWatch:
                 s.quiet = 0
             s.raw.append(b)
             s.idx.append(n)
+            if len(s.raw) <= NAME_READS and s.comm == s.process:
+                # a thread names itself just after it starts (pthread_setname_np): one
+                # found before that, which ends before the last read, kept its process's
+                # name (CI saw a 1 s spinning thread sampled only as "python3")
+                comm = (_read(f"{self._task(s.pid, s.tid)}/comm") or "").strip()
+                if comm:
+                    s.comm = comm
         self.reads += reads
         if ended:
             self.live = [s for s in self.live if not s.gone]
