@@ -54,26 +54,21 @@ class Validation:
     after: str = S.spec(S.choice("full", "ping"), "full")
 
 
-_tcp_info_interval = S.duration_in(0.01, 10.0)
+def _or_off(parse: Any, doc: str) -> Any:
+    """`parse`, or `off` for None (YAML reads a bare off as false)."""
+    @S.describe(**S.info(parse), off=True)
+    def p(v: Any) -> float | None:
+        if v is False or v == "off":
+            return None
+        return parse(v)
+    p.__doc__ = doc
+    return p
 
 
-@S.describe(**S.info(_tcp_info_interval), off=True)
-def _interval_or_off(v: Any) -> float | None:
-    """A sampling interval (10ms..10s), or `off` (YAML reads a bare off as false)."""
-    if v is False or v == "off":
-        return None
-    return _tcp_info_interval(v)
-
-
-_thread_hz = S.duration_in(0.01, 0.1)
-
-
-@S.describe(**S.info(_thread_hz), off=True)
-def _thread_interval(v: Any) -> float | None:
-    """Per-thread CPU sampling interval (10-100 ms: 10-100 Hz), or `off`."""
-    if v is False or v == "off":
-        return None
-    return _thread_hz(v)
+_interval_or_off = _or_off(S.duration_in(0.01, 10.0),
+                           "A sampling interval (10ms..10s), or `off`.")
+_thread_interval = _or_off(S.duration_in(0.01, 0.1),
+                           "Per-thread CPU sampling interval (10-100 ms: 10-100 Hz), or `off`.")
 
 
 @dataclass(frozen=True)
