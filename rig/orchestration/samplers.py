@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from rig.description import steps as S
+from rig.description.linkstats import EmulStats, emulation_late
+from rig.errors import RigError
 from rig.orchestration import capture, sides, tcpsample, threadsample, xcache
 from rig.orchestration.context import Context, Live
 from rig.orchestration.transfer import Job
@@ -169,6 +171,49 @@ class HostCpu(Sampler):
                         "server_host_cpu_share": share(before.server, after.server),
                         "host_cpu_wall_s": after.t - before.t,
                         "engine_cpu_s": max(0.0, eng) if eng is not None else None}
+
+
+class EngineTiming(Sampler):
+    """The engine's release timing over this group alone (issue 38): its statistics
+    snapshotted before and after the group's transfers and differenced, judged as a
+    step's transfers phase is (linkstats.emulation_late). A step's phase row mixes its
+    groups: a heavy transfer's late releases spoiled every light replay of the step, and
+    a late group hid inside a step whose mean kept time. `late` is None where there is
+    no engine to ask (netem, none, a real path) or it did not answer; else the reasons,
+    [] when the engine kept time over the group."""
+
+    def __init__(self, live: Live, rtt_ms: float | None) -> None:
+        self.live, self.rtt_s = live, None if rtt_ms is None else rtt_ms / 1e3
+        self.before: EmulStats | None = None
+        self.late: list[str] | None = None
+
+    def _snap(self) -> EmulStats | None:
+        live = self.live
+        if live.site is None or not live.applied:
+            return None
+        try:
+            st = live.backend.stats(live.site)
+        except RigError:
+            return None
+        return st if st.alive and not st.error and st.directions else None
+
+    def start(self) -> None:
+        self.before = self._snap()
+
+    def stop(self) -> None:
+        after = self._snap()
+        if self.before is None or after is None:
+            return
+        self.late = emulation_late(after.since(self.before), self.rtt_s)
+
+    def annotate(self, rows: list) -> None:
+        """Each row's extra.engine_late: the group's reasons ([]: kept time)."""
+        if self.late is None:
+            return
+        for r in rows:
+            extra = json.loads(r.extra) if r.extra else {}
+            extra["engine_late"] = self.late
+            r.extra = json.dumps(extra, sort_keys=True)
 
 
 class Capture(Wrapping):

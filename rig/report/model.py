@@ -96,6 +96,11 @@ class Point:
     server_cpu_sys_s: float = 0.0
     bytes_ok: int = 0
     steps: set[int] = field(default_factory=set)
+    # the engine's timing over the point's own groups (extra.engine_late, rows since issue
+    # 38): per step, the reasons of its late groups ([]: every group kept time); a step
+    # with a row that lacks it (older runs, no engine) is absent: judged by its phase
+    engine_late_groups: dict[int, list[str]] = field(default_factory=dict)
+    engine_untimed_steps: set[int] = field(default_factory=set)
     settings: dict[str, set] = field(default_factory=lambda: defaultdict(set))
     # caching-mode replays (NULL columns elsewhere): per ok process
     round_trips: list[int] = field(default_factory=list)
@@ -258,6 +263,13 @@ def _add_process(p: Point, r: TransferRow) -> None:
         p.rate_bps = float(r.rate_bps_configured)
     p.loss_configured = r.loss_configured
     p.steps.add(int(r.step))
+    late, st = _json_field(r.extra, "engine_late"), int(r.step)
+    if isinstance(late, list) and st not in p.engine_untimed_steps:
+        have = p.engine_late_groups.setdefault(st, [])
+        have += [x for x in dict.fromkeys(map(str, late)) if x not in have]
+    else:
+        p.engine_untimed_steps.add(st)
+        p.engine_late_groups.pop(st, None)
     if not r.ok:
         if r.error:
             p.errors.append(str(r.error))

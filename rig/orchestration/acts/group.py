@@ -179,6 +179,8 @@ def _group(ctx: Context, step: S.Step, live: Live, g: S.Group, common: dict, pos
     quota = samplers.CpuQuota(live, spids)    # each end's cgroup CPU quota, if any
     tcp = samplers.TcpInfo(ctx, live, g, sender)
     cap, thr = samplers.Capture(ctx, step, live, g, sender), samplers.Threads(ctx, live, spids)
+    eng = samplers.EngineTiming(live, step.rtt_ms)   # the engine's timing over this group
+    eng.start()
     with cap.running(), tcp.running(), thr.running(), quota.running():
         if start is not None:       # a joint set: every path's clients start together
             start.wait()
@@ -187,6 +189,7 @@ def _group(ctx: Context, step: S.Step, live: Live, g: S.Group, common: dict, pos
             on_start=threadsample.on_start(tcp.track, thr.track, quota.track),
             **live.client.run_kw(),
             cgroup=live.client.cgroup(lambda: ctx.client_cgroups.get(g.client.name)))
+    eng.stop()
     scpu.stop()
     if alive_after is None:
         try:
@@ -201,6 +204,7 @@ def _group(ctx: Context, step: S.Step, live: Live, g: S.Group, common: dict, pos
     transfer.verify_uploads(outcomes, rows, ctx.sent_adler32)   # then removed
     transfer.verify_downloads(outcomes, rows)     # against the file's adler32; kept removed
     thr.annotate(rows)
+    eng.annotate(rows)
     quota.annotate(rows, {i: o.t_start for i, o in enumerate(outcomes)})
     ids: list[tuple[int, int, float]] = []      # (instance, rowid, start): thread rows
     for r in rows:
