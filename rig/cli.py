@@ -280,6 +280,8 @@ def cmd_compare(a) -> int:
     for line in metadata_lines(res):
         print(line)
     print(res.summary())
+    if res.undecided_line():
+        print(res.undecided_line())
     return int(res.exit_code)
 
 

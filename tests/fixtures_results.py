@@ -108,7 +108,7 @@ def make_run(run_dir: Path, *, run_id: str = "syn", rtts: Iterable[float] = (0, 
                                 "stats": (engine_by_step or {}).get(step)
                                 or engine_stats or ENGINE_OK})
         for c in clients:
-            for streams in (tuple(streams_sweep) or (c.streams,)):
+            for streams in (tuple(streams_sweep) or (c.streams or 1,)):
                 for conc in concurrency:
                     for rep in range(repeats):
                         f = factor(c.name, float(rtt), streams, conc) if factor else 1.0

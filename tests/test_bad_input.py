@@ -296,7 +296,7 @@ def check_in_range(sc: scenario.Scenario) -> None:
     assert all(1 <= f.size <= min(most, L.MAX_SIZE) for f in sc.files)
     assert sum(f.size for f in sc.files) <= most
     for c in sc.clients:
-        assert 1 <= c.streams <= L.MAX_STREAMS
+        assert c.streams is None or 1 <= c.streams <= L.MAX_STREAMS
         assert 1 <= c.duration_s <= L.MAX_IPERF_S and c.duration_s == int(c.duration_s)
         block, buffer = c.option("block"), c.option("buffer")
         assert block is None or L.MIN_BLOCK <= block <= L.MAX_BLOCK

@@ -48,6 +48,8 @@ def test_five_percent_drop_inside_the_noise_is_not_flagged(tmp_path: Path) -> No
     strict = compare(base, cand, tmp_path / "out2", threshold=0.03)
     assert len(strict.regressions) < len(strict.pairs) / 2
     assert any(p.status == "undecided" and p.needed for p in strict.pairs)
+    assert (strict.undecided_line() or "").startswith(
+        f"{len(strict.undecided)} undecided: about ")
 
 
 def test_large_drop_inside_large_noise_is_not_a_regression(tmp_path: Path) -> None:
@@ -97,7 +99,13 @@ def test_single_repeat_is_undecided_and_exits_zero(tmp_path: Path) -> None:
     curl = next(p for p in r.undecided if (p.key.client, p.key.rtt_ms) == ("curl", 60.0))
     assert curl.low is None and curl.change == pytest.approx(-0.3, abs=0.03)
     assert r.summary().startswith("UNDECIDED (exit 0): no regression shown, but none of 16")
-    assert "fewer than 3 successful repeats" in (tmp_path / "out" / "compare.md").read_text()
+    md = (tmp_path / "out" / "compare.md").read_text()
+    assert "fewer than 3 successful repeats" in md
+    # what it takes (issue 41 item 2): said under the summary, as `rig compare` prints it
+    assert r.undecided_line() == ("16 undecided: one repeat gives no spread to judge by: at "
+                                  "least 3 successful repeats a side (sweep.repeats: 3) before "
+                                  "anything can be decided")
+    assert f"**{r.summary()}**\n\n{r.undecided_line()}\n" in md
 
 
 @pytest.mark.slow

@@ -95,7 +95,8 @@ CLAIMS: list[tuple[str, Check]] = [
      lambda sc, m: _span(sc.sweep.concurrency, m.group(1) + " " + m.group(2))),
     (r"streams (\d+(?:, \d+)* and \d+)", lambda sc, m: _set(sc.sweep.streams, m.group(1))),
     (r"xrdcp -S (\d+(?:/\d+)*)|, -S (\d+(?:/\d+)*)",
-     lambda sc, m: _set([c.streams for c in sc.clients if c.tool == "xrdcp" and c.streams > 1],
+     lambda sc, m: _set([c.streams for c in sc.clients
+                         if c.tool == "xrdcp" and (c.streams or 1) > 1],
                         m.group(1) or m.group(2))),
     (r"FDT-style (\d+(?:/\d+)*) streams",
      lambda sc, m: _set([c.streams for c in sc.clients if c.tool == "fdt"], m.group(1))),

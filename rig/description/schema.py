@@ -410,6 +410,15 @@ def fmt_s(seconds: float) -> str:
     return f"{seconds * 1e6:g}us"
 
 
+def fmt_list(values: Any, fmt: Callable[[Any], str] = str) -> str:
+    """A swept list as a scenario writes it, for a message: [1, 8], [off, all]."""
+    return "[" + ", ".join(fmt(v) for v in values) + "]"
+
+
+def fmt_pct(fraction: float) -> str:
+    return f"{fraction * 100:g}%"
+
+
 def fmt_size(n: float) -> str:
     for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= scale and n % scale == 0:
@@ -454,7 +463,8 @@ def positive_duration(v: Any) -> float:
 def rate(v: Any) -> float:
     """Bits per second within rig.description.limits' MIN_RATE_BPS..MAX_RATE_BPS."""
     if isinstance(v, (int, float)) and not isinstance(v, bool):
-        raise ValueError("give a unit, e.g. '10gbit'")
+        n = f"{v:g}" if math.isfinite(v) and abs(v) < 1e15 else "10"
+        raise ValueError(f"give a unit, e.g. '{n}mbit' or '{n}gbit' (a bare number is refused)")
     r = units.parse_rate(v)
     if not L.MIN_RATE_BPS <= r <= L.MAX_RATE_BPS:
         raise ValueError(f"must be within {units.fmt_rate(L.MIN_RATE_BPS)}.."

@@ -18,7 +18,7 @@ from rig.description import steps as S
 from rig.description.linkstats import EmulStats
 from rig.description.scenario.document import Scenario
 from rig.description.scenario.paths import LOCAL, PathSpec
-from rig.description.scenario.queries import uses_tls
+from rig.description.scenario.queries import sweep_notes, uses_tls
 from rig.errors import RigError, StepAborted
 from rig.orchestration import capture, faults, storagecheck, threadsample
 from rig.orchestration.actions import Action
@@ -187,6 +187,8 @@ class Context:
             self.store.set_env("backends", {lv.spec.name: lv.backend.name for lv in self.lives})
             if any(p.capture for p in self.sc.paths) or any(c.capture for c in self.sc.clients):
                 self.say(f"WARNING: {capture.warning()}")
+            for n in sweep_notes(self.sc):       # as the plan's header says them
+                self.say(f"note: {n}")
             self.reporter.start(sum(len(S.groups(self.sc, s.path)) for s in self.all_steps))
         return step
 

@@ -13,7 +13,7 @@ from rig.description import steps as S
 from rig.description.profile import LinkProfile
 from rig.description.scenario.document import Scenario
 from rig.description.scenario.paths import LOCAL
-from rig.description.scenario.queries import background_on, runs_on, uses_tls
+from rig.description.scenario.queries import background_on, runs_on, sweep_notes, uses_tls
 from rig.orchestration.actions import PREFIX, Action, Item, Plan, comment, fmt, text
 from rig.orchestration.acts import background, check, data, emulate, group, hosts, note
 from rig.orchestration.acts import path as path_act
@@ -75,6 +75,8 @@ def build_plan(sc: Scenario) -> Plan:
 def _header(sc: Scenario) -> tuple[str, ...]:
     header: tuple[str, ...] = (comment(f"scenario {sc.name} ({sc.source}); prefix {PREFIX} "
                                        "stands for the run's"),)
+    # where the sweep does not reach a client: said here, and as the run's sweep starts
+    header += tuple(comment(n) for n in sweep_notes(sc))
     if sc.tuning.from_profile:
         header += (comment(f"tuning profile {sc.tuning.profile}: " + ", ".join(
             sc.tuning.from_profile) + " applied as far as this kernel allows (what it lacks "

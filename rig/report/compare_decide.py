@@ -19,7 +19,9 @@ How the decision is made (after Perfherder's "significant AND above a magnitude"
   undecided  neither: `needed` says about how many repeats a side would decide it if the
              change and noise stay as measured (normal approximation; the significance
              level is Bonferroni's 5 %/m, never looser than Holm's); also every point with
-             fewer than 3 successful repeats on a side
+             fewer than 3 successful repeats on a side (its noise: the grid's when other
+             points were tested, else its own with 2 repeats a side; one repeat: none,
+             so no number). `undecided_line` sums them up for the summary.
   failed     every candidate repeat failed while most baseline repeats succeeded
   no-baseline  the baseline never succeeded
 
@@ -106,10 +108,15 @@ def _untested(d: Draft, floor: float, margin: float, prior: Prior | None,
         return Decision(FAILED if ok else UNDECIDED, -1.0,
                         why="" if ok else "the baseline failed as often as it worked")
     change = geo_change(d.base, d.cand)
+    sigma = None
+    if prior is not None:              # the grid's noise, from the points tested
+        sigma = math.sqrt(prior.s0sq)
+    elif min(len(d.base), len(d.cand)) >= 2:     # no point tested: its own spread
+        sigma = math.sqrt(pooled_log_variance(list(d.base), list(d.cand))[0])
     needed = None
-    if prior is not None:
-        needed = repeats_needed(change, math.sqrt(prior.s0sq), floor=floor, margin=margin,
-                                tests=tests)
+    if sigma is not None:
+        needed = repeats_needed(change, sigma, floor=floor, margin=margin, tests=tests,
+                                have=min(len(d.base), len(d.cand)))
     return Decision(UNDECIDED, change, needed=needed,
                     why=f"fewer than {MIN_REPEATS} successful repeats on a side")
 
@@ -144,9 +151,11 @@ def decide(drafts: Sequence[Draft], floor: float = FLOOR,
                                     have=min(len(drafts[i].base), len(drafts[i].cand)))
             why = _why(w.change, floor, margin)
         out[i] = Decision(status, w.change, w.low, w.high, w.p, p_holm, needed, why)
+    # an untested point, repeated until it is tested, joins the family (Bonferroni's m)
+    family = max(len(tested), sum(1 for d in drafts if d.base and d.cand))
     for i, d in enumerate(drafts):
         if i not in out:
-            out[i] = _untested(d, floor, margin, prior, len(tested))
+            out[i] = _untested(d, floor, margin, prior, family)
     return [out[i] for i in range(len(drafts))]
 
 
@@ -172,6 +181,48 @@ def needed_text(needed: int | None, status: str, why: str) -> str:
         return why or "more repeats alone will not decide it"
     more = f"> {MAX_NEEDED}" if needed > MAX_NEEDED else f"~{needed}"
     return f"{why}; {more} repeats a side would decide it"
+
+
+def undecided_line(points: Sequence[tuple[str, float, int | None, int, str]],
+                   floor: float = FLOOR) -> str | None:
+    """The summary's word on the undecided points, from each point's (status, change,
+    needed, fewest successful repeats on a side, why): how many repeats a side would
+    decide how many of them if change and noise stay as measured (as a change: it moved
+    by the floor or more; else as the same), how many need more than MAX_NEEDED, and
+    that one repeat gives no spread to judge by. None: nothing undecided."""
+    und = [(c, n, few, why) for st, c, n, few, why in points if st == UNDECIDED]
+    if not und:
+        return None
+    ok = sorted((n, abs(c) >= floor) for c, n, _, _ in und if n is not None and n <= MAX_NEEDED)
+    far = sum(1 for _, n, _, _ in und if n is not None and n > MAX_NEEDED)
+    bare = sum(1 for _, n, few, _ in und if n is None and few == 1)
+    stuck = [why for _, n, few, why in und if n is None and few != 1]
+    parts = []
+    if ok:
+        top, half = ok[-1][0], ok[(len(ok) - 1) // 2][0]
+        moved = sum(1 for _, m in ok if m)
+        how = ", ".join(t for t in (f"{len(ok) - moved} as the same" if moved < len(ok) else "",
+                                    f"{moved} as a change" if moved else "") if t)
+        if len(ok) == 1:
+            how = "as a change" if moved else "as the same"
+        if half * 2 <= top:
+            how += f"; {sum(1 for n, _ in ok if n <= half)} of them by {half}"
+        which = ("it" if len(und) == 1 else "all of them" if len(ok) == len(und)
+                 else f"{len(ok)} of them")
+        parts.append(f"about {top} repeats a side would decide {which} ({how}) if change and "
+                     f"noise stay as measured (sweep.repeats: {top} in both runs)")
+    if far:
+        parts.append(f"{far} would need more than {MAX_NEEDED} (noise large against the "
+                     "change)")
+    if bare:
+        what = "one repeat" if bare == len(und) else f"{bare} with one repeat on a side"
+        parts.append(f"{what} gives no spread to judge by: at least {MIN_REPEATS} successful "
+                     f"repeats a side (sweep.repeats: {MIN_REPEATS}) before "
+                     + ("anything" if bare == len(und) else "they") + " can be decided")
+    if stuck:
+        parts.append(f"{len(stuck)} that more repeats alone will not decide "
+                     f"({'; '.join(sorted(set(stuck)))})")
+    return f"{len(und)} undecided: " + "; ".join(parts)
 
 
 def check_bounds(floor: Any, margin: Any) -> None:

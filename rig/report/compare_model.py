@@ -11,7 +11,7 @@ from typing import Any, Sequence
 from rig.errors import ExitStatus
 from rig.report import compare_meta
 from rig.report.compare_decide import (FAILED, IMPROVEMENT, MARGIN, REGRESSION, SAME,
-                                       UNDECIDED, needed_text)
+                                       UNDECIDED, needed_text, undecided_line)
 from rig.report.model import Key
 
 TIMELINE_PREFIX = "compare_timeline_"
@@ -80,6 +80,12 @@ class CompareResult:
 
     def summary(self) -> str:
         return summary_line(self.pairs, self.threshold)
+
+    def undecided_line(self) -> str | None:
+        """How many repeats a side would decide the undecided points (None: none)."""
+        return undecided_line([(p.status, p.change, p.needed,
+                                min(len(p.base), len(p.cand)), p.why) for p in self.pairs],
+                              self.threshold)
 
 
 def summary_line(pairs: Sequence[Pair], threshold: float) -> str:

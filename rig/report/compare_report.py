@@ -113,7 +113,10 @@ def markdown_text(result: CompareResult, base: Run, cand: Run) -> str:
     meta = metadata_lines(result)
     if meta:
         lines += [f"- **{m}**" for m in meta] + [""]
-    lines += [f"**{result.summary()}**", "", _method(result), ""]
+    lines += [f"**{result.summary()}**", ""]
+    if result.undecided_line():
+        lines += [f"{result.undecided_line()}", ""]
+    lines += [_method(result), ""]
     regs = result.regressions
     if regs:
         lines += ["## Regressions", "", markdown(PAIR_HEADER, [pair_row(p) for p in regs], left=3)]
@@ -140,7 +143,10 @@ def html_text(result: CompareResult, base: Run, cand: Run, images: list[Path]) -
             f"candidate: {H.esc(_run_line(cand))}</p>",
             *[f'<p class="note"><b>{H.esc(m)}</b></p>' for m in metadata_lines(result)],
             f'<p class="{"note" if result.regressions else ""}"><b>'
-            f"{H.esc(result.summary())}</b></p>", f"<p>{H.esc(_method(result))}</p>"]
+            f"{H.esc(result.summary())}</b></p>",
+            *([f"<p>{H.esc(result.undecided_line() or '')}</p>"] if result.undecided_line()
+              else []),
+            f"<p>{H.esc(_method(result))}</p>"]
     if result.regressions:
         body += ["<h2>Regressions</h2>", H.table(PAIR_HEADER, [pair_row(p) for p in
                                                                 result.regressions])]

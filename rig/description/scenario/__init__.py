@@ -37,8 +37,8 @@ from rig.description.scenario.queries import (Placement, background_on, client_c
                                               client_directions, client_repeats,
                                               client_streams, instance_cpus, measurements,
                                               path_mtu, path_servers, path_tuning, placements,
-                                              runs_on, server_count, tls_modes,
-                                              upload_servers, uses_tls)
+                                              runs_on, server_count, sweep_notes,
+                                              tls_modes, upload_servers, uses_tls)
 from rig.description.scenario.sweep import Sweep
 from rig.description.scenario.topologies import (ROOT, TOPOLOGY_DIR, Topology, list_topologies,
                                                  parse_topology)
@@ -54,7 +54,8 @@ __all__ = [
     "CAPTURE_MODES", "LOCAL", "GeModel", "HostSpec", "PathSpec", "RouterIfaces", "parse_path",
     "Placement", "background_on", "client_concurrency", "client_directions", "client_repeats",
     "client_streams", "instance_cpus", "measurements", "path_mtu", "path_servers",
-    "path_tuning", "placements", "runs_on", "server_count", "tls_modes", "upload_servers",
+    "path_tuning", "placements", "runs_on", "server_count", "sweep_notes", "tls_modes",
+    "upload_servers",
     "uses_tls",
     "Sweep", "ROOT", "TOPOLOGY_DIR", "Topology", "list_topologies", "parse_topology",
 ]

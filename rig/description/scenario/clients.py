@@ -274,7 +274,10 @@ class ClientSpec:
     server: str | None = S.spec(S.optional(S.name), None)
     source: str | None = S.spec(S.optional(S.name), None)   # third-party copy: pull from it
     file: str | None = S.spec(S.optional(S.name), None)
-    streams: int = S.spec(S.integer(1, L.MAX_STREAMS), 1)
+    # streams of one transfer; unset: sweep.streams for a multi-stream tool, else 1.
+    # Beside a sweep.streams that would replace it: refused (to keep it while the others
+    # sweep, give the client its own sweep: {streams: [N]})
+    streams: int | None = S.spec(S.optional(S.integer(1, L.MAX_STREAMS)), None)
     # which endpoint of the server (root, http, ...): the tool's first protocol by default
     protocol: str = S.spec(S.optional(S.text), None)
     binary: str | None = S.spec(S.optional(S.path_text), None)   # compare two versions
@@ -339,10 +342,14 @@ class ClientSpec:
             users = sorted(t.name for t in kinds.CLIENTS.all() if d["tls"] in t.caps.tls)
             raise ctx.child("tls").error(f"{tool} cannot use TLS mode {d['tls']} "
                                          f"(only {', '.join(users)})", d["tls"])
-        if d["streams"] > caps.max_streams:
+        if d["streams"] is not None and d["streams"] > caps.max_streams:
             raise ctx.child("streams").error(
                 f"{tool} supports at most {caps.max_streams} stream(s)", d["streams"])
         own = d["sweep"].streams if d["sweep"] is not None else None
+        if own and d["streams"] is not None:
+            raise ctx.child("streams").error(
+                f"client {d['name']}'s streams and its own sweep.streams {S.fmt_list(own)} "
+                "conflict (the sweep would replace it): keep one", d["streams"])
         for i, n in enumerate(own or []):
             if n > caps.max_streams:
                 raise ctx.child("sweep").child("streams").child(i).error(

@@ -150,12 +150,12 @@ def runs_on(c: ClientSpec, p: PathSpec) -> bool:
 
 def client_streams(sc: Scenario, c: ClientSpec) -> list[int]:
     """Stream counts client `c` runs: its own `sweep.streams`, else the scenario's for a
-    multi-stream tool, else its `streams`."""
+    multi-stream tool, else its `streams` (1 unset)."""
     if c.sweep is not None and c.sweep.streams:
         return list(c.sweep.streams)
     if sc.sweep.streams and kinds.client(c.tool).caps.max_streams > 1:
         return list(sc.sweep.streams)   # limits checked when the scenario was loaded
-    return [c.streams]
+    return [c.streams or 1]
 
 
 def client_concurrency(sc: Scenario, c: ClientSpec) -> list[int]:
@@ -173,3 +173,66 @@ def path_tuning(sc: Scenario, p: PathSpec) -> Tuning:
 def path_mtu(sc: Scenario, p: PathSpec) -> int:
     """The MTU of path `p`'s links: its own `mtu:`, else `tuning.mtu`."""
     return p.mtu if p.mtu is not None else sc.tuning.mtu
+
+
+def sweep_notes(sc: Scenario) -> list[str]:
+    """Where a scenario's sweep axis does not reach a client, one line per axis and
+    reason: its tool cannot honour the axis (curl has one stream, scp no TLS, wget does
+    not upload), or the client's own key keeps it out (`tls:`, `direction:`,
+    `branches:`). `rig plan` prints them, `rig run` says them as its sweep starts; an
+    axis that reaches no client at all is refused when the scenario loads (rules)."""
+    said: dict[tuple[str, str], list[str]] = {}
+    for c in sc.clients:
+        for what, why in _not_applied(sc, c):
+            said.setdefault((what, why), []).append(c.name)
+    return [f"{_clients(names)}: sweep.{what} not applied: {why}"
+            for (what, why), names in said.items()]
+
+
+def _clients(names: list[str], shown: int = 6) -> str:
+    if len(names) == 1:
+        return f"client {names[0]}"
+    more = f" and {len(names) - shown + 1} more" if len(names) > shown else ""
+    return f"clients {', '.join(names[:shown - 1] if more else names)}{more}"
+
+
+def _not_applied(sc: Scenario, c: ClientSpec) -> list[tuple[str, str]]:
+    """(axis and values, reason) of each swept value client `c` does not run."""
+    sw, out = sc.sweep, []
+    if sw.streams and not (c.sweep is not None and c.sweep.streams) \
+            and kinds.client(c.tool).caps.max_streams == 1:
+        out.append((f"streams {S.fmt_list(sw.streams)}", f"{c.tool} has one stream"))
+    if sw.tls:
+        out += _tls_left(sc, c)
+    if sw.direction:
+        if c.direction is not None:
+            out.append((f"direction {S.fmt_list(sw.direction)}",
+                        f"own direction: {c.direction}"))
+        elif set(sw.direction) - set(client_directions(sc, c)):
+            out.append(("direction upload", "an extreme copy (sources:) downloads"
+                        if c.option("sources") else f"{c.tool} does not upload"))
+    if sw.branches:
+        vals = f"branches {S.fmt_list(sw.branches, S.fmt_pct)}"
+        if "branches" not in kinds.option_keys(c.tool):
+            users = sorted(t.name for t in kinds.CLIENTS.all()
+                           if "branches" in kinds.option_keys(t.name))
+            out.append((vals, f"only {', '.join(users)} reads branches"))
+        elif c.option("branches") is not None:
+            out.append((vals, f"own branches: {S.fmt_pct(c.option('branches'))}"))
+    return out
+
+
+def _tls_left(sc: Scenario, c: ClientSpec) -> list[tuple[str, str]]:
+    """The swept TLS modes client `c` does not run, and why."""
+    modes = sc.sweep.tls or []
+    if c.tls is not None:
+        return [(f"tls {S.fmt_list(modes)}", f"own tls: {c.tls}")]
+    left = [m for m in modes if m not in tls_modes(sc, c)]
+    if not left:
+        return []
+    kind = next((s.kind for s in sc.servers if s.name == c.server), None)
+    if kind is not None and not kinds.server(kind).tls_ports:
+        why = f"server {c.server}{f' ({kind})' if kind != c.server else ''} serves no TLS"
+    else:
+        why = f"{c.tool} cannot use TLS mode{'s' if len(left) > 1 else ''} {', '.join(left)}"
+    return [(f"tls {', '.join(left)}", why)]

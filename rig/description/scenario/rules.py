@@ -73,15 +73,9 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
             if pn not in names:
                 raise ctx.child("clients").child(i).child("paths").child(j).error(
                     f"no such path (have: {', '.join(names)})", pn)
-    for c in sc.clients:
-        limit = kinds.client(c.tool).caps.max_streams
-        if c.sweep is not None and c.sweep.streams:
-            continue               # its own streams, checked with the client
-        for s in sc.sweep.streams or []:
-            if limit > 1 and s > limit:
-                raise ctx.child("sweep").child("streams").error(
-                    f"client {c.name} ({c.tool}) supports at most {limit} streams", s)
+    _check_streams_sweep(ctx, sc)
     _check_tls_sweep(ctx, sc)
+    _check_branches_sweep(ctx, sc)
     _check_storage(ctx, sc)
     _check_uploads(ctx, sc)
     for i, c in enumerate(sc.clients):
@@ -116,6 +110,49 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
     _check_placement(ctx, sc)
     caches.check(ctx, sc)
     return sc
+
+
+def _check_streams_sweep(ctx: S.Ctx, sc: Scenario) -> None:
+    """`sweep.streams` runs every multi-stream client without its own sweep.streams at
+    each count: within its tool's limit, never over a `streams:` the client states (the
+    sweep would replace it without a word), and on one client at least. A single-stream
+    client runs its one stream (the plan says so: queries.sweep_notes)."""
+    vals = sc.sweep.streams
+    if not vals:
+        return
+    cs = ctx.child("sweep").child("streams")
+    takers = 0
+    for i, c in enumerate(sc.clients):
+        limit = kinds.client(c.tool).caps.max_streams
+        if (c.sweep is not None and c.sweep.streams) or limit == 1:
+            continue        # its own streams (checked with the client), or one stream
+        takers += 1
+        if c.streams is not None:
+            raise ctx.child("clients").child(i).child("streams").error(
+                f"client {c.name}'s own streams and sweep.streams {S.fmt_list(vals)} conflict "
+                f"(the sweep would replace it): remove streams to sweep it, or keep it with "
+                f"the client's own sweep: {{streams: [{c.streams}]}}", c.streams)
+        for s in vals:
+            if s > limit:
+                raise cs.error(f"client {c.name} ({c.tool}) supports at most {limit} streams",
+                               s)
+    if not takers:
+        multi = sorted(t.name for t in kinds.CLIENTS.all() if t.caps.max_streams > 1)
+        raise cs.error("no client takes it: each has one stream or its own sweep.streams "
+                       f"(several streams: {', '.join(multi)})", vals)
+
+
+def _check_branches_sweep(ctx: S.Ctx, sc: Scenario) -> None:
+    """`sweep.branches` is for clients that read branches (tool replay) without their own
+    `branches:`; one at least."""
+    vals = sc.sweep.branches
+    if vals and not any("branches" in kinds.option_keys(c.tool) and c.option("branches") is None
+                        for c in sc.clients):
+        users = sorted(t.name for t in kinds.CLIENTS.all()
+                       if "branches" in kinds.option_keys(t.name))
+        raise ctx.child("sweep").child("branches").error(
+            f"no client takes it: only {', '.join(users)} reads branches, and a client's own "
+            "branches: keeps it", [S.fmt_pct(v) for v in vals])
 
 
 def _check_uploads(ctx: S.Ctx, sc: Scenario) -> None:

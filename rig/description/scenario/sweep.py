@@ -19,10 +19,12 @@ class Sweep:
     repeats: int = S.spec(S.integer(1, L.MAX_REPEATS), 1)
     concurrency: list[int] = S.spec(S.list_of(S.integer(1, L.MAX_CONCURRENCY),
                                               max_len=L.MAX_SWEEP_VALUES), [1])
-    # overrides multi-stream clients' streams
+    # every multi-stream client without its own sweep.streams; one that states streams:
+    # is refused (the sweep would replace it), a single-stream one runs one (the plan says)
     streams: list[int] | None = S.spec(S.optional(S.list_of(S.integer(1, L.MAX_STREAMS),
                                                             max_len=L.MAX_SWEEP_VALUES)), None)
-    # fraction of branches read, for clients that read branches (tool replay)
+    # fraction of branches read, for clients that read branches (tool replay) without
+    # their own branches: (the plan says which it does not reach)
     branches: list[float] | None = S.spec(S.optional(S.list_of(branch_fraction,
                                                                max_len=L.MAX_SWEEP_VALUES)), None)
     # TLS modes swept for clients whose tool can use them (others run each mode they can)
