@@ -96,6 +96,8 @@ def _with(**kw) -> dict:
      "clients[0].direction", "writes nothing on endpoint site"),
     (_with(clients=[{"name": "c", "tool": "xrdcp", "file": "f", "tls": "all"}]),
      "clients[0].tls", "URL of endpoint site says"),
+    (_with(clients=[{"name": "c", "tool": "xrdcp", "file": "f", "source": "x"}]),
+     "clients[0].source", "no third-party copy"),
     (_with(clients=[{"name": "c", "tool": "xrdcp", "file": "f", "checksum": True}]),
      "clients[0].checksum", "no checksum is known"),
     (_with(clients=[{"name": "c", "tool": "xrdcp"}]), "clients[0].file", "needs a file to fetch"),

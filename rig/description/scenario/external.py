@@ -55,6 +55,9 @@ def check_client(cc: S.Ctx, c: ClientSpec, s: ServerSpec) -> None:
         raise cc.child("tool").error(f"{c.tool} cannot fetch from the {ep.scheme}:// "
                                      f"endpoint {s.name} ({fetchers()} can, by protocol)",
                                      c.tool)
+    if c.source is not None:
+        raise cc.child("source").error(f"no third-party copy with endpoint {s.name}, which "
+                                       "the rig does not own", c.source)
     if c.protocol and c.protocol != ep.protocol:
         raise cc.child("protocol").error(f"endpoint {s.name} serves {ep.protocol}", c.protocol)
     if c.direction == "upload":
