@@ -185,6 +185,8 @@ def _limits(info: dict) -> str:
     kind = info.get("type")
     lo: Any = info.get("lo")
     hi: Any = info.get("hi")
+    if info.get("limits"):          # a parser that states its own
+        return str(info["limits"])
     if kind == "list":
         n = f"{info.get('min_len', 1)}..{info['max_len']} items" if info.get("max_len") \
             else f"at least {info.get('min_len', 1)} item(s)"

@@ -20,7 +20,7 @@ PREFIX = "rig0000"
 
 # where a run's wall time goes (the report's time budget): each kind's phase
 PHASES = {"prepare": "setup", "tune": "setup", "hosts": "setup", "data": "setup",
-          "pinning": "setup", "path": "setup", "tls": "setup", "servers": "setup",
+          "pinning": "setup", "path": "setup", "endpoint": "setup", "tls": "setup", "servers": "setup",
           "emulate": "emulation", "check": "checks", "group": "transfers",
           "background": "transfers",
           "teardown": "teardown", "note": "none"}

@@ -26,7 +26,7 @@ from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Callable, Collection
 
-from rig.realization import cgroups, netns, tuning
+from rig.realization import cgroups, gateway, netns, tuning
 
 from rig.errors import RigError
 from rig.orchestration import hosts as remote_hosts
@@ -164,6 +164,25 @@ def _remove_disk_data(prefix: str, st: dict | None, say) -> None:
             say(f"removed {d}")
 
 
+def _clean_gateway(prefix: str, st: dict, say) -> None:
+    """An external endpoint's gateway on this host (rig.realization.gateway): the
+    iptables rules with the run's prefix as their comment, the forwarding sysctl put
+    back (where it still holds what the run wrote), the host's end of the veth."""
+    rec = st.get("endpoint")
+    if not rec:
+        return
+    for argv in gateway.leftover_rules(prefix):
+        proc.run(argv, timeout=20)
+        say(f"removed iptables rule of {prefix}: {' '.join(argv[4:])}")
+    if rec.get("sysctls_restore"):
+        tuning.restore_global(rec["sysctls_restore"], rec.get("sysctls_wrote"))
+        say(f"restored {', '.join(rec['sysctls_restore'])} recorded by {prefix}")
+    for link in rec.get("links", []):
+        if link.startswith(prefix) and Path("/sys/class/net", link).exists():
+            proc.run(["ip", "link", "del", link], timeout=20)
+            say(f"deleted link {link}")
+
+
 def _cmdline(pid: int) -> list[str]:
     try:
         raw = open(f"/proc/{pid}/cmdline", "rb").read()
@@ -196,6 +215,7 @@ def clean(*, force: bool = False, say: Callable[[str], None] = print,
         if st.get("sysctls_restore"):
             tuning.restore_global(st["sysctls_restore"], st.get("sysctls_wrote"))
             say(f"restored {', '.join(st['sysctls_restore'])} recorded by {p}")
+        _clean_gateway(p, st, say)
         if not _clean_hosts(p, st, say):
             unreachable.add(p)
         _remove_downloads(p, st, say)

@@ -50,6 +50,8 @@ class Live:
     server_svcs: dict[str, proc.Service] = field(default_factory=dict)  # origin -> (this host)
     stalls: list[float] = field(default_factory=list)   # watchdog pings >= faults.STALL_S
     bg_ports: dict[str, int] = field(default_factory=dict)   # competing flow -> its server
+    # an external endpoint behind the path's server namespace (acts.endpoint.EndpointState)
+    endpoint: Any = None
 
     client_host = property(lambda self: self.client.host)   # None: this host
     server_host = property(lambda self: self.server.host)

@@ -347,13 +347,16 @@ def validate_path(*, client_ns: str | None, server_addr: str, iperf_port: int,
                   configured_rtt_ms: float | None, v, rate_bps: float | None = None,
                   jitter_ms: float = 0.0, host=None, rundir: str | None = None,
                   own_ns: tuple[str, ...] = (), ping_only: str | None = None,
-                  reused: tuple[int, float] | None = None, escalate: str | None = None) -> dict:
+                  reused: tuple[int, float] | None = None, escalate: str | None = None,
+                  never_capacity: bool = False) -> dict:
     """Run ping and iperf3 from the client side (on `host` when the client is remote);
     return a validations row (partial). `own_ns`: the rig's own client and server
     namespaces, whose buffer ceilings the capacity run may raise (never the host's).
     `ping_only`: why this check runs no iperf3 (its capacity_note), unless the ping flags
     the step or `escalate` says why it must run anyway (the engine late meanwhile);
-    `reused`: (step number, bps) of the capacity run that serves this step instead."""
+    `reused`: (step number, bps) of the capacity run that serves this step instead.
+    `never_capacity`: no iperf3 at all, flagged or not (an external endpoint: no iperf3
+    server runs at a far end the rig does not own)."""
     started = time.time()
     started_mono = time.monotonic()
     pr, ping, flag, attempts = _ping_until_held(
@@ -362,7 +365,7 @@ def validate_path(*, client_ns: str | None, server_addr: str, iperf_port: int,
     if flag:
         reasons.append(flag)
     escalated = (flag and "the ping flagged the step") or escalate
-    if ping_only and not escalated:
+    if ping_only and (never_capacity or not escalated):
         return {
             "rtt_ms_measured": ping.mean_ms, "rtt_ms_min": ping.min_ms,
             "rtt_ms_max": ping.max_ms, "rtt_ms_stddev": ping.stddev_ms,

@@ -15,7 +15,8 @@ from rig.description.scenario.document import Scenario
 from rig.description.scenario.paths import LOCAL
 from rig.description.scenario.queries import background_on, runs_on, sweep_notes, uses_tls
 from rig.orchestration.actions import PREFIX, Action, Item, Plan, comment, fmt, text
-from rig.orchestration.acts import background, check, data, emulate, group, hosts, note
+from rig.orchestration.acts import background, check, data, emulate, endpoint, group, hosts
+from rig.orchestration.acts import note
 from rig.orchestration.acts import path as path_act
 from rig.orchestration.acts import pinning, prepare, servers, teardown, tls, tune
 from rig.realization import netns
@@ -106,6 +107,9 @@ def _setup(d: _Draft) -> None:
         d.names[p.name] = n
         d.add(path_act.PathUp(f"path:{p.name}", items=tuple(out), host=p.router_host or LOCAL,
                               path=p.name), deps=setup)
+        if endpoint.has_endpoint(sc):      # its server namespace routes on to it, checked
+            d.add(endpoint.EndpointUp(f"endpoint:{p.name}", items=tuple(endpoint.items(sc, n)),
+                                      path=p.name))
         if p.router_host is None and p.kind != "real" and uses_tls(sc):
             d.add(tls.Tls(f"tls:{p.name}", items=tuple(tls.items(sc, d.wd, p.name,
                                                                  n.server_addr)),

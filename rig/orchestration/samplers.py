@@ -118,9 +118,13 @@ class ServerCpu(Sampler):
         self.value: tuple[float, float] | None = None
 
     def start(self) -> None:
-        self.cpu0 = self.live.server.server_cpu(self.pids, self.ids)
+        # an external endpoint's CPU is not the rig's to read: unknown, not zero
+        self.cpu0 = (None if self.live.endpoint is not None
+                     else self.live.server.server_cpu(self.pids, self.ids))
 
     def stop(self) -> None:
+        if self.cpu0 is None:
+            return
         cpu1 = self.live.server.server_cpu(self.pids, self.ids)
         if self.cpu0 is not None and cpu1 is not None:
             self.value = (cpu1[0] - self.cpu0[0], cpu1[1] - self.cpu0[1])

@@ -25,6 +25,7 @@ from rig import checksum
 from rig.process import proc
 from rig.results.store import TransferRow
 from rig.description.scenario import Scenario, instance_cpus
+from rig.description.scenario.clients import EXTERNAL, ClientSpec, FileSpec
 from rig.services import tools
 from rig.services.servers import ServerPlan
 from rig.services.tools import Job
@@ -49,7 +50,8 @@ class Outcome:
 def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, list[ServerPlan]],
                server_addr: str, iperf_port: int, prefix: str = "rig", *,
                checksums: dict[str, str] | None = None,
-               keep_dir: str | None = None) -> list[Job]:
+               keep_dir: str | None = None,
+               sizes: dict[str, int] | None = None) -> list[Job]:
     """The `g.concurrency` client processes of one group (pure); each tool says what
     its instance i talks to. A server with several instances (origins) serves the
     group round-robin: process i talks to instance i mod K. A client with `dest_dir`
@@ -59,12 +61,14 @@ def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, list[ServerPlan]]
     against (None: not known yet, `rig plan`: a `<adler32 of NAME>` placeholder).
     `keep_dir`: where a download whose tool has no end-to-end check (`verify: kept`) and
     no `dest_dir` writes its kept copy, checksummed after the group (None: a client on
-    another host, /dev/null and unchecked)."""
+    another host, /dev/null and unchecked). `sizes`: the size of each path an external
+    endpoint's clients read, as its stat answered before the first step (None: `rig
+    plan`, not known)."""
     c = g.client
     tool = tools.get(c.tool)
     origins = server_plans.get(c.server, []) if c.server else []
     sources = server_plans.get(c.source, []) if c.source else []
-    file = sc.file(c.file) if c.file else None
+    file = _file(sc, c, sizes)
     jobs = []
     for i in range(g.concurrency):
         server = origins[i % len(origins)] if origins else None
@@ -93,6 +97,16 @@ def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, list[ServerPlan]]
             job = tool.as_upload(job, server, file, upload_name(prefix, c.name, i))
         jobs.append(job)
     return jobs
+
+
+def _file(sc: Scenario, c: ClientSpec, sizes: dict[str, int] | None) -> FileSpec | None:
+    """The file a client reads: one of the scenario's, or a path on an external
+    endpoint (its size as the endpoint's stat gave it)."""
+    if not c.file:
+        return None
+    if c.server and sc.server(c.server).kind == EXTERNAL:
+        return FileSpec(name=c.file, size=(sizes or {}).get(c.file, 0))
+    return sc.file(c.file)
 
 
 def pinned_cpus(job: Job) -> str | None:

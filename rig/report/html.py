@@ -35,7 +35,25 @@ def _header(run: Run, verdicts: dict) -> list[str]:
             f'{esc(", ".join(backends))} &middot; kernel {esc(env.get("kernel", "?"))}</p>',
             f"<p>{len(run.points)} measurement points from {len(run.transfers)} transfers "
             f"({ok} ok, {len(run.transfers) - ok} failed). {esc(flag_headline(run))} "
-            f"Bottlenecks: {glance or 'none'}.</p>"]
+            f"Bottlenecks: {glance or 'none'}.</p>"] + _endpoints(env)
+
+
+def _endpoints(env: dict) -> list[str]:
+    """The external endpoints the run read from (issue 40 item 1), by URL."""
+    eps = env.get("endpoints")
+    if not isinstance(eps, dict):
+        return []
+    out = []
+    for name, e in sorted(eps.items()):
+        if not isinstance(e, dict):
+            continue
+        base = e.get("base_rtt_ms")
+        out.append(f'<p class="endpoint">External endpoint {esc(str(name))}: '
+                   f'{esc(str(e.get("url", "?")))} (at {esc(str(e.get("address", "?")))}, '
+                   "not started by the rig; base RTT beyond the emulation "
+                   f"{esc(f'{base:.3f} ms' if isinstance(base, (int, float)) else 'unknown')}; "
+                   "each step's RTT is checked as the configured RTT plus it).</p>")
+    return out
 
 
 CAPTIONS = {

@@ -12,7 +12,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from rig.description import kinds, limits as L, schema as S
+from rig.description import endpoint, kinds, limits as L, schema as S
 from rig.description.scenario.paths import CAPTURE_MODES, _mapping
 from rig.description.tuningspec import CC_NAMES
 from rig.errors import InputError
@@ -163,6 +163,34 @@ def _client_cpus(ctx: S.Ctx, v: Any) -> str | tuple[str, ...]:
     return S.call(ctx, S.cpu_set, v)
 
 
+@S.describe(type="text", text="root://, roots://, http(s)://, dav(s):// URL with its path",
+            example="root://dtn.example.org:1094//store/rig",
+            limits=f"IPv4 address or host name; at most {endpoint.MAX_URL} characters")
+def _endpoint_url(v: Any) -> str:
+    endpoint.parse(v)
+    return v
+
+
+EXTERNAL = "external"      # the server kind of an endpoint the rig does not start
+
+
+def _check_external(ctx: S.Ctx, d: dict[str, Any]) -> None:
+    """An external server has its URL and none of the keys of a server the rig runs."""
+    if d["kind"] != EXTERNAL:
+        if d["url"] is not None:
+            raise ctx.child("url").error(f"only for kind: {EXTERNAL} (a server the rig "
+                                         "does not start)", d["url"])
+        return
+    if d["url"] is None:
+        raise ctx.child("url").error("required key is missing (kind external: the "
+                                     "endpoint's URL, e.g. root://dtn.example.org//store/rig)")
+    for key, unset in (("binary", None), ("count", 1), ("cpus", None), ("node", None),
+                       ("tpc", False), ("origin", None), ("ports", None)):
+        if d[key] != unset:
+            raise ctx.child(key).error("not for an external endpoint (the rig does not "
+                                       "start it; its port is in its url)", d[key])
+
+
 @dataclass(frozen=True)
 class ServerSpec:
     """A server instance on every path (kind: a module in rig/services/servers/)."""
@@ -188,6 +216,13 @@ class ServerSpec:
     # ports taken on the host; a port given here and already in use is refused before
     # anything starts
     ports: dict | None = S.spec(S.optional(_port_map), None)
+    # kind external: the endpoint's URL (root://, roots://, http(s)://, dav(s):// with its
+    # path), a server the rig does not start (rig.description.endpoint)
+    url: str | None = S.spec(S.optional(_endpoint_url), None)
+
+    @property
+    def endpoint(self) -> endpoint.Endpoint | None:
+        return endpoint.parse(self.url) if self.url else None
 
     @classmethod
     def extra_fields(cls) -> dict[str, tuple[str, S.Field]]:
@@ -204,6 +239,7 @@ class ServerSpec:
                 can = ", ".join(k.kind for k in kinds.SERVERS.all() if key in k.settings)
                 raise ctx.child(key).error(f"a {d['kind']} server has no {key} setting "
                                            f"(has it: {can})", d[key])
+        _check_external(ctx, d)
         if d["ports"]:
             kind = kinds.server(d["kind"])
             protos = {**kind.ports, **kind.tls_ports}
@@ -254,6 +290,14 @@ def branch_fraction(v: Any) -> float:
     return f
 
 
+@S.describe(type="name", text="a file's name; a path against an external endpoint",
+            example="f1G", limits=f"a name: letters, digits, _ . + -, at most "
+            f"{L.MAX_NAME_CHARS}; a path: also / ~ @ % = , (no '..'), at most "
+            f"{endpoint.MAX_URL}")
+def _file_ref(v: Any) -> str:
+    return endpoint.file_ref(v)
+
+
 @dataclass(frozen=True)
 class ClientSweep:
     """A client's own sweep axes: each one named replaces the scenario's `sweep:` axis for
@@ -273,7 +317,9 @@ class ClientSpec:
     tool: str = S.spec(_tool)
     server: str | None = S.spec(S.optional(S.name), None)
     source: str | None = S.spec(S.optional(S.name), None)   # third-party copy: pull from it
-    file: str | None = S.spec(S.optional(S.name), None)
+    # a file of `files:` by name; against an external endpoint, a path on it (below its
+    # URL's path, or absolute)
+    file: str | None = S.spec(S.optional(_file_ref), None)
     # streams of one transfer; unset: sweep.streams for a multi-stream tool, else 1.
     # Beside a sweep.streams that would replace it: refused (to keep it while the others
     # sweep, give the client its own sweep: {streams: [N]})

@@ -8,7 +8,8 @@ import dataclasses
 from typing import Any
 
 from rig.description import caches, kinds, limits as L, schema as S, topology as T, tuningspec
-from rig.description.scenario.clients import ClientSpec, ServerSpec
+from rig.description.scenario import external
+from rig.description.scenario.clients import EXTERNAL, ClientSpec, ServerSpec
 from rig.description.scenario.document import Scenario
 from rig.description.scenario.paths import LOCAL
 from rig.description.scenario.queries import (_can_tls, background_on, client_concurrency,
@@ -43,13 +44,17 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
             clients.append(c)
             continue
         if c.server is None:
-            want = [s for s in sc.servers if s.kind in caps.servers]
+            want = [s for s in sc.servers if s.kind in caps.servers
+                    or (s.kind == EXTERNAL and external.speaks(c, s))]
             if len(want) != 1:
                 raise cc.child("server").error(f"name the server {c.tool} talks to")
             c = dataclasses.replace(c, server=want[0].name)
         clients.append(c)
         if c.server not in servers:
             raise cc.child("server").error("no server of that name", c.server)
+        if servers[c.server].kind == EXTERNAL:     # no file of the rig's, no port of its own
+            external.check_client(cc, c, servers[c.server])
+            continue
         if servers[c.server].kind not in caps.servers:
             raise cc.child("server").error(
                 f"{c.tool} cannot talk to a {servers[c.server].kind} server", c.server)
@@ -67,6 +72,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
                                         f"({', '.join(have)} do)", c.tls)
         _check_tpc(cc, c, caps, servers)
     sc = dataclasses.replace(sc, clients=clients)
+    external.check(ctx, sc)        # before the rules below, whose words fit servers it runs
     names = [p.name for p in sc.paths]
     for i, c in enumerate(sc.clients):
         for j, pn in enumerate(c.paths or []):

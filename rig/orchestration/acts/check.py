@@ -5,6 +5,7 @@ engine's counters flag the step); the engine's counters stored per phase."""
 from __future__ import annotations
 
 import contextlib
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,11 @@ from rig.orchestration.sides import TCP_KEYS
 from rig.process.proc import ns_argv
 from rig.realization import netns, tuning
 from rig.results.store import EngineStatsRow, ValidationRow
+from rig.orchestration.acts import endpoint
 from rig.orchestration.acts.servers import iperf3_port
+
+# why a path to an external endpoint has no capacity run
+EXTERNAL_NOTE = "external endpoint (no iperf3 against a server the rig does not own)"
 
 
 @dataclass(frozen=True)
@@ -75,7 +80,13 @@ def _ping(sc: Scenario, step: S.Step, n: netns.RealizedPath) -> Item:
     v = sc.validation
     again = (f"   # again after 1 s, up to {v.rtt_rechecks} times, while its mean is off the RTT "
              "(validation.rtt_rechecks)" if v.rtt_rechecks and step.rtt_ms is not None else "")
-    return cmd(ns_argv(n.client_ns, ping_argv(n.server_addr, v.ping_count, v.ping_interval_s)),
+    addr = n.server_addr
+    if endpoint.has_endpoint(sc):      # the endpoint, against the RTT + its base RTT
+        ep = endpoint.endpoint_of(sc).endpoint
+        assert ep is not None
+        addr = ep.host if ep.is_address else f"<address of {ep.host}>"
+        again = "   # expected: the step's RTT + the endpoint's base RTT" + again
+    return cmd(ns_argv(n.client_ns, ping_argv(addr, v.ping_count, v.ping_interval_s)),
                step.path.client_host, note=again)
 
 
@@ -91,6 +102,8 @@ def _tcp_reads(step: S.Step, n: netns.RealizedPath) -> list[Item]:
 
 def _capacity(sc: Scenario, step: S.Step, n: netns.RealizedPath) -> list[Item]:
     v = sc.validation
+    if endpoint.has_endpoint(sc):
+        return [text(comment(f"no capacity run: {EXTERNAL_NOTE}"))]
     own = () if step.path.kind == "real" else tuple(
         ns for ns in (n.client_ns, n.server_ns) if ns)
     shown = capacity_shown(n.client_ns, own, n.server_addr, iperf3_port(sc, n),
@@ -131,8 +144,13 @@ def _validate(ctx: Context, step: S.Step, live: Live, phase: str, common: dict,
               **only: Any) -> dict:
     """The path check (`only`: validate_path's ping_only, reused, escalate)."""
     ctx.watch(live)
-    v = validate_path(client_ns=live.client_ns, server_addr=live.server_addr, **only,
-                      iperf_port=live.iperf_port, configured_rtt_ms=step.rtt_ms,
+    addr, rtt_ms, ext = live.server_addr, step.rtt_ms, live.endpoint
+    if ext is not None:   # ping only, to the endpoint: the step's RTT plus the base beyond
+        addr = ext.addr
+        rtt_ms = None if rtt_ms is None else rtt_ms + (ext.base_rtt_ms or 0.0)
+        only = {"ping_only": EXTERNAL_NOTE, "never_capacity": True}
+    v = validate_path(client_ns=live.client_ns, server_addr=addr, **only,
+                      iperf_port=live.iperf_port, configured_rtt_ms=rtt_ms,
                       v=ctx.sc.validation, rate_bps=live.spec.rate_bps,
                       jitter_ms=live.spec.jitter_s * 1e3 if step.profile else 0.0,
                       own_ns=() if live.spec.kind == "real" else tuple(
@@ -148,6 +166,11 @@ def _validate(ctx: Context, step: S.Step, live: Live, phase: str, common: dict,
             audit = None
         if audit:
             v["flag_reason"] = f"{v['flag_reason']} ({audit})"
+    if ext is not None:       # what the RTT was checked against, in the row
+        v["raw"] = json.dumps({**json.loads(v["raw"]), "endpoint": ext.ep.url,
+                               "endpoint_addr": ext.addr,
+                               "endpoint_base_rtt_ms": ext.base_rtt_ms,
+                               "rtt_ms_expected": rtt_ms})
     ctx.store.add_validation(ValidationRow(**ctx.step_fields(step, live), phase=phase, **v))
     rtt = f"{v['rtt_ms_measured']:.3f} ms" if v["rtt_ms_measured"] is not None else "n/a"
     flag = f"  FLAGGED: {v['flag_reason']}" if v["flagged"] else "  ok"

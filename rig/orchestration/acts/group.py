@@ -167,7 +167,8 @@ def _group(ctx: Context, step: S.Step, live: Live, g: S.Group, common: dict, pos
     samplers.CacheDrop(ctx, g).start()      # storage: disk: the file's page cache dropped
     jobs = transfer.build_jobs(ctx.sc, g, live.servers, live.server_addr, live.iperf_port,
                                ctx.prefix, checksums=ctx.file_adler32,
-                               keep_dir=None if live.client.run_kw() else ctx.keep_dir)
+                               keep_dir=None if live.client.run_kw() else ctx.keep_dir,
+                               sizes=live.endpoint.sizes if live.endpoint else None)
     spids, sids = samplers.server_ids(live, g)
     sender = samplers.sender_of(g)
     cache = samplers.XCache(ctx, g, jobs, live)      # a cold or warm cache

@@ -13,7 +13,8 @@ from rig.description.scenario.document import Scenario
 from rig.description.scenario.paths import LOCAL, PathSpec
 from rig.description.scenario.queries import background_on, client_concurrency, runs_on, uses_tls
 from rig.orchestration import origins, storagecheck
-from rig.orchestration.actions import PREFIX, Action, Item, cmd, text
+from rig.description.scenario.clients import EXTERNAL
+from rig.orchestration.actions import PREFIX, Action, Item, cmd, comment, text
 from rig.orchestration.acts.pinning import pinned
 from rig.orchestration.context import Context, Live
 from rig.process.proc import ns_argv
@@ -78,6 +79,11 @@ def items(sc: Scenario, n: netns.RealizedPath, wd: Path, host: str = LOCAL) -> l
     out: list[Item] = []
     for ps in plans(sc, n, wd).values():
         for plan in ps:
+            if plan.spec.kind == EXTERNAL:
+                out.append(text(comment(f"server {plan.origin}: external endpoint "
+                                        f"{plan.spec.url}, not started; no iperf3 server "
+                                        "(the path check pings the endpoint)")))
+                continue
             out += [cmd(a, host) for a in plan.kind.prepare_argv(plan)]
             for name, body in servers.server_files(plan).items():
                 out.append(text(f"{at}# {plan.workdir / name}:"))
@@ -86,6 +92,8 @@ def items(sc: Scenario, n: netns.RealizedPath, wd: Path, host: str = LOCAL) -> l
                                servers.server_argv(plan), local=not at)
             out += [text(x) for x in pre]
             out.append(cmd(ns_argv(plan.ns, argv), host))
+    if any(s.kind == EXTERNAL for s in sc.servers):
+        return out
     iperf = iperf3_port(sc, n)
     out.append(cmd(ns_argv(n.server_ns, servers.iperf3_server_argv(n.server_addr, iperf)),
                    host))
@@ -124,6 +132,12 @@ def _start_servers(ctx: Context, stack: contextlib.ExitStack, live: Live, datadi
     live.servers = {name: [dataclasses.replace(side.place(p), tls=_server_tls(ctx, live, p))
                            for p in ps] for name, ps in live.servers.items()}
     _tls_identity(ctx, live)
+    if live.endpoint is not None:     # nothing of the rig's runs at the far end
+        ctx.origins_env[live.spec.name] = {
+            p.origin: {"server": p.spec.name, "external": p.spec.url}
+            for ps in live.servers.values() for p in ps}
+        ctx.store.set_env("origins", ctx.origins_env)
+        return
     effective = {}
     for ps in live.servers.values():
         for plan in ps:

@@ -10,7 +10,7 @@ from rig.description.profile import LinkProfile
 from rig.description.scenario.document import Scenario
 from rig.description.scenario.paths import LOCAL, PathSpec
 from rig.orchestration.actions import PREFIX, Action, Item, cmd, text
-from rig.orchestration.acts import emulate, tune
+from rig.orchestration.acts import emulate, endpoint, tune
 from rig.orchestration.acts.data import DOWNLOADS, keep_size
 from rig.orchestration.acts.path import host_wd
 from rig.realization import data, netns, remote_router, tuning
@@ -27,6 +27,8 @@ def items(sc: Scenario, wd: Path, shown: list[tuple[PathSpec, netns.RealizedPath
     out = [text("# teardown: stop servers and engines, ip netns del every namespace above, "
                 "umount the tmpfs, restore host sysctls")]
     for p, n, last in reversed(shown):
+        if endpoint.has_endpoint(sc):
+            out += endpoint.teardown_items(sc, n)
         if n.site is not None and last is not None and p.router_host is None:
             out += emulate.removed(p.backend, None, n.site, last)
         if p.kind != "real" and p.router_host is None:
