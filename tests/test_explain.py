@@ -281,3 +281,24 @@ def test_repro_status_sums_a_run_s_outcomes(tmp_path) -> None:
     r = subprocess.run([sys.executable, str(tool), str(tmp_path / "nope")],
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("kind", ["ranking", "alike"])
+def test_a_claim_whose_every_point_at_its_x_is_an_artefact_is_an_artefact(kind) -> None:
+    """Seed 002 (2026-11-28): a ranking of series at one concurrency, without a table,
+    whose points there were all rig artefacts came out 'tied, not ranked (0 > 0)' and
+    undecided with '0 repeats', not a rig artefact; the x it names had no point left."""
+    ref = _ref(HEAD + f"""  - {{id: k, experiment: E1, source: t, kind: {kind}, x: rtt_ms,
+     text: xrdcp beats curl at 20 ms, series: [xrdcp, curl], at: [20], within: 0.1}}
+""")
+    pts = [_pt("xrdcp", r, g) for r, g in ((0, 3.0), (20, 2.0))] + \
+          [_pt("curl", r, 1.0) for r in (0, 20)]
+    spoiled = {p.key: "step 2: the engine was late" for p in pts if p.key.rtt_ms == 20}
+    o = _one(ref, pts, {}, spoiled)
+    assert o.verdict == A.ARTEFACT and "engine was late" in o.why, (o.verdict, o.why)
+    # one series spoiled is enough to leave the x out
+    o = _one(ref, pts, {}, {pts[1].key: "step 2: path check flagged"})
+    assert o.verdict == A.ARTEFACT
+    # nothing spoiled: decided (2x apart, tight repeats)
+    o = _one(ref, pts, {})
+    assert o.verdict == (A.AGREES if kind == "ranking" else A.DISAGREES), o.why

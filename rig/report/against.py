@@ -523,7 +523,9 @@ def _order(labels: list[str], vals: list[float]) -> str:
 
 
 def _ranking(c: _Ctx) -> Outcome:
-    xs = c.xs() if c.table else (c.claim.at or _common_xs(c))
+    # only where every series has a point: an `at` whose points were left out as rig
+    # artefacts (or never measured) is not a tie of zeros (issue 38: seed 002's x32)
+    xs = c.xs()
     if not xs:
         return _missing(c)
     rig_parts, study_parts, bad = [], [], []
@@ -668,7 +670,7 @@ def _flat(c: _Ctx) -> Outcome:
 
 def _alike(c: _Ctx) -> Outcome:
     """Every series within `within` of the best at each x: (max - min) / max."""
-    xs = c.xs() if c.table else (c.claim.at or _common_xs(c))
+    xs = c.xs()
     if not xs:
         return _missing(c)
     rig_parts, study_parts, bad = [], [], []
