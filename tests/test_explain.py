@@ -302,3 +302,17 @@ def test_a_claim_whose_every_point_at_its_x_is_an_artefact_is_an_artefact(kind) 
     # nothing spoiled: decided (2x apart, tight repeats)
     o = _one(ref, pts, {})
     assert o.verdict == (A.AGREES if kind == "ranking" else A.DISAGREES), o.why
+
+
+def test_a_series_without_rows_is_not_comparable_even_beside_artefacts() -> None:
+    """A claim on a series the run has no rows for (a split scenario of the same study
+    runs it) is 'not comparable here: the run has no rows', even where the run's other
+    series are rig artefacts: it was counted as an artefact in both runs' counts."""
+    ref = _ref(RATIO)
+    pts = [_pt("xrdcp", 20, 2.0)]          # no curl rows at all
+    o = _one(ref, pts, {}, {pts[0].key: "step 2: the engine was late"})
+    assert o.verdict == A.NOT_COMPARABLE and o.why.startswith("the run has no rows for curl")
+    # every point of a present series spoiled: an artefact, not 'no rows'
+    pts = [_pt("xrdcp", 20, 2.0), _pt("curl", 20, 1.0)]
+    o = _one(ref, pts, {}, {pts[1].key: "step 2: the engine was late"})
+    assert o.verdict == A.ARTEFACT

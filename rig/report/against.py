@@ -423,6 +423,9 @@ class _Ctx:
         self.axis = self.table.x if self.table else str(claim.x)
         self.unit = self.table.unit if self.table else "MB/s"
         self.rs = [rig_series(points, ref.series[s], self.axis) for s in series or claim.series]
+        # series the run has no rows for at all (another scenario of the study runs them):
+        # not comparable here, whatever the run's artefacts
+        self.absent = [r.series for r in self.rs if not r.points]
         self.left_out: dict[float, list[tuple[str, str]]] = {}
         wanted = claim.at or (self.table.at if self.table else None)
         for r in self.rs:
@@ -795,7 +798,7 @@ def _verdict_kind(c: _Ctx) -> Outcome:
 
 def _missing(c: _Ctx, why: str = "") -> Outcome:
     if not why:
-        empty = [r.series for r in c.rs if not r.points]
+        empty = c.absent or [r.series for r in c.rs if not r.points]
         why = ("the run has no rows for " + ", ".join(
             f"{s.label} ({', '.join(f'{k}={v}' for k, v in (s.select or {}).items())})"
             for s in empty)) if empty else "no x at which every series was measured"
@@ -828,6 +831,8 @@ def evaluate(ref: Reference, points: list[Point], verdicts: Mapping[Any, Any],
                     series=series)
 
     c = ctx()
+    if c.absent:        # never a rig artefact: the series belongs to another run
+        return _missing(c)
     left = tuple(w for ws in c.left_out.values() for w in ws)
     if any(not r.points for r in c.rs):
         out = _missing(c)
