@@ -135,7 +135,11 @@ def finish(ax: Axes, fig: Figure, title: str, subtitle: str, flagged: bool,
 
 
 def draw_window_bounds_rtt(ax: Axes, pts: list[Point], labels: dict, x_max: float,
-                           y_max: float, unit: str = DEFAULT_THROUGHPUT_UNIT) -> None:
+                           y_max: float, unit: str = DEFAULT_THROUGHPUT_UNIT,
+                           y_min: float | None = None) -> None:
+    """Each configuration's window bound over RTT, labelled where it crosses a staggered
+    height below the capacity line (`y_min`: the bottom of a log axis, where the heights
+    are spread over its decades instead)."""
     positive = sorted({p.x_rtt_ms for p in pts if p.x_rtt_ms > 0})
     if not positive:
         return
@@ -146,7 +150,8 @@ def draw_window_bounds_rtt(ax: Axes, pts: list[Point], labels: dict, x_max: floa
         ax.plot(grid, ys, color=style.CAPACITY.color, linestyle=style.WINDOW_LINESTYLE,
                 linewidth=1.1, label="window bound (streams x window / RTT)" if i == 0 else None)
         # label each curve where it crosses a staggered height, on a white box
-        target = y_max * (0.66 - 0.1 * (i % 6))
+        target = (y_max * (0.66 - 0.1 * (i % 6)) if not y_min else
+                  y_max * (y_min / y_max) ** (0.25 + 0.1 * (i % 6)))
         x_txt = next((r for r, y in zip(grid, ys) if y <= target), None)
         if x_txt is not None:
             ax.annotate(f"{mult} x {mib(window)} / RTT ({', '.join(names[:3])})",
@@ -175,13 +180,14 @@ def throughput_vs_rtt(run: Run, out_dir: Path, verdicts: dict) -> list[Path]:
                 marker=style.CAPACITY.marker, linewidth=1.0, label="path capacity (iperf3)")
     top = y_top(pts, unit=u)
     x_max = max((p.x_rtt_ms for p in pts), default=1.0) or 1.0
-    draw_window_bounds_rtt(ax, pts, labels, x_max, top, u)
+    low = min((in_unit(p.min_bps, u) for p in pts if p.n and p.min_bps > 0), default=0.0)
+    log = bool(low and top / low > LOG_RATIO)
+    draw_window_bounds_rtt(ax, pts, labels, x_max, top, u, low / 1.6 if log else None)
     flagged = mark_flagged(ax, pts, [p.x_rtt_ms for p in pts], verdicts, u)
     ax.set_xlim(-0.03 * x_max, x_max * 1.05)
     ax.set_xticks(sorted({p.x_rtt_ms for p in pts}))
     ax.set_xlabel("round-trip time (ms)")
-    low = min((in_unit(p.min_bps, u) for p in pts if p.n and p.min_bps > 0), default=0.0)
-    if low and top / low > LOG_RATIO:
+    if log:
         # 1/RTT spans decades: a linear axis would flatten every long-RTT point to zero
         ax.set_yscale("log")
         ax.set_ylim(low / 1.6, top)
