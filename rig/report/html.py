@@ -24,7 +24,7 @@ from rig.report.page import esc, fold, image, page, table, when
 from rig.results.budget import budget, budget_rows, summary
 from rig.report.verdict import flag_headline, step_flags
 from rig.report.tables import ENGINE_COLUMNS, SHOWN_BOUND_FACTOR, TIMING_COLUMNS, \
-    VALIDATION_COLUMNS, engine_rows, rtt_table, summary_columns, summary_rows, timing_rows, \
+    engine_rows, rtt_table, summary_columns, summary_rows, timing_rows, validation_columns, \
     validation_rows
 
 def _header(run: Run) -> list[str]:
@@ -165,12 +165,13 @@ def _measurements(run: Run, verdicts: dict) -> list[str]:
 
 def _validations(run: Run) -> list[str]:
     rows = validation_rows(run)
+    vcols = validation_columns(run.unit)
     classes = ["flag" if r["flagged"] == "FLAGGED" else "" for r in rows]
     out = ["<h2>Path validation</h2>",
            "<p>ping and an iperf3 run (iperf3 -P iperf_streams, past slow start) before "
            "and after each step; a step is flagged when the measured path differs from "
            "the configured one.</p>",
-           table(VALIDATION_COLUMNS, [[r[c] for c in VALIDATION_COLUMNS] for r in rows],
+           table(vcols, [[r[c] for c in vcols] for r in rows],
                  classes) if rows else "<p>none recorded</p>"]
     if storage.has_storage(run):
         srows = storage.rows(run)

@@ -112,8 +112,15 @@ def rtt_table(points: list[Point], stat: Callable[[Point], float],
     return header, body
 
 
+def validation_columns(unit: str = DEFAULT_THROUGHPUT_UNIT) -> tuple[str, ...]:
+    """validations.csv's columns, the throughput ones (`gbps` in VALIDATION_COLUMNS) in
+    `unit`; storage_mbps (MB/s, the disk's usual unit) keeps its name and unit."""
+    return tuple(c.replace("gbps", THROUGHPUT_SUFFIX[unit]) for c in VALIDATION_COLUMNS)
+
+
 def validation_rows(run: Run) -> list[dict[str, str]]:
-    """One dict per path check, keyed by VALIDATION_COLUMNS."""
+    """One dict per path check, keyed by validation_columns(run.unit)."""
+    u = run.unit
     out = []
     for v in sorted(run.validations, key=lambda v: (v.step, v.phase != "before")):
         out.append({
@@ -123,19 +130,20 @@ def validation_rows(run: Run) -> list[dict[str, str]]:
             "rtt_ms_stddev": _num(v.rtt_ms_stddev, ".3g"),
             "ping_loss": _num(v.ping_loss, ".2%"),
             "loss_configured": _num(v.loss_configured, ".2%"),
-            "rate_gbps_configured": _g(v.rate_bps_configured),
+            "rate_gbps_configured": _g(v.rate_bps_configured, unit=u),
             "iperf_streams": _num(v.iperf_streams, "d"),
-            "iperf_gbps": _g(v.iperf_bps),
+            "iperf_gbps": _g(v.iperf_bps, unit=u),
             "iperf_retransmits": _num(v.iperf_retransmits, "d"),
             "iperf_srtt_ms": _num(v.iperf_srtt_ms),
             "flagged": "FLAGGED" if v.flagged else "ok",
             "flag_reason": v.flag_reason or "",
-            "capacity_gbps": _g(v.capacity_bps),
+            "capacity_gbps": _g(v.capacity_bps, unit=u),
             "capacity_note": v.capacity_note or "",
             "storage_file": v.storage_file or "",
             "storage_mbps": _num(v.storage_bps / 8e6, ".4g") if v.storage_bps else "",
             "storage_note": v.storage_note or ""})
-    return out
+    names = dict(zip(VALIDATION_COLUMNS, validation_columns(u)))
+    return [{names[k]: x for k, x in r.items()} for r in out]
 
 
 ENGINE_COLUMNS = ("step", "path", "backend", "phase", "direction", "seen", "released",
@@ -283,8 +291,9 @@ def write_tables(run: Run, verdicts: dict, out_dir: Path) -> list[Path]:
     written += background.write(run, out_dir, markdown, write_csv)
     written += origins_cores.write(run, verdicts, out_dir, markdown, write_csv)
     written += together.write(run, out_dir, markdown, write_csv)
-    written.append(write_csv(out_dir / "validations.csv", VALIDATION_COLUMNS,
-                             [[r[c] for c in VALIDATION_COLUMNS] for r in validation_rows(run)]))
+    vcols = validation_columns(run.unit)
+    written.append(write_csv(out_dir / "validations.csv", vcols,
+                             [[r[c] for c in vcols] for r in validation_rows(run)]))
     written += concurrency.write(run, out_dir)
     if run.engine:
         written.append(write_csv(out_dir / "emulation_timing.csv", TIMING_COLUMNS,
