@@ -48,12 +48,12 @@ def table(header: Iterable[str], rows: Iterable[Iterable[Any]],
           row_classes: Iterable[str] | None = None,
           cell_class: dict[int, str] | None = None) -> str:
     """An HTML table; cell_class maps a column index to a CSS class prefix (value appended)."""
-    rows = [list(r) for r in rows]
-    prose = _prose_columns(rows)
+    body = [list(r) for r in rows]
+    prose = _prose_columns(body)
     out = ['<div class="scroll"><table><thead><tr>'
            + "".join(f"<th>{esc(h)}</th>" for h in header) + "</tr></thead><tbody>"]
     classes = list(row_classes) if row_classes is not None else None
-    for i, row in enumerate(rows):
+    for i, row in enumerate(body):
         cls = f' class="{classes[i]}"' if classes and classes[i] else ""
         cells = []
         for j, c in enumerate(row):
