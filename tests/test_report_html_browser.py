@@ -161,4 +161,6 @@ def test_report_opens_on_the_answer_at_1400px(tmp_path: Path) -> None:
     assert not _on_first_screen(pushed), pushed
     opened = first_screen(page, tmp_path, text.replace('<details class="more">',
                                                        '<details class="more" open>'))
-    assert opened["open"] == opened["folds"] and opened["shown"] == opened["inside"], opened
+    # all but what sits in a nested, still closed <details> (engine statistics)
+    assert opened["open"] == opened["folds"] and opened["shown"] >= opened["inside"] - 1 > 0, \
+        opened
