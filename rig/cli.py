@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from rig.description import limits as L
+from rig.description.units import THROUGHPUT_UNITS
 from rig.errors import ExitStatus, InputError, RigError, clip, quote
 
 
@@ -236,7 +237,7 @@ def _draw(out: Path) -> None:
 def cmd_report(a) -> int:
     from rig import report
     for p in report.render(Path(a.dir), Path(a.out) if a.out else None,
-                           reference_file=a.reference):
+                           reference_file=a.reference, unit=a.unit):
         print(p)
     return 0
 
@@ -386,6 +387,9 @@ def parser() -> argparse.ArgumentParser:
     rp.add_argument("--reference", metavar="FILE",
                     help="compare against this study reference (reproductions/*.yaml) "
                          "instead of the one stored with the run")
+    rp.add_argument("--unit", choices=list(THROUGHPUT_UNITS),
+                    help="throughput unit of the page, charts and CSVs, instead of the "
+                         "run's (its scenario's report.unit; default Gbit/s)")
     rp.set_defaults(fn=cmd_report)
     c = sub.add_parser(
         "compare", help="regression check between two runs (exit 1: regression)",

@@ -86,10 +86,10 @@ def test_caltech_table_has_a_row_per_client_and_a_column_per_rtt(tmp_path: Path)
     render(run)
     with open(run / "rtt_table_mean.csv") as f:
         table = list(csv.reader(f))
-    assert table[0] == ["client \\ RTT (ms)", "0", "20", "60", "120"]
+    assert table[0] == ["client \\ RTT (ms) [Gbit/s]", "0", "20", "60", "120"]
     assert [r[0] for r in table[1:]] == [c.name for c in DEFAULT_CLIENTS]
     curl = next(r for r in table if r[0] == "curl")
-    assert float(curl[3]) == pytest.approx(MIB4 / 0.06005 / 1e6, rel=0.01)   # MB/s
+    assert float(curl[3]) == pytest.approx(MIB4 * 8 / 0.06005 / 1e9, rel=0.01)   # Gbit/s
     md = (run / "rtt_table_max.md").read_text()
     assert "| curl |" in md and "Highest" in md
 

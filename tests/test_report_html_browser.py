@@ -102,3 +102,65 @@ def test_browser_checks_catch_broken_image_and_console_error(tmp_path: Path) -> 
     probe, console = browse(bad, tmp_path)
     assert probe["widths"] == [0]
     assert any("boom" in line for line in console)
+
+
+# Appended to a copy of report.html: where the headline sits in a 1,400 x 900 window, and
+# whether the folded sections are shut (their tables not laid out).
+FIRST_SCREEN = """<script>window.addEventListener('load', () => {
+  const top = id => { const e = document.getElementById(id);
+                      return e ? Math.round(e.getBoundingClientRect().top) : null; };
+  const folds = [...document.querySelectorAll('details.more')];
+  const inside = folds.flatMap(d => [...d.querySelectorAll('table, figure')]);
+  const out = document.createElement('pre'); out.id = 'rig-probe';
+  out.textContent = JSON.stringify({width: window.innerWidth, height: window.innerHeight,
+    chart: top('headline-chart'), table: top('headline-table'),
+    verdicts: top('headline-verdicts'), folds: folds.length,
+    open: folds.filter(d => d.open).length, inside: inside.length,
+    shown: inside.filter(e => e.checkVisibility()).length,
+    page_width: document.documentElement.scrollWidth});
+  document.body.appendChild(out);
+});</script>"""
+SCREEN_H = 900
+
+
+def first_screen(page: Path, tmp: Path, html: str | None = None) -> dict:
+    """The FIRST_SCREEN probe's result for `page` (or for `html` written beside it)."""
+    probed = tmp / f"screen-{page.name}"
+    probed.write_text((html or page.read_text()).replace("</body>", FIRST_SCREEN + "</body>"))
+    done = _chromium(["--dump-dom", f"--window-size=1400,{SCREEN_H}"], probed.as_uri())
+    assert done.returncode == 0, done.stderr[-2000:]
+    m = re.search(r'<pre id="rig-probe">(.*?)</pre>', done.stdout, re.S)
+    assert m, "the probe never ran: the page did not finish loading"
+    return json.loads(m.group(1).replace("&quot;", '"').replace("&amp;", "&"))
+
+
+def _on_first_screen(probe: dict) -> bool:
+    """The headline's tops inside the window (headless Chromium's is 757 px tall at
+    --window-size=1400,900: its own frame takes the rest)."""
+    return all(probe[k] is not None and 0 <= probe[k] < min(SCREEN_H, probe["height"])
+               for k in ("chart", "table", "verdicts"))
+
+
+def test_report_opens_on_the_answer_at_1400px(tmp_path: Path) -> None:
+    """Issue 41: at 1,400 px the throughput-vs-RTT chart, the table per client and RTT and
+    the verdicts sit in the first screen; every other section is collapsed, and no table
+    makes the page wider than the window. Controls: the same page with a tall block above
+    the headline, and with its sections opened, fail the same checks."""
+    run = make_run(tmp_path / "run", concurrency=(1, 2), flagged_steps=[2])
+    render(run)
+    page = run / "report.html"
+    probe = first_screen(page, tmp_path)
+    assert probe["width"] == 1400, probe
+    assert _on_first_screen(probe), probe
+    assert probe["folds"] >= 4 and probe["open"] == 0, probe
+    assert probe["inside"] > 0 and probe["shown"] == 0, probe
+    assert probe["page_width"] <= 1400, probe
+    text = page.read_text()
+    pushed = first_screen(page, tmp_path, text.replace(
+        '<div class="flags', '<div style="height:1200px"></div><div class="flags', 1))
+    assert not _on_first_screen(pushed), pushed
+    opened = first_screen(page, tmp_path, text.replace('<details class="more">',
+                                                       '<details class="more" open>'))
+    # all but what sits in a nested, still closed <details> (engine statistics)
+    assert opened["open"] == opened["folds"] and opened["shown"] >= opened["inside"] - 1 > 0, \
+        opened

@@ -78,6 +78,8 @@ def _with(path: str, value):
     ("clients.0.congestion", "reno", "clients[0].congestion", "only for iperf3"),
     ("clients.0.congestion", "vegas", "clients[0].congestion", "must be one of"),
     ("servers.0.kind", "lighttpd", "servers[0].kind", "must be one of"),
+    ("report", {"unit": "Mbps"}, "report.unit", "must be one of Gbit/s, Mbit/s"),
+    ("report", {"units": "MB/s"}, "report.units", "unknown key"),
     ("tuning", {"tcp_rmem_default": "16MiB"}, "tuning.tcp_rmem_default", "needs tcp_rmem_max"),
     ("tuning", {"tcp_rmem_default": "32MiB", "tcp_rmem_max": "16MiB"},
      "tuning.tcp_rmem_default", "at least as large"),
@@ -88,6 +90,12 @@ def test_bad_input_names_file_key_and_value(path, value, key, words):
     msg = str(e.value)
     assert msg.startswith(f"s.yaml: {key}: "), msg
     assert words in msg and "\n" not in msg
+
+
+def test_report_unit_defaults_to_gbit_and_takes_a_choice():
+    assert scenario.parse(BASE, source="s.yaml").report.unit == "Gbit/s"
+    assert scenario.parse(_with("report", {"unit": "MB/s"}), source="s.yaml").report.unit \
+        == "MB/s"
 
 
 def test_missing_required_key():

@@ -160,3 +160,22 @@ def fmt_rate(bps: float) -> str:
         if bps >= scale:
             return f"{bps / scale:.4g}{unit}"
     return f"{bps:.4g}bit"
+
+
+# Throughput units a report, its CSVs and the console can show (scenario `report.unit`):
+# bits per second in one unit, and the suffix of a CSV column in that unit.
+THROUGHPUT_UNITS: dict[str, float] = {"Gbit/s": 1e9, "Mbit/s": 1e6, "GB/s": 8e9,
+                                      "MB/s": 8e6, "MiB/s": 8 * 2**20}
+THROUGHPUT_SUFFIX: dict[str, str] = {"Gbit/s": "gbps", "Mbit/s": "mbitps", "GB/s": "gbyteps",
+                                     "MB/s": "mbyteps", "MiB/s": "mibyteps"}
+DEFAULT_THROUGHPUT_UNIT = "Gbit/s"
+
+
+def in_unit(bps: float | None, unit: str = DEFAULT_THROUGHPUT_UNIT) -> float:
+    """A throughput in bit/s expressed in `unit` (one of THROUGHPUT_UNITS); None -> 0."""
+    return (bps or 0.0) / THROUGHPUT_UNITS[unit]
+
+
+def show_throughput(bps: float, unit: str = DEFAULT_THROUGHPUT_UNIT, digits: int = 4) -> str:
+    """'4.82 Gbit/s': a throughput in bit/s as shown on the console and in prose."""
+    return f"{in_unit(bps, unit):.{digits}g} {unit}"

@@ -41,13 +41,16 @@ def draw_charts(run: Run, out_dir: Path, vmap: dict) -> tuple[list[Path], list[s
 
 
 def render(run_dir: Path, out_dir: Path | None = None,
-           reference_file: str | Path | None = None) -> list[Path]:
+           reference_file: str | Path | None = None, unit: str | None = None) -> list[Path]:
     """Write charts (PNG+SVG), summary.csv, rtt_table_{mean,max}.{csv,md},
     validations.csv and report.html for the run in run_dir (default: into run_dir).
 
+    `unit`: the throughput unit instead of the run's (rig.description.units).
     Raises rig.errors.InputError when run_dir holds no readable results.sqlite.
     """
     run = load_run(Path(run_dir))
+    if unit is not None:          # `rig report --unit`: over the run's report.unit
+        run.env["report_unit"] = unit
     given = None
     if reference_file is not None:    # checked before anything is written
         given = reference.load(reference_file)
@@ -65,10 +68,9 @@ def render(run_dir: Path, out_dir: Path | None = None,
     files = images + write_tables(run, vmap, out)
     section, more = against_study(run, vmap, out, given)
     tsec, tfiles = threadview.section(run, vmap, out)
-    section, more = section + tsec, more + tfiles
     page = out / "report.html"
-    page.write_text(report_html(run, vmap, images, notes, section), encoding="utf-8")
-    return files + more + [page]
+    page.write_text(report_html(run, vmap, images, notes, section, tsec), encoding="utf-8")
+    return files + more + tfiles + [page]
 
 
 def stored_reference(run: Run) -> Reference | None:

@@ -82,12 +82,24 @@ def artefact_lines(a: Against) -> list[str]:
     return [f"{why}: {', '.join(pts)}" for why, pts in by.items()]
 
 
+def counts_line(a: Against) -> str:
+    """The section's answer in one line (its summary when folded): the study's own claims
+    by outcome."""
+    c = a.counts()["all"]
+    n = c.compared + c.not_comparable
+    parts = [f"{v} {k}" for k, v in (("agree", c.agrees), ("disagree", c.disagrees),
+                                      ("undecided", c.undecided), ("rig artefact", c.artefact),
+                                      ("not comparable here", c.not_comparable)) if v]
+    return f"{n} claims of the study: {', '.join(parts) or 'none compared'}"
+
+
 def html_section(a: Against, images: dict[str, Path], notes: list[str]) -> list[str]:
     ref = a.reference
     out = [f"<h2 id=\"against\">{esc(TITLE)}: {esc(ref.title)}</h2>",
            f"<p>Reference <code>{esc(ref.source)}</code> (seed {esc(ref.seed)}), stored "
            "with the run. Compared is what does not depend on scale: rankings (Kendall's "
            "τ), ratios, where a series halves, plateaus, spreads, shares of a bound.</p>"]
+    out.insert(1, f'<p class="sum">{esc(counts_line(a))}</p>')
     if ref.scaled:
         out.append(f'<p class="note">Scaled: {esc(ref.scaled)}</p>')
     if ref.conditions:

@@ -5,11 +5,15 @@ path rate, the validated iperf3 capacity, and each configuration's window bound
 (concurrency x streams x window / RTT); the CPU chart shows instead the CPU cost at
 which one core could not keep up with the path rate.
 
-  throughput_vs_rtt        per client configuration, mean with min-max bars (seed 003)
+  throughput_vs_rtt        per client configuration, mean with min-max bars where there are
+                           repeats (seed 003)
   throughput_vs_concurrency aggregate throughput vs concurrent transfers (seed 000 fig 8)
   throughput_vs_streams    throughput vs streams, one panel per RTT (seed 000 figs 9, 12)
   cpu_per_gb               client CPU seconds per GB moved, user and system
   throughput_vs_cores_PATH throughput vs the origins' cores, a line per origin count
+
+Throughput is drawn in the run's unit (Run.unit, the scenario's `report.unit`); the series
+of a chart get distinct colours (style.distinct_styles).
 
 Must not import rig.realization.netns, rig.process.proc, rig.services or rig.realization.emul; only reports import it.
 """
@@ -25,6 +29,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
+from rig.description.units import DEFAULT_THROUGHPUT_UNIT, in_unit
 from rig.report import caching_chart, origins_cores, style, tcptrace, timeline, tls_cost
 from rig.report.figure import DPI, gbit, mib, new_figure, save  # noqa: F401  (re-exported)
 from rig.report.model import Point, Run, series_id, series_labels
@@ -34,36 +39,41 @@ LOG_RATIO = 10.0      # throughput_vs_rtt switches to a log axis above this max/
 
 
 def errorbar(ax: Axes, pts: list[Point], x: list[float], label: str, st: style.Style,
-             linestyle: str | None = None, hollow: bool = False) -> None:
+             linestyle: str | None = None, hollow: bool = False,
+             unit: str = DEFAULT_THROUGHPUT_UNIT) -> None:
+    """Means with min-max bars where a point has repeats (none where every point has one)."""
     ok = [(xi, p) for xi, p in zip(x, pts) if p.n]
     if not ok:
         return
     xs = [xi for xi, _ in ok]
-    ys = [gbit(p.mean_bps) for _, p in ok]
-    lo = [gbit(p.mean_bps - p.min_bps) for _, p in ok]
-    hi = [gbit(p.max_bps - p.mean_bps) for _, p in ok]
-    ax.errorbar(xs, ys, yerr=[lo, hi], label=label, color=st.color, marker=st.marker,
+    ys = [in_unit(p.mean_bps, unit) for _, p in ok]
+    lo = [in_unit(p.mean_bps - p.min_bps, unit) for _, p in ok]
+    hi = [in_unit(p.max_bps - p.mean_bps, unit) for _, p in ok]
+    bars = [lo, hi] if any(p.n > 1 for _, p in ok) else None
+    ax.errorbar(xs, ys, yerr=bars, label=label, color=st.color, marker=st.marker,
                 linestyle=linestyle or st.linestyle, capsize=3, markersize=6,
                 linewidth=1.8, markerfacecolor="white" if hollow else st.color)
 
 
-def reference_lines(ax: Axes, pts: list[Point], *, with_capacity: bool = True) -> None:
+def reference_lines(ax: Axes, pts: list[Point], *, with_capacity: bool = True,
+                    unit: str = DEFAULT_THROUGHPUT_UNIT) -> None:
     """Configured path rate (solid black) and mean validated capacity (dashed gray)."""
     rates = {p.rate_bps for p in pts if p.rate_bps}
     for i, r in enumerate(sorted(rates)):
-        ax.axhline(gbit(r), color=style.PATH_RATE.color, linewidth=1.2,
+        ax.axhline(in_unit(r, unit), color=style.PATH_RATE.color, linewidth=1.2,
                    label="path rate (configured)" if i == 0 else None)
     caps = [p.capacity_bps for p in pts if p.capacity_bps]
     if with_capacity and caps:
-        ax.axhline(gbit(sum(caps) / len(caps)), color=style.CAPACITY.color, linewidth=1.0,
+        ax.axhline(in_unit(sum(caps) / len(caps), unit), color=style.CAPACITY.color, linewidth=1.0,
                    linestyle=style.CAPACITY.linestyle, label="path capacity (iperf3)")
 
 
-def y_top(pts: Iterable[Point], extra: Iterable[float | None] = ()) -> float:
-    vals = [gbit(p.max_bps) for p in pts if p.n]
-    vals += [gbit(p.rate_bps) for p in pts if p.rate_bps]
-    vals += [gbit(p.capacity_bps) for p in pts if p.capacity_bps]
-    vals += [gbit(v) for v in extra if v]
+def y_top(pts: Iterable[Point], extra: Iterable[float | None] = (),
+          unit: str = DEFAULT_THROUGHPUT_UNIT) -> float:
+    vals = [in_unit(p.max_bps, unit) for p in pts if p.n]
+    vals += [in_unit(p.rate_bps, unit) for p in pts if p.rate_bps]
+    vals += [in_unit(p.capacity_bps, unit) for p in pts if p.capacity_bps]
+    vals += [in_unit(v, unit) for v in extra if v]
     return max(vals, default=1.0) * 1.15 or 1.0
 
 
@@ -93,8 +103,9 @@ def lowest_concurrency(points: list[Point]) -> list[Point]:
     return [p for p in points if p.key.concurrency == low[p.key.client]]
 
 
-def mark_flagged(ax: Axes, pts: list[Point], x: list[float], verdicts: dict) -> bool:
-    flagged = [(xi, gbit(p.mean_bps)) for xi, p in zip(x, pts)
+def mark_flagged(ax: Axes, pts: list[Point], x: list[float], verdicts: dict,
+                 unit: str = DEFAULT_THROUGHPUT_UNIT) -> bool:
+    flagged = [(xi, in_unit(p.mean_bps, unit)) for xi, p in zip(x, pts)
                if p.n and verdicts.get(p.key) and verdicts[p.key].kind == "emulator-limited"]
     if flagged:
         ax.scatter([f[0] for f in flagged], [f[1] for f in flagged], s=160,
@@ -124,18 +135,23 @@ def finish(ax: Axes, fig: Figure, title: str, subtitle: str, flagged: bool,
 
 
 def draw_window_bounds_rtt(ax: Axes, pts: list[Point], labels: dict, x_max: float,
-                           y_max: float) -> None:
+                           y_max: float, unit: str = DEFAULT_THROUGHPUT_UNIT,
+                           y_min: float | None = None) -> None:
+    """Each configuration's window bound over RTT, labelled where it crosses a staggered
+    height below the capacity line (`y_min`: the bottom of a log axis, where the heights
+    are spread over its decades instead)."""
     positive = sorted({p.x_rtt_ms for p in pts if p.x_rtt_ms > 0})
     if not positive:
         return
     lo = max(positive[0] / 4, 0.5)
     grid = [lo + (x_max - lo) * i / 300 for i in range(301)]
     for i, ((mult, window), names) in enumerate(sorted(bound_groups(pts, labels).items())):
-        ys = [mult * window * 8 / (r / 1e3) / 1e9 for r in grid]
+        ys = [in_unit(mult * window * 8 / (r / 1e3), unit) for r in grid]
         ax.plot(grid, ys, color=style.CAPACITY.color, linestyle=style.WINDOW_LINESTYLE,
                 linewidth=1.1, label="window bound (streams x window / RTT)" if i == 0 else None)
         # label each curve where it crosses a staggered height, on a white box
-        target = y_max * (0.66 - 0.1 * (i % 6))
+        target = (y_max * (0.66 - 0.1 * (i % 6)) if not y_min else
+                  y_max * (y_min / y_max) ** (0.25 + 0.1 * (i % 6)))
         x_txt = next((r for r, y in zip(grid, ys) if y <= target), None)
         if x_txt is not None:
             ax.annotate(f"{mult} x {mib(window)} / RTT ({', '.join(names[:3])})",
@@ -148,41 +164,53 @@ def draw_window_bounds_rtt(ax: Axes, pts: list[Point], labels: dict, x_max: floa
 def throughput_vs_rtt(run: Run, out_dir: Path, verdicts: dict) -> list[Path]:
     pts = lowest_concurrency(run.points)
     labels = series_labels(run.points)
+    u = run.unit
     fig, (ax,) = new_figure()
     series = per_series(pts, labels)
-    for name, sp in sorted(series.items(), key=lambda kv: style.sort_key(kv[1][0].key.client)):
+    ordered = sorted(series.items(), key=lambda kv: style.sort_key(kv[1][0].key.client))
+    styles = style.distinct_styles([name for name, _ in ordered])
+    for name, sp in ordered:
         sp.sort(key=lambda p: p.x_rtt_ms)
-        errorbar(ax, sp, [p.x_rtt_ms for p in sp], name, style.style_for(name, sp[0].tool))
-    reference_lines(ax, pts, with_capacity=False)
+        errorbar(ax, sp, [p.x_rtt_ms for p in sp], name, styles[name], unit=u)
+    reference_lines(ax, pts, with_capacity=False, unit=u)
     caps = sorted({(p.x_rtt_ms, p.capacity_bps) for p in pts if p.capacity_bps})
     if caps:
-        ax.plot([c[0] for c in caps], [gbit(c[1]) for c in caps],
+        ax.plot([c[0] for c in caps], [in_unit(c[1], u) for c in caps],
                 color=style.CAPACITY.color, linestyle=style.CAPACITY.linestyle,
                 marker=style.CAPACITY.marker, linewidth=1.0, label="path capacity (iperf3)")
-    top = y_top(pts)
+    top = y_top(pts, unit=u)
     x_max = max((p.x_rtt_ms for p in pts), default=1.0) or 1.0
-    draw_window_bounds_rtt(ax, pts, labels, x_max, top)
-    flagged = mark_flagged(ax, pts, [p.x_rtt_ms for p in pts], verdicts)
+    low = min((in_unit(p.min_bps, u) for p in pts if p.n and p.min_bps > 0), default=0.0)
+    log = bool(low and top / low > LOG_RATIO)
+    draw_window_bounds_rtt(ax, pts, labels, x_max, top, u, low / 1.6 if log else None)
+    flagged = mark_flagged(ax, pts, [p.x_rtt_ms for p in pts], verdicts, u)
     ax.set_xlim(-0.03 * x_max, x_max * 1.05)
     ax.set_xticks(sorted({p.x_rtt_ms for p in pts}))
     ax.set_xlabel("round-trip time (ms)")
-    low = min((gbit(p.min_bps) for p in pts if p.n and p.min_bps > 0), default=0.0)
-    if low and top / low > LOG_RATIO:
+    if log:
         # 1/RTT spans decades: a linear axis would flatten every long-RTT point to zero
         ax.set_yscale("log")
         ax.set_ylim(low / 1.6, top)
         ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
         ax.yaxis.set_minor_formatter(NullFormatter())
-        ax.set_ylabel("throughput (Gbit/s, log scale)")
+        ax.set_ylabel(f"throughput ({u}, log scale)")
     else:
         ax.set_ylim(0, top)
-        ax.set_ylabel("throughput (Gbit/s)")
-    reps = max((p.n + p.failed for p in pts), default=0)
+        ax.set_ylabel(f"throughput ({u})")
     finish(ax, fig, f"Throughput vs RTT - run {run.run_id}",
-           f"mean of {reps} repeat(s), bars: min-max\nlowest concurrency per client",
-           flagged)
+           f"{repeats_legend(pts)}\nlowest concurrency per client", flagged)
     return save(fig, out_dir, "throughput_vs_rtt")
+
+
+def repeats_legend(pts: list[Point]) -> str:
+    """What the markers and bars are: bars only where a point has repeats."""
+    reps = max((p.n for p in pts), default=0)
+    if reps <= 1:
+        return "one repeat per point: no error bars"
+    few = min((p.n for p in pts if p.n), default=reps)
+    n = f"{reps}" if few == reps else f"{few}-{reps}"
+    return f"mean of {n} repeats, bars: min-max of the repeats"
 
 
 def panel_rtts(pts: list[Point]) -> list[float]:
@@ -193,21 +221,24 @@ def panel_rtts(pts: list[Point]) -> list[float]:
     return [rtts[i] for i in idx]
 
 
-def _bound_line(ax: Axes, xs: list[int], per_x: float, label: str | None) -> None:
-    ax.plot(xs, [x * per_x / 1e9 for x in xs], color=style.CAPACITY.color,
+def _bound_line(ax: Axes, xs: list[int], per_x: float, label: str | None,
+                unit: str = DEFAULT_THROUGHPUT_UNIT) -> None:
+    ax.plot(xs, [in_unit(x * per_x, unit) for x in xs], color=style.CAPACITY.color,
             linestyle=style.WINDOW_LINESTYLE, linewidth=1.1, label=label)
 
 
 def _panel(ax: Axes, pts: list[Point], rtt: float, verdicts: dict,
            x_of: Callable[[Point], float], ticks: list, bound_xs: list,
-           windows_bytes: list[int], xlabel: str, top: float, bound_label: str) -> bool:
+           windows_bytes: list[int], xlabel: str, top: float, bound_label: str,
+           unit: str = DEFAULT_THROUGHPUT_UNIT) -> bool:
     """The common part of one RTT panel: the network's reference lines, one bound line
     per window (bytes in flight / RTT), flagged points, title, axes. True if flagged."""
-    reference_lines(ax, pts)
+    reference_lines(ax, pts, unit=unit)
     for i, w in enumerate(windows_bytes):
         if rtt > 0:
-            _bound_line(ax, bound_xs, w * 8 / (rtt / 1e3), bound_label if i == 0 else None)
-    flagged = mark_flagged(ax, pts, [x_of(p) for p in pts], verdicts)
+            _bound_line(ax, bound_xs, w * 8 / (rtt / 1e3), bound_label if i == 0 else None,
+                        unit)
+    flagged = mark_flagged(ax, pts, [x_of(p) for p in pts], verdicts, unit)
     ax.set_title(f"RTT {rtt:g} ms", fontsize=10)
     ax.set_xticks(ticks)
     ax.set_xlabel(xlabel)
@@ -220,22 +251,25 @@ def throughput_vs_concurrency(run: Run, out_dir: Path, verdicts: dict) -> list[P
     rtts = panel_rtts(run.points)
     fig, axes = new_figure(len(rtts), height=5.0)
     labels = series_labels(run.points, with_concurrency=False)
-    top = y_top(run.points)
+    u = run.unit
+    top = y_top(run.points, unit=u)
+    everyone = per_series(run.points, labels)
+    styles = style.distinct_styles(sorted(everyone, key=lambda n: style.sort_key(
+        everyone[n][0].key.client)))
     flagged = False
     for ax, rtt in zip(axes, rtts):
         pts = [p for p in run.points if p.x_rtt_ms == rtt]
         for name, sp in sorted(per_series(pts, labels).items(),
                                key=lambda kv: style.sort_key(kv[1][0].key.client)):
             sp.sort(key=lambda p: p.key.concurrency)
-            errorbar(ax, sp, [p.key.concurrency for p in sp], name,
-                     style.style_for(name, sp[0].tool))
+            errorbar(ax, sp, [p.key.concurrency for p in sp], name, styles[name], unit=u)
         windows = sorted({(p.key.streams, p.window_bytes) for p in pts if p.window_bytes})
         flagged |= _panel(ax, pts, rtt, verdicts, lambda p: p.key.concurrency, concs, concs,
                           [s * w for s, w in windows], "concurrent transfers", top,
-                          "window bound (N x streams x window / RTT)")
-    axes[0].set_ylabel("aggregate throughput (Gbit/s)")
+                          "window bound (N x streams x window / RTT)", u)
+    axes[0].set_ylabel(f"aggregate throughput ({u})")
     finish(axes[-1], fig, f"Aggregate throughput vs concurrent transfers - run {run.run_id}",
-           "mean of repeats, bars: min-max", flagged)
+           repeats_legend(run.points), flagged)
     return save(fig, out_dir, "throughput_vs_concurrency")
 
 
@@ -267,8 +301,10 @@ def throughput_vs_streams(run: Run, out_dir: Path, verdicts: dict) -> list[Path]
     names = streams_series(pts_all)
     rtts = panel_rtts(pts_all)
     fig, axes = new_figure(len(rtts), height=5.0)
-    top = y_top(pts_all)
+    u = run.unit
+    top = y_top(pts_all, unit=u)
     streams = sorted({p.key.streams for p in pts_all})
+    styles = style.distinct_styles(sorted(set(names.values()), key=style.sort_key))
     flagged = False
     for ax, rtt in zip(axes, rtts):
         pts = [p for p in pts_all if p.x_rtt_ms == rtt]
@@ -277,15 +313,15 @@ def throughput_vs_streams(run: Run, out_dir: Path, verdicts: dict) -> list[Path]
             lines[names[(p.key.client, p.key.streams)]].append(p)
         for name, sp in sorted(lines.items(), key=lambda kv: style.sort_key(kv[0])):
             sp.sort(key=lambda p: p.key.streams)
-            errorbar(ax, sp, [p.key.streams for p in sp], name, style.style_for(name, sp[0].tool))
+            errorbar(ax, sp, [p.key.streams for p in sp], name, styles[name], unit=u)
         windows = sorted({p.window_bytes for p in pts if p.window_bytes})
         flagged |= _panel(ax, pts, rtt, verdicts, lambda p: p.key.streams, streams,
                           [0] + streams, windows, "TCP streams per transfer", top,
-                          "window bound (streams x window / RTT)")
+                          "window bound (streams x window / RTT)", u)
         ax.set_xlim(0, max(streams) * 1.05 + 0.5)
-    axes[0].set_ylabel("throughput (Gbit/s)")
+    axes[0].set_ylabel(f"throughput ({u})")
     finish(axes[-1], fig, f"Throughput vs streams - run {run.run_id}",
-           "mean of repeats, bars: min-max\nlowest concurrency per client", flagged)
+           f"{repeats_legend(pts_all)}\nlowest concurrency per client", flagged)
     return save(fig, out_dir, "throughput_vs_streams")
 
 
@@ -294,12 +330,14 @@ def cpu_per_gb(run: Run, out_dir: Path) -> list[Path]:
     series = per_series([p for p in run.points if p.cpu_s and p.bytes_ok], labels)
     order = sorted(series, key=lambda n: style.sort_key(series[n][0].key.client))
     fig, (ax,) = new_figure(width=max(8.5, 1.1 * len(order) + 4), height=5.0)
+    styles = style.distinct_styles(order)
+    u = run.unit
     for i, name in enumerate(order):
         sp = series[name]
         gb = sum(p.bytes_ok for p in sp) / 1e9
         total = sum(sum(p.cpu_s) for p in sp) / gb
         sys_s = sum(p.cpu_sys_s for p in sp) / gb
-        st = style.style_for(name, sp[0].tool)
+        st = styles[name]
         ax.bar(i - 0.2, total - sys_s, width=0.4, color=st.color)
         ax.bar(i - 0.2, sys_s, width=0.4, bottom=total - sys_s, color=st.color, alpha=0.45,
                hatch="//", edgecolor="white")
@@ -316,7 +354,7 @@ def cpu_per_gb(run: Run, out_dir: Path) -> list[Path]:
         per_rtt = [c for c in (p.cpu_s_per_gb() for p in sp) if c]
         ax.scatter([i] * len(per_rtt), per_rtt, color="black", s=10, zorder=4,
                    label="per RTT point" if i == 0 else None)
-        ax.annotate(f"{total:.2g} s/GB\n1 core: {8 / total:.3g} Gbit/s",
+        ax.annotate(f"{total:.2g} s/GB\n1 core: {in_unit(8e9 / total, u):.3g} {u}",
                     (i, max([total] + per_rtt)),
                     xytext=(0, 4), textcoords="offset points", ha="center", fontsize=7)
     legend = [Patch(color="#666666", label="user"),
@@ -328,7 +366,7 @@ def cpu_per_gb(run: Run, out_dir: Path) -> list[Path]:
                                                         "validated capacity")
     if path:
         ax.axhline(8e9 / path, color=style.PATH_RATE.color, linewidth=1.2,
-                   label=f"1 core at {what} ({gbit(path):.3g} Gbit/s)")
+                   label=f"1 core at {what} ({in_unit(path, u):.3g} {u})")
     ax.set_xticks(range(len(order)), order, rotation=20, ha="right")
     legend.append(Patch(color="#888888", label="server (right bar)"))
     ax.set_ylabel("CPU seconds per GB (user + system): client, server")
@@ -388,7 +426,7 @@ def throughput_vs_cores(run: Run, out_dir: Path, verdicts: dict) -> list[Path]:
                     continue
                 for o, rs in sorted(by_o.items()):
                     rs = sorted(rs, key=lambda x: x.total_cores)
-                    ys = [gbit(x.point.mean_bps) for x in rs]
+                    ys = [in_unit(x.point.mean_bps, run.unit) for x in rs]
                     top = max(top, *ys)
                     ax.plot([x.total_cores for x in rs], ys, marker="o",
                             label=f"{client} x{conc}, {o} origin{'s' if o > 1 else ''}")
@@ -396,13 +434,13 @@ def throughput_vs_cores(run: Run, out_dir: Path, verdicts: dict) -> list[Path]:
                            and verdicts[x.point.key].kind.startswith("server-")]
                     if bad:       # the origins' CPU was the ceiling there
                         ax.scatter([x.total_cores for x in bad],
-                                   [gbit(x.point.mean_bps) for x in bad], s=120,
+                                   [in_unit(x.point.mean_bps, run.unit) for x in bad], s=120,
                                    facecolors="none", edgecolors="red")
             ax.set_title("real path" if rtt is None else f"RTT {rtt:g} ms")
             ax.set_xlabel("cores the origins could use")
             ax.xaxis.set_major_locator(LogLocator(base=2))
             ax.grid(True, alpha=0.3)
-        axes[0].set_ylabel("throughput (Gbit/s)")
+        axes[0].set_ylabel(f"throughput ({run.unit})")
         axes[0].set_ylim(0, top * 1.15 or 1.0)
         axes[-1].legend(fontsize=8)
         fig.suptitle(f"{path}: throughput vs origins and cores (red ring: a server-CPU "
@@ -437,14 +475,14 @@ def tls_cost_chart(run: Run, out_dir: Path) -> list[Path]:
                 continue
             pts.sort(key=lambda p: p.key.concurrency)
             st = style.style_for(client, pts[0].tool)
-            ax.plot([p.key.concurrency for p in pts], [p.mean_bps / 1e9 for p in pts],
+            ax.plot([p.key.concurrency for p in pts], [in_unit(p.mean_bps, run.unit) for p in pts],
                     linestyle=_TLS_DASH.get(mode, "-"), marker=st.marker, color=st.color,
                     label=f"{client} tls={mode}")
         ax.set_xscale("log", base=2)
         ax.set_xlabel("concurrent transfers")
         ax.set_title(f"RTT {rtt:g} ms" if rtt is not None else "real path", fontsize=9)
         ax.grid(True, alpha=0.3)
-    axes[0].set_ylabel("aggregate throughput (Gbit/s)")
+    axes[0].set_ylabel(f"aggregate throughput ({run.unit})")
     axes[-1].legend(fontsize=7, loc="best")
     fig.suptitle(f"Throughput with and without TLS - run {run.run_id} "
                  "(CPU per GB: tls_cost.md)", fontsize=10)

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from rig.description.units import DEFAULT_THROUGHPUT_UNIT, THROUGHPUT_UNITS
 from rig.errors import InputError
 from rig.report.style import sort_key
 from rig.results import check as results_check
@@ -206,6 +207,13 @@ class Run:
     @property
     def run_id(self) -> str:
         return self.meta.get("run_id", self.dir.name)
+
+    @property
+    def unit(self) -> str:
+        """The report's one throughput unit: the scenario's `report.unit` as the run
+        stored it, Gbit/s for runs written before that key (or with an unknown value)."""
+        u = self.env.get("report_unit")
+        return u if u in THROUGHPUT_UNITS else DEFAULT_THROUGHPUT_UNIT
 
     def paths(self) -> list[str]:
         return sorted({p.key.path for p in self.points})

@@ -48,6 +48,27 @@ KNOWN: dict[str, Style] = {
     "iperf3": Style("#555555", "x"),
 }
 
+# One chart's client configurations: distinct colours from a qualitative palette
+# (matplotlib's tab10 without its grey, which the reference lines use), in the chart's sort
+# order, so a run's first four clients get blue, orange, green and red; past its end the
+# colours come round again with the next line style, so no two series of a chart look alike.
+PALETTE: tuple[str, ...] = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                            "#8c564b", "#e377c2", "#bcbd22", "#17becf")
+LINESTYLES: tuple[str, ...] = ("-", "--", "-.", ":")
+
+
+def distinct_styles(names: list[str]) -> dict[str, Style]:
+    """name -> Style for the series of one chart, in the order given (sort_key order
+    keeps a run's charts alike): colour i of PALETTE, the configuration's own marker
+    where it has one, line styles cycling once the palette is used up."""
+    out: dict[str, Style] = {}
+    for i, name in enumerate(dict.fromkeys(names)):
+        marker = KNOWN[name].marker if name in KNOWN else MARKERS[i % len(MARKERS)]
+        out[name] = Style(PALETTE[i % len(PALETTE)], marker,
+                          LINESTYLES[(i // len(PALETTE)) % len(LINESTYLES)])
+    return out
+
+
 # Reference lines (what the network allows), shared by every chart.
 PATH_RATE = Style("#000000", "", "-")
 CAPACITY = Style("#444444", "x", "--")

@@ -1,9 +1,10 @@
 """Tables of one run, as CSV and Markdown.
 
-- summary.csv: one line per measurement point (client, RTT, n, mean/min/max/std Gbit/s,
-  then path, streams, concurrency, failures, bounds and the bottleneck verdict).
+- summary.csv: one line per measurement point (client, RTT, n, mean/min/max/std in the
+  run's unit, then path, streams, concurrency, failures, bounds and the bottleneck verdict).
 - rtt_table_mean.{csv,md} and rtt_table_max.{csv,md}: the Caltech shape (seed 003):
-  one row per client configuration, one column per RTT, MB/s (10^6 bytes/s); the max
+  one row per client configuration, one column per RTT, in the run's unit (the scenario's
+  `report.unit`, default Gbit/s; the seed's MB/s is `report: {unit: MB/s}`); the max
   table is the seed's "only highest values are shown".
 - validations.csv: the path checks of every step.
 
@@ -18,6 +19,8 @@ from typing import Any, Callable
 from rig.description.linkstats import STATS_VERSION, EmulStats, UnreadableStats, \
     emulation_late, rtt_tolerance_s
 from rig.description.steps import shown_step
+from rig.description.units import DEFAULT_THROUGHPUT_UNIT, THROUGHPUT_SUFFIX, THROUGHPUT_UNITS, \
+    in_unit
 from rig.report.model import Point, Run, series_id, series_labels
 from rig.report.verdict import ALL_PHASES, Verdict, engine_phase_rows
 from rig.report.tabular import markdown, write_csv
@@ -29,6 +32,29 @@ SUMMARY_COLUMNS = ("client", "rtt_ms", "n", "mean_gbps", "min_gbps", "max_gbps",
                    "std_gbps", "path", "streams", "concurrency", "failed",
                    "window_bound_gbps", "path_gbps", "storage_gbps", "cpu_s_per_gb", "verdict",
                    "detail")
+# Window bounds more than this many times the path's are not shown: at ~0 ms RTT the
+# bound (1065 Gbit/s in the quick run) says nothing about what limits a transfer.
+SHOWN_BOUND_FACTOR = 10.0
+
+
+def summary_columns(unit: str = DEFAULT_THROUGHPUT_UNIT) -> tuple[str, ...]:
+    """summary.csv's columns with the throughput ones in `unit` (suffix _gbps, _mbyteps,
+    ...): the default unit keeps the historic names, SUMMARY_COLUMNS."""
+    suffix = THROUGHPUT_SUFFIX[unit]
+    return tuple(c[:-len("gbps")] + suffix if c.endswith("_gbps") else c
+                 for c in SUMMARY_COLUMNS)
+
+
+def shown_window_bound(p: Point) -> float | None:
+    """The window bound where it can say something: not at a configured RTT of 0 (the
+    measured ~0.05 ms makes it absurd), nor above SHOWN_BOUND_FACTOR x the path."""
+    bound = p.window_bound_bps()
+    if bound is None or not p.key.rtt_ms:
+        return None
+    path = p.path_bound_bps()
+    return None if path and bound > SHOWN_BOUND_FACTOR * path else bound
+
+
 VALIDATION_COLUMNS = ("step", "phase", "path", "backend", "rtt_ms_configured",
                       "rtt_ms_measured", "rtt_ms_stddev", "ping_loss", "loss_configured",
                       "rate_gbps_configured", "iperf_streams", "iperf_gbps", "iperf_retransmits",
@@ -36,10 +62,10 @@ VALIDATION_COLUMNS = ("step", "phase", "path", "backend", "rtt_ms_configured",
                       "capacity_note", "storage_file", "storage_mbps", "storage_note")
 
 
-def _g(bps: float | None, digits: int = 4) -> str:
+def _g(bps: float | None, digits: int = 4, unit: str = DEFAULT_THROUGHPUT_UNIT) -> str:
     if bps is None or (isinstance(bps, float) and math.isnan(bps)):
         return ""
-    return f"{bps / 1e9:.{digits}g}"
+    return f"{in_unit(bps, unit):.{digits}g}"
 
 
 def _num(v: Any, fmt: str = ".4g") -> str:
@@ -49,37 +75,52 @@ def _num(v: Any, fmt: str = ".4g") -> str:
 
 
 def summary_rows(run: Run, verdicts: dict) -> list[dict[str, str]]:
+    """One dict per point, keyed by summary_columns(run.unit)."""
+    u = run.unit
+    cols = dict(zip(SUMMARY_COLUMNS, summary_columns(u)))
     rows = []
     for p in run.points:
         v: Verdict | None = verdicts.get(p.key)
-        rows.append({
+        row = {
             "client": p.key.client, "rtt_ms": _num(p.x_rtt_ms, "g"), "n": str(p.n),
-            "mean_gbps": _g(p.mean_bps), "min_gbps": _g(p.min_bps), "max_gbps": _g(p.max_bps),
-            "std_gbps": _g(p.std_bps) if p.n else "", "path": p.key.path,
+            "mean_gbps": _g(p.mean_bps, unit=u), "min_gbps": _g(p.min_bps, unit=u),
+            "max_gbps": _g(p.max_bps, unit=u),
+            "std_gbps": _g(p.std_bps, unit=u) if p.n else "", "path": p.key.path,
             "streams": str(p.key.streams), "concurrency": str(p.key.concurrency),
-            "failed": str(p.failed), "window_bound_gbps": _g(p.window_bound_bps()),
-            "path_gbps": _g(p.path_bound_bps()), "storage_gbps": _g(p.storage_bps),
+            "failed": str(p.failed), "window_bound_gbps": _g(shown_window_bound(p), unit=u),
+            "path_gbps": _g(p.path_bound_bps(), unit=u),
+            "storage_gbps": _g(p.storage_bps, unit=u),
             "cpu_s_per_gb": _num(p.cpu_s_per_gb(), ".3g"),
-            "verdict": v.kind if v else "", "detail": v.text() if v else ""})
+            "verdict": v.kind if v else "", "detail": v.text() if v else ""}
+        rows.append({cols[k]: x for k, x in row.items()})
     return rows
 
 
-def rtt_table(points: list[Point], stat: Callable[[Point], float]) -> tuple[list[str],
-                                                                         list[list[str]]]:
-    """Caltech shape: header ['client', '0', '20', ...], rows of MB/s per RTT."""
+def rtt_table(points: list[Point], stat: Callable[[Point], float],
+              unit: str = DEFAULT_THROUGHPUT_UNIT) -> tuple[list[str], list[list[str]]]:
+    """Caltech shape: header ['client \\ RTT (ms) [Gbit/s]', '0', '20', ...], rows of the
+    throughput in `unit` per RTT (the study's was MB/s: scenario `report: {unit: MB/s}`)."""
     labels = series_labels(points)
     rtts = sorted({p.x_rtt_ms for p in points})
     cells: dict[str, dict[float, str]] = {}
+    digits = ".1f" if THROUGHPUT_UNITS[unit] < 1e8 else ".3g"
     for p in points:
         row = cells.setdefault(labels[series_id(p.key)], {})
-        row[p.x_rtt_ms] = "failed" if not p.n else f"{stat(p) / 8e6:.1f}"
-    header = ["client \\ RTT (ms)"] + [f"{r:g}" for r in rtts]
+        row[p.x_rtt_ms] = "failed" if not p.n else format(in_unit(stat(p), unit), digits)
+    header = [f"client \\ RTT (ms) [{unit}]"] + [f"{r:g}" for r in rtts]
     body = [[name] + [cells[name].get(r, "") for r in rtts] for name in cells]
     return header, body
 
 
+def validation_columns(unit: str = DEFAULT_THROUGHPUT_UNIT) -> tuple[str, ...]:
+    """validations.csv's columns, the throughput ones (`gbps` in VALIDATION_COLUMNS) in
+    `unit`; storage_mbps (MB/s, the disk's usual unit) keeps its name and unit."""
+    return tuple(c.replace("gbps", THROUGHPUT_SUFFIX[unit]) for c in VALIDATION_COLUMNS)
+
+
 def validation_rows(run: Run) -> list[dict[str, str]]:
-    """One dict per path check, keyed by VALIDATION_COLUMNS."""
+    """One dict per path check, keyed by validation_columns(run.unit)."""
+    u = run.unit
     out = []
     for v in sorted(run.validations, key=lambda v: (v.step, v.phase != "before")):
         out.append({
@@ -89,19 +130,20 @@ def validation_rows(run: Run) -> list[dict[str, str]]:
             "rtt_ms_stddev": _num(v.rtt_ms_stddev, ".3g"),
             "ping_loss": _num(v.ping_loss, ".2%"),
             "loss_configured": _num(v.loss_configured, ".2%"),
-            "rate_gbps_configured": _g(v.rate_bps_configured),
+            "rate_gbps_configured": _g(v.rate_bps_configured, unit=u),
             "iperf_streams": _num(v.iperf_streams, "d"),
-            "iperf_gbps": _g(v.iperf_bps),
+            "iperf_gbps": _g(v.iperf_bps, unit=u),
             "iperf_retransmits": _num(v.iperf_retransmits, "d"),
             "iperf_srtt_ms": _num(v.iperf_srtt_ms),
             "flagged": "FLAGGED" if v.flagged else "ok",
             "flag_reason": v.flag_reason or "",
-            "capacity_gbps": _g(v.capacity_bps),
+            "capacity_gbps": _g(v.capacity_bps, unit=u),
             "capacity_note": v.capacity_note or "",
             "storage_file": v.storage_file or "",
             "storage_mbps": _num(v.storage_bps / 8e6, ".4g") if v.storage_bps else "",
             "storage_note": v.storage_note or ""})
-    return out
+    names = dict(zip(VALIDATION_COLUMNS, validation_columns(u)))
+    return [{names[k]: x for k, x in r.items()} for r in out]
 
 
 ENGINE_COLUMNS = ("step", "path", "backend", "phase", "direction", "seen", "released",
@@ -231,14 +273,14 @@ def write_tables(run: Run, verdicts: dict, out_dir: Path) -> list[Path]:
     """Write summary.csv, the Caltech-shaped tables and validations.csv; return paths."""
     written = []
     rows = summary_rows(run, verdicts)
-    written.append(write_csv(out_dir / "summary.csv", SUMMARY_COLUMNS,
-                             [[r[c] for c in SUMMARY_COLUMNS] for r in rows]))
+    cols = summary_columns(run.unit)
+    written.append(write_csv(out_dir / "summary.csv", cols, [[r[c] for c in cols] for r in rows]))
     for name, stat in (("mean", lambda p: p.mean_bps), ("max", lambda p: p.max_bps)):
-        header, body = rtt_table(run.points, stat)
+        header, body = rtt_table(run.points, stat, run.unit)
         written.append(write_csv(out_dir / f"rtt_table_{name}.csv", header, body))
         md = out_dir / f"rtt_table_{name}.md"
-        title = ("Mean throughput (MB/s) over repeats" if name == "mean" else
-                 "Highest throughput (MB/s) over repeats")
+        title = (f"Mean throughput ({run.unit}) over repeats" if name == "mean" else
+                 f"Highest throughput ({run.unit}) over repeats")
         md.write_text(f"### {title}\n\n" + markdown(header, body))
         written.append(md)
     written += caching.write(run, out_dir, markdown, write_csv)
@@ -249,8 +291,9 @@ def write_tables(run: Run, verdicts: dict, out_dir: Path) -> list[Path]:
     written += background.write(run, out_dir, markdown, write_csv)
     written += origins_cores.write(run, verdicts, out_dir, markdown, write_csv)
     written += together.write(run, out_dir, markdown, write_csv)
-    written.append(write_csv(out_dir / "validations.csv", VALIDATION_COLUMNS,
-                             [[r[c] for c in VALIDATION_COLUMNS] for r in validation_rows(run)]))
+    vcols = validation_columns(run.unit)
+    written.append(write_csv(out_dir / "validations.csv", vcols,
+                             [[r[c] for c in vcols] for r in validation_rows(run)]))
     written += concurrency.write(run, out_dir)
     if run.engine:
         written.append(write_csv(out_dir / "emulation_timing.csv", TIMING_COLUMNS,

@@ -9,6 +9,7 @@ from typing import Any
 
 from rig.description import limits as L, schema as S
 from rig.description.reference import Reference
+from rig.description.units import DEFAULT_THROUGHPUT_UNIT, THROUGHPUT_UNITS
 from rig.description.scenario.clients import BackgroundSpec, ClientSpec, FileSpec, ServerSpec
 from rig.description.scenario.paths import LOCAL, HostSpec, PathSpec, _hosts
 from rig.description.scenario.sweep import Sweep, _sweep_ip, _sweep_servers
@@ -79,6 +80,13 @@ class Sampling:
     threads_s: float | None = S.spec(_thread_interval, 0.1, key="threads")
 
 
+@dataclass(frozen=True)
+class ReportOptions:
+    # the one throughput unit of report.html, its CSVs (column suffix: _gbps, _mbyteps, ...)
+    # and the console's progress lines
+    unit: str = S.spec(S.choice(*THROUGHPUT_UNITS), DEFAULT_THROUGHPUT_UNIT)
+
+
 def _items(cls: type, limit: int, min_len: int = 1) -> S.Parser:
     return S.list_of(S.section(cls), scalar_ok=False, min_len=min_len, max_len=limit)
 
@@ -106,6 +114,7 @@ class Scenario:
     validation: Validation = S.spec(S.section(Validation), S.EMPTY)
     sampling: Sampling = S.spec(S.section(Sampling), S.EMPTY)
     storage: Storage = S.spec(S.section(Storage), S.EMPTY)     # rig.description.storage
+    report: ReportOptions = S.spec(S.section(ReportOptions), S.EMPTY)
     # a client still running this long after its start is ended (its state kept)
     transfer_timeout_s: float = S.spec(S.duration_in(1.0), 600.0, key="transfer_timeout")
     # a study's reference file (reproductions/), relative to this file: rig.description.reference

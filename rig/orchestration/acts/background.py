@@ -8,6 +8,7 @@ import json
 import time
 from dataclasses import dataclass
 
+from rig.description.units import show_throughput
 from rig.description import steps as S
 from rig.description.scenario.document import Scenario
 from rig.description.scenario.queries import background_on
@@ -88,7 +89,7 @@ def _background_stop(ctx: Context, step: S.Step) -> None:
             streams=b.streams, rate_bps_configured=b.rate_bps, started_at=t0,
             bytes=got.get("bytes"), seconds=got.get("seconds"), throughput_bps=bps,
             error=err, argv=json.dumps(svc.argv)))
-        ctx.say(f"  background {b.name}: " + (f"{bps / 1e9:.3f} Gbit/s over "
+        ctx.say(f"  background {b.name}: " + (f"{show_throughput(bps, ctx.sc.report.unit)} over "
                                                 f"{got['seconds']:.1f} s" if bps else
                                                 f"no figure ({err})"))
     if running:

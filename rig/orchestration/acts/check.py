@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from rig.description.units import show_throughput
 from rig.description import steps as S
 from rig.description.linkstats import EmulStats, emulation_late, late_wakeups, wire_audit
 from rig.description.scenario.document import Scenario
@@ -178,12 +179,12 @@ def _validate(ctx: Context, step: S.Step, live: Live, phase: str, common: dict,
         flag += f" ({again})"
     if v["iperf_streams"] is None:        # a ping-only check
         reused = only.get("reused")
-        cap = (f"capacity {v['capacity_bps'] / 1e9:.2f} Gbit/s of step {reused[0]}"
+        cap = (f"capacity {show_throughput(v['capacity_bps'], ctx.sc.report.unit)} of step {reused[0]}"
                if reused else f"capacity {v['capacity_note']}")
         ctx.say(f"  validate ({phase}): ping {rtt} (±{v['rtt_ms_stddev'] or 0:.3f}), "
                 f"{cap}{flag}")
         return v
-    cap = f"{v['iperf_bps'] / 1e9:.2f} Gbit/s" if v["iperf_bps"] else "n/a"
+    cap = show_throughput(v["iperf_bps"], ctx.sc.report.unit) if v["iperf_bps"] else "n/a"
     if v.get("capacity_note"):
         cap += f" (capacity {v['capacity_note']})"
     srtt = f"{v['iperf_srtt_ms']:.2f} ms" if v["iperf_srtt_ms"] else "n/a"

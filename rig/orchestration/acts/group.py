@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from rig.description.units import show_throughput
 from rig.description import steps as S
 from rig.description.scenario.document import Scenario
 from rig.description.scenario.paths import LOCAL
@@ -234,7 +235,7 @@ def _say(ctx: Context, g: S.Group, rows: list, server_cpu: tuple[float, float] |
         scpu = (f", server cpu {server_cpu[0] + server_cpu[1]:.2f}s"
                 if server_cpu is not None else "")
         ctx.say(f"  [{pos}] {g.client.name}{tls_note} streams={g.streams} x{g.concurrency} "
-                f"rep={g.repeat + 1}: {agg / 1e9:.3f} Gbit/s, "
+                f"rep={g.repeat + 1}: {show_throughput(agg, ctx.sc.report.unit)}, "
                 f"{rows[0].duration_s or 0:.2f}s, cpu {cpu:.2f}s{scpu}{note}"
                 + ("" if len(ok) == len(rows) else f" ({len(rows) - len(ok)} failed)"))
     else:

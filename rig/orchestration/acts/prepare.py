@@ -36,6 +36,7 @@ def _env_snapshot(ctx: Context, stack: contextlib.ExitStack) -> None:
     st.set_env("sysctls_before", info["sysctls"])
     st.set_env("scenario_text", ctx.sc.text)
     st.set_env("scenario_file", ctx.sc.source)
+    st.set_env("report_unit", ctx.sc.report.unit)     # the report's one throughput unit
     if ctx.sc.reference is not None:   # `rig report` redraws "against the study" from it
         st.set_env("reference", {"file": ctx.sc.reference.source,
                                  "text": ctx.sc.reference.text})
