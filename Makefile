@@ -63,7 +63,7 @@ run: install
 	$(BIN)/rig run $(SCENARIO)
 
 test: install netem-deps lint
-	$(BIN)/pytest -q -rs
+	$(BIN)/pytest -q -rs --durations=30
 
 # The pure tier without the slow pure tests (browser, charts, fuzzing, loopback copies):
 # under 30 s on a quiet 2-core machine.
