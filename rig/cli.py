@@ -85,12 +85,15 @@ def _paths(a: argparse.Namespace) -> None:
 
 
 def cmd_doctor(a) -> int:
+    from rig import packages
     from rig.orchestration import hostinfo
     if a.host:
         return _doctor_host(a)
     info = hostinfo.summary()
     info["emulation"] = hostinfo.emulation() if os.geteuid() == 0 else {"note": "run as root to probe"}
     info["distribution"] = d = hostinfo.distribution()
+    from rig import extras
+    info["python_extras"] = extras.status()
     if a.json:
         print(json.dumps(info, indent=2))
         return 0
@@ -101,8 +104,16 @@ def cmd_doctor(a) -> int:
               "the RHEL 9 family); install the tools below by hand")
     else:
         print(f"distribution      {d['os']}, family {d['family']}: " + (
-            f"missing {', '.join(d['missing'])} (make deps)" if d["missing"]
+            "missing packages, by feature below" if d["missing"]
             else "every package of its map installed"))
+        for f, (what, _) in packages.FEATURES.items():
+            miss = d["missing_by_feature"].get(f)
+            print(f"  {f:<15} " + (f"MISSING {', '.join(miss)} (make install FEATURES={f}): {what}"
+                                   if miss else f"ok: {what}"))
+    for x, ok in info["python_extras"].items():
+        mod, what = extras.EXTRAS[x]
+        print(f"python extra      {x:<9} " + (f"ok ({mod}): {what}" if ok else
+                                              f"MISSING {mod} ({extras.hint(x)}): {what}"))
     print(f"kernel netem      {'yes' if e.get('kernel_netem') else 'no'}")
     print(f"userspace engine  {'usable (iptables NFQUEUE)' if e.get('userspace_nfqueue') else 'not usable'}")
     if e.get("userspace_stamps"):

@@ -52,6 +52,45 @@ PACKAGES: dict = {
 EL9_EXTRA = {"kernel netem (sch_netem)": ("kernel-modules-extra", "baseos")}
 FAMILIES = ("debian", "el9")
 
+# What each need is for (issue 41 item 6: a lean install). `core` is what every scenario
+# needs (paths, xrootd with root:// and HTTP, xrdcp, davix-get, curl, iperf3's path check:
+# the default scenario, scenarios/quick.yaml); every other feature installs only where the
+# user asks for it (`make install FEATURES="nginx apache"`, or `all`), and `rig doctor` says
+# which feature lacks which package. `make test` installs all of them. Every need is in
+# exactly one feature (tests/test_packages.py).
+FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
+    "core": ("paths, xrootd (root:// and HTTP), xrdcp, davix-get, curl, iperf3, the report",
+             ("xrootd server", "xrootd client", "davix", "curl", "iperf3", "iptables", "ping",
+              "ps, pgrep", "ip, tc", "python venv", "pip", "openssl", "make")),
+    "nginx": ("server kind nginx", ("nginx",)),
+    "apache": ("server kind apache", ("apache",)),
+    "scp": ("client tool scp (server kind sshd)", ("sshd",)),
+    "wget": ("client tool wget", ("wget",)),
+    "replay": ("caching-mode replays over HTTP (tools/rig-replay-http, built from source)",
+               ("c++ compiler", "pkg-config", "davix headers", "libcurl headers", "zlib headers")),
+    "capture": ("capture: headers (tcpdump in the router)", ("tcpdump",)),
+    "mininet": ("Mininet topologies", ("mininet topologies",)),
+    "remote": ("paths and servers on other hosts (sudo there)", ("sudo",)),
+    "browser": ("the report's browser check (tests only)", ("chromium",)),
+}
+
+
+def feature_names(features: list[str] | None = None) -> list[str]:
+    """`core` and the features asked for, in the map's order (None or `all`: every one);
+    an unknown name raises ValueError naming the known ones."""
+    if features is None or "all" in features:
+        return list(FEATURES)
+    bad = [f for f in features if f not in FEATURES]
+    if bad:
+        raise ValueError(f"no feature {bad[0]!r} (known: all, {', '.join(FEATURES)})")
+    return [f for f in FEATURES if f == "core" or f in features]
+
+
+def needs_of(features: list[str] | None = None) -> list[str]:
+    """The needs (keys of PACKAGES) of `core` and the features asked for, in the map's order."""
+    want = {n for f in feature_names(features) for n in FEATURES[f][1]}
+    return [n for n in PACKAGES if n in want]
+
 
 def os_release(text: str) -> dict[str, str]:
     out = {}
@@ -73,13 +112,31 @@ def family(release: dict[str, str]) -> str | None:
     return None
 
 
-def names(fam: str) -> list[str]:
-    """Every package of family `fam`, in the map's order."""
+def names(fam: str, features: list[str] | None = None) -> list[str]:
+    """The packages of family `fam` for `core` and `features` (None: every feature), in
+    the map's order."""
+    needs = needs_of(features)
     if fam == "debian":
-        return [d for d, _, _ in PACKAGES.values()]
+        return [PACKAGES[n][0] for n in needs]
     if fam == "el9":
-        return [e for _, e, _ in PACKAGES.values() if e] + [e for e, _ in EL9_EXTRA.values()]
+        return ([PACKAGES[n][1] for n in needs if PACKAGES[n][1]]
+                + [e for e, _ in EL9_EXTRA.values()])
     raise ValueError(f"no package map for {fam!r} (known: {', '.join(FAMILIES)})")
+
+
+def missing_by_feature(fam: str, installed: Callable[[str], bool]) -> dict[str, list[str]]:
+    """Each feature whose packages `installed(name)` says are not all there, with those
+    packages (`rig doctor`)."""
+    col = {"debian": 0, "el9": 1}[fam]
+    out: dict[str, list[str]] = {}
+    for f, (_, needs) in FEATURES.items():
+        pkgs = [PACKAGES[n][col] for n in needs if PACKAGES[n][col]]
+        if fam == "el9" and f == "core":
+            pkgs += [e for e, _ in EL9_EXTRA.values()]
+        miss = [p for p in pkgs if not installed(p)]
+        if miss:
+            out[f] = miss
+    return out
 
 
 def dnf_argv(missing: list[str]) -> list[list[str]]:
@@ -118,11 +175,18 @@ def installed_from(fam: str, stdout: str) -> set[str]:
 
 
 def main(argv: list[str]) -> int:
-    """`python3 -m rig.packages debian|el9`: the family's package names, one per line."""
-    if len(argv) != 1 or argv[0] not in FAMILIES:
-        print(f"usage: python3 -m rig.packages {'|'.join(FAMILIES)}", file=sys.stderr)
+    """`python3 -m rig.packages debian|el9 [FEATURE...]`: the family's package names for
+    `core` and the features named (none named, or `all`: every feature), one per line."""
+    if not argv or argv[0] not in FAMILIES:
+        print(f"usage: python3 -m rig.packages {'|'.join(FAMILIES)} [all | FEATURE...]",
+              file=sys.stderr)
         return 2
-    print("\n".join(names(argv[0])))
+    try:
+        out = names(argv[0], argv[1:] or None)
+    except ValueError as e:
+        print(f"rig.packages: {e}", file=sys.stderr)
+        return 2
+    print("\n".join(out))
     return 0
 
 

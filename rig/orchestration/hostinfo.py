@@ -79,7 +79,9 @@ def distribution() -> dict:
                  "missing": None}
     if fam is not None:
         r = proc.run(packages.query_argv(fam), timeout=30)
-        out["missing"] = packages.missing(fam, packages.installed_from(fam, r.stdout).__contains__)
+        have = packages.installed_from(fam, r.stdout).__contains__
+        out["missing"] = packages.missing(fam, have)
+        out["missing_by_feature"] = packages.missing_by_feature(fam, have)
     return out
 
 

@@ -234,6 +234,8 @@ def _options(tcp: Any) -> tuple[int | None, tuple[int, int] | None]:
 def analyse(pcap: Path, *, max_packets: int = MAX_PACKETS,
             budget_s: float = BUDGET_S) -> FileResult:
     """Stream one capture file into per-flow facts (bounded in packets and time)."""
+    from rig import extras
+    extras.require("capture")
     from scapy.config import conf
     from scapy.layers.inet import IP, TCP
     from scapy.layers.inet6 import IPv6

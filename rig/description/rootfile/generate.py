@@ -90,7 +90,8 @@ class FileSpec:
         return entries, min(per, entries)
 
     def key(self) -> str:
-        import uproot
+        from rig import extras
+        uproot = extras.require("rootfile")
         d = dataclasses.asdict(self)
         d["entry_bytes"] = list(self.entry_bytes) if self.entry_bytes else None
         d["generator"] = GENERATOR_VERSION
@@ -191,7 +192,8 @@ def _atomic_write(dest: Path, fill) -> None:
 def ensure(spec: FileSpec, directory: Path | None = None) -> Path:
     """The cached file for `spec`, generated once. The manifest (`<key>.json`) is written
     after the file, both by temp + rename, so a present manifest means a complete file."""
-    import uproot
+    from rig import extras
+    uproot = extras.require("rootfile")
     d = Path(directory) if directory else cache_dir()
     d.mkdir(parents=True, exist_ok=True)
     key = spec.key()

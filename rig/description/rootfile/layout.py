@@ -57,7 +57,8 @@ def _err(path: Path, msg: str) -> InputError:
 
 
 def _open(path: Path):
-    import uproot
+    from rig import extras
+    uproot = extras.require("rootfile")
     try:
         return uproot.open(path)
     except Exception as e:  # uproot raises many types for damaged files

@@ -99,13 +99,10 @@ def _crc(crc: int, data: bytes) -> int:
 def _xrootd_bindings():
     """XRootD's Python module (loading libXrdCl: 9-24 ms measured here), imported before
     the open is timed: open_s is the connect, handshake, login and open (4 RTT, as xrdcp's)."""
-    try:
-        from XRootD import client
-        from XRootD.client.flags import OpenFlags
-    except ImportError as e:
-        raise RigError(f"replay over root:// needs the XRootD Python bindings ({e}); "
-                       "pip install xrootd, or python3-xrootd with --system-site-packages") from None
-    return client, OpenFlags
+    from rig import extras
+    client = extras.require("replay", "XRootD.client")
+    flags = extras.require("replay", "XRootD.client.flags")
+    return client, flags.OpenFlags
 
 
 class _RootTransport:
