@@ -141,3 +141,42 @@ def test_prose_columns_are_left_aligned_and_tables_scroll() -> None:
     assert html.startswith('<div class="scroll"><table>')
     cells = re.findall(r"<td[^>]*>", html)
     assert cells == ["<td>", "<td>", '<td class="p">']    # only the sentence is prose
+
+
+# where Gbit/s stays whatever the page's unit: the statement of the default, and seed 004's
+# per-Gbit/s CPU cost (cores per Gbit/s is a unit of its own, not a throughput)
+_KEPT = ("default Gbit/s", "<code>report.unit</code>: Gbit/s", "cores/Gbit/s", "core_share_per_gbps", "Gbit/s =",
+         "per Gbit/s", "CPU seconds per Gbit")
+
+
+def _gbit_left(folder: Path) -> list[str]:
+    """Every mention of Gbit/s (or a `_gbps` / `gbit_s` column) in the page, its Markdown
+    and CSV files, less the kept ones."""
+    out = []
+    for f in sorted(folder.iterdir()):
+        if f.suffix not in (".html", ".md", ".csv"):
+            continue
+        text = f.read_text()
+        for k in _KEPT:
+            text = text.replace(k, "")
+        for m in re.finditer(r"Gbit/s|_gbps|gbit_s", text):
+            out.append(f"{f.name}: …{text[max(0, m.start() - 60):m.end() + 20]}…")
+    return out
+
+
+@pytest.mark.slow
+def test_the_verdicts_and_secondary_tables_say_the_pages_unit(tmp_path: Path) -> None:
+    """Issue 41 item 1's rest: the verdict prose (models, bounds, evidence), the concurrency,
+    TLS-cost and origins tables say the run's unit, not Gbit/s."""
+    kw: dict = {"repeats": 2, "concurrency": (1, 4)}
+    mbs = make_run(tmp_path / "m", env={"report_unit": "MB/s"}, **kw)
+    render(mbs)
+    left = _gbit_left(mbs)
+    assert not left, "\n".join(left[:10])
+    page = (mbs / "report.html").read_text()
+    assert " MB/s" in page and "aggregate_mbyteps" in (mbs / "concurrency_table.csv").read_text()
+    # where the answer is no: the same run in the default unit says Gbit/s in those places
+    gb = make_run(tmp_path / "g", **kw)
+    render(gb)
+    assert _gbit_left(gb)
+    assert "aggregate_gbps" in (gb / "concurrency_table.csv").read_text()

@@ -12,8 +12,11 @@ Pure functions; raise ValueError with a short reason, callers add file/key conte
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
 import re
+from collections.abc import Iterator
 
 _NUM = r"([0-9]+(?:\.[0-9]*)?(?:[eE][-+]?[0-9]+)?)"
 _MAX_TEXT = 64        # longer than any quantity anyone writes
@@ -171,11 +174,46 @@ THROUGHPUT_SUFFIX: dict[str, str] = {"Gbit/s": "gbps", "Mbit/s": "mbitps", "GB/s
 DEFAULT_THROUGHPUT_UNIT = "Gbit/s"
 
 
-def in_unit(bps: float | None, unit: str = DEFAULT_THROUGHPUT_UNIT) -> float:
-    """A throughput in bit/s expressed in `unit` (one of THROUGHPUT_UNITS); None -> 0."""
-    return (bps or 0.0) / THROUGHPUT_UNITS[unit]
+# The unit a report is being drawn in (rig.report.render sets it for the whole page: its
+# prose, verdicts and secondary tables say throughputs in the run's one unit, issue 41).
+_UNIT: contextvars.ContextVar[str] = contextvars.ContextVar("rig_throughput_unit",
+                                                            default=DEFAULT_THROUGHPUT_UNIT)
 
 
-def show_throughput(bps: float, unit: str = DEFAULT_THROUGHPUT_UNIT, digits: int = 4) -> str:
-    """'4.82 Gbit/s': a throughput in bit/s as shown on the console and in prose."""
-    return f"{in_unit(bps, unit):.{digits}g} {unit}"
+def current_unit() -> str:
+    """The throughput unit of the report being drawn (default Gbit/s)."""
+    return _UNIT.get()
+
+
+@contextlib.contextmanager
+def throughput_unit(unit: str) -> Iterator[str]:
+    """Within the block, prose and tables say throughputs in `unit`."""
+    if unit not in THROUGHPUT_UNITS:
+        unit = DEFAULT_THROUGHPUT_UNIT
+    tok = _UNIT.set(unit)
+    try:
+        yield unit
+    finally:
+        _UNIT.reset(tok)
+
+
+def column(name: str) -> str:
+    """A CSV column named for Gbit/s (`..._gbps`, `..._gbit_s`) renamed for the current
+    unit (`_mbyteps`, ...); unchanged in the default unit."""
+    u = _UNIT.get()
+    if u == DEFAULT_THROUGHPUT_UNIT:
+        return name
+    return name.replace("gbit_s", THROUGHPUT_SUFFIX[u]).replace("gbps", THROUGHPUT_SUFFIX[u])
+
+
+def in_unit(bps: float | None, unit: str | None = None) -> float:
+    """A throughput in bit/s expressed in `unit` (one of THROUGHPUT_UNITS; None: the
+    current one); None -> 0."""
+    return (bps or 0.0) / THROUGHPUT_UNITS[unit or _UNIT.get()]
+
+
+def show_throughput(bps: float, unit: str | None = None, digits: int = 4) -> str:
+    """'4.82 Gbit/s': a throughput in bit/s as shown on the console and in prose (in
+    `unit`, else the current one)."""
+    u = unit or _UNIT.get()
+    return f"{in_unit(bps, u):.{digits}g} {u}"

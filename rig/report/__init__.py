@@ -18,7 +18,7 @@ import json
 import statistics
 from pathlib import Path
 
-from rig.description import reference, userpath
+from rig.description import reference, units, userpath
 from rig.description.reference import Reference
 from rig.errors import InputError
 from rig.report import against, against_view, artefacts, threadview
@@ -63,13 +63,14 @@ def render(run_dir: Path, out_dir: Path | None = None,
         raise InputError(f"cannot create the report folder ({err.strerror})",
                          file=str(out)) from None
     userpath.check_out_dir(out)
-    vmap = verdicts(run)
-    images, notes = draw_charts(run, out, vmap)
-    files = images + write_tables(run, vmap, out)
-    section, more = against_study(run, vmap, out, given)
-    tsec, tfiles = threadview.section(run, vmap, out)
-    page = out / "report.html"
-    page.write_text(report_html(run, vmap, images, notes, section, tsec), encoding="utf-8")
+    with units.throughput_unit(run.unit):     # the page's prose and tables say this unit
+        vmap = verdicts(run)
+        images, notes = draw_charts(run, out, vmap)
+        files = images + write_tables(run, vmap, out)
+        section, more = against_study(run, vmap, out, given)
+        tsec, tfiles = threadview.section(run, vmap, out)
+        page = out / "report.html"
+        page.write_text(report_html(run, vmap, images, notes, section, tsec), encoding="utf-8")
     return files + more + tfiles + [page]
 
 

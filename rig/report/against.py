@@ -41,6 +41,7 @@ from rig.report import explain
 from rig.report.explain import EXPLAINED, PLAUSIBLE, UNEXPLAINED
 from rig.report.model import Key, Point, Run
 from rig.report.stats import t_ppf
+from rig.description.units import current_unit, in_unit
 
 AGREES, DISAGREES, NOT_COMPARABLE = "agrees", "disagrees", "not comparable here"
 UNDECIDED, ARTEFACT = "undecided", "rig artefact"
@@ -334,9 +335,9 @@ def point_evidence(p: Point, verdicts: Mapping[Any, Any]) -> tuple[str, bool]:
     if p.measure is not None:       # a storage check: both sides of it are measured here
         cap = p.path_bound_bps()
         line = (f"{p.measure} at {_fmt(p.x_rtt_ms)} ms: {p.mean_bps / 8e9:.2f} GB/s "
-                f"({p.mean_bps / 1e9:.1f} Gbit/s, dd on this host's disk)")
+                f"({in_unit(p.mean_bps):.1f} {current_unit()}, dd on this host's disk)")
         if cap:
-            line += (f", {p.mean_bps / cap:.0%} of the validated path {cap / 1e9:.2f} Gbit/s: "
+            line += (f", {p.mean_bps / cap:.0%} of the validated path {in_unit(cap):.2f} {current_unit()}: "
                      "namespaces on one host over veth, memory speed, not a wire")
         return line, cap is not None
     v = verdicts.get(p.key)
@@ -363,7 +364,7 @@ def point_evidence(p: Point, verdicts: Mapping[Any, Any]) -> tuple[str, bool]:
         for name, bound in (("window bound", p.window_bound_bps()),
                             ("validated path", p.path_bound_bps())):
             if bound and p.mean_bps >= 0.01 * bound:   # far below a bound: not what limits
-                parts.append(f"{p.mean_bps / bound:.0%} of {name} {bound / 1e9:.2f} Gbit/s")
+                parts.append(f"{p.mean_bps / bound:.0%} of {name} {in_unit(bound):.2f} {current_unit()}")
     return " ".join(parts[:head]) + "".join(f", {x}" for x in parts[head:]), kind is not None and kind not in NO_EXPLANATION
 
 
@@ -733,8 +734,8 @@ def _share(c: _Ctx) -> Outcome:
             if len(paths) < 2 or len(pairs) < len(pts):
                 continue
             s = sum(m for m, _ in pairs) / sum(b for _, b in pairs)
-            parts.append(f"{_x(x, c.axis)}: {s:.0%} ({_fmt(sum(m for m, _ in pairs) / 1e9)} "
-                         f"of {_fmt(sum(b for _, b in pairs) / 1e9)} Gbit/s over "
+            parts.append(f"{_x(x, c.axis)}: {s:.0%} ({_fmt(in_unit(sum(m for m, _ in pairs)))} "
+                         f"of {_fmt(in_unit(sum(b for _, b in pairs)))} {current_unit()} over "
                          f"{', '.join(paths)})")
         else:
             s = statistics.fmean(m / b for m, b in pairs)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rig.report.model import Run
+from rig.description.units import column, current_unit, in_unit
 
 COLUMNS = ["step", "path", "rtt_ms", "flow", "congestion", "congestion_used", "streams",
            "flow_gbit_s", "transfers_gbit_s", "flow_share", "transfers_srtt_ms",
@@ -43,10 +44,10 @@ def table(run: Run) -> tuple[list[str], list[list[Any]]]:
         srtt = srtt_ms(run, b.step)
         body.append([b.step + 1, b.path, _f(rtt), b.flow, b.congestion or "",
                      b.congestion_used or "", b.streams,
-                     _f(bps and bps / 1e9, 3), _f(mean_t and mean_t / 1e9, 3),
+                     _f(bps and in_unit(bps), 3), _f(mean_t and in_unit(mean_t), 3),
                      _f(share, 2), _f(srtt, 2),
                      _f(srtt - rtt if srtt is not None and rtt is not None else None, 2)])
-    return COLUMNS, body
+    return [column(c) for c in COLUMNS], body
 
 
 def _f(v: float | None, digits: int = 1) -> str:
@@ -59,7 +60,7 @@ def write(run: Run, out_dir: Path, markdown: Callable, write_csv: Callable) -> l
         return []
     md = out_dir / "background.md"
     md.write_text("### Competing flows (`background:`) per step\n\n" + markdown(header, body)
-                  + "\nflow_share: the flow's Gbit/s over its own plus the mean of the step's "
+                  + f"\nflow_share: the flow's {current_unit()} over its own plus the mean of the step's "
                   "transfers; rtt_inflation_ms: the transfers' senders' mean tcp_info srtt "
                   "less the path's configured RTT (the queue the flows together kept).\n")
     return [write_csv(out_dir / "background.csv", header, body), md]

@@ -18,9 +18,15 @@ from pathlib import Path
 
 from rig.report.model import Point, Run
 from rig.report.tabular import markdown, write_csv
+from rig.description.units import THROUGHPUT_SUFFIX, current_unit, in_unit
 
 HEADER = ("path", "rtt_ms", "client", "origins", "concurrency", "n", "aggregate_gbps",
           "min_gbps", "max_gbps", "per_transfer_gbps")
+
+
+def header() -> tuple[str, ...]:
+    """HEADER with the throughput columns in the report's unit (`_gbps`, `_mbyteps`, ...)."""
+    return tuple(c.replace("gbps", THROUGHPUT_SUFFIX[current_unit()]) for c in HEADER)
 
 
 def origins_of(run: Run) -> dict[str, str]:
@@ -37,7 +43,8 @@ def origins_of(run: Run) -> dict[str, str]:
 
 
 def _gb(bps: float) -> str:
-    return f"{bps / 1e9:.3f}"
+    """In the report's unit (rig.description.units.current_unit)."""
+    return f"{in_unit(bps):.3f}"
 
 
 def rows(run: Run) -> list[list[str]]:
@@ -75,7 +82,7 @@ def verdicts(points: list[Point]) -> list[str]:
                   f"outside the spread of {n} repeats" if a.min_bps > b.max_bps else
                   f"within the spread of {n} repeats")
         lines.append(f"- {path} {rtt:g} ms, {top} concurrent: **{a.key.client}** "
-                     f"{_gb(a.mean_bps)} Gbit/s vs {b.key.client} {_gb(b.mean_bps)} Gbit/s "
+                     f"{_gb(a.mean_bps)} {current_unit()} vs {b.key.client} {_gb(b.mean_bps)} {current_unit()} "
                      f"({gain:+.0%}; {spread})")
     return lines
 
@@ -84,10 +91,10 @@ def write(run: Run, out_dir: Path) -> list[Path]:
     if len({p.key.concurrency for p in run.points}) < 2:
         return []
     body = rows(run)
-    csv_path = write_csv(out_dir / "concurrency_table.csv", HEADER, body)
+    csv_path = write_csv(out_dir / "concurrency_table.csv", header(), body)
     md = out_dir / "concurrency_table.md"
-    text = ("### Aggregate throughput (Gbit/s) vs concurrent transfers\n\n"
-            + markdown(HEADER, body, left=4))
+    text = (f"### Aggregate throughput ({current_unit()}) vs concurrent transfers\n\n"
+            + markdown(header(), body, left=4))
     v = verdicts(run.points)
     if v:
         text += "\n### At the highest concurrency\n\n" + "\n".join(v) + "\n"

@@ -52,6 +52,7 @@ from typing import Any
 
 from rig.report.model import Point
 from rig.report.verdict import ABOVE
+from rig.description.units import show_throughput
 
 MODEL_REACHED = 2 / 3     # a model accounts for a throughput that reaches 2/3 of it ...
 MODEL_ABOVE = ABOVE       # ... and exceeds it by at most 15 % (above it, it was no bound)
@@ -74,7 +75,7 @@ def _cpu_model(p: Point, shares: list[float]) -> tuple[float, str] | None:
     share = max(shares, default=0.0)
     if share <= 0 or not p.samples_bps:
         return None
-    return p.mean_bps / share, f"{p.mean_bps / 1e9:.3g} Gbit/s at {share:.0%} of a core"
+    return p.mean_bps / share, f"{show_throughput(p.mean_bps, digits=3)} at {share:.0%} of a core"
 
 
 def _server_share(p: Point) -> list[float]:
@@ -146,9 +147,9 @@ def accounts(p: Point, kind: str | None) -> tuple[float | None, str]:
     r = p.mean_bps / bps
     if not MODEL_REACHED <= r <= MODEL_ABOVE:
         return None, (f"the throughput is {r:.0%} of {kind}'s model ({how}: "
-                      f"{bps / 1e9:.3g} Gbit/s), outside {MODEL_REACHED:.0%}-"
+                      f"{show_throughput(bps, digits=3)}), outside {MODEL_REACHED:.0%}-"
                       f"{MODEL_ABOVE:.0%}: not what holds it")
-    return bps, f"{kind} ({how}: {bps / 1e9:.3g} Gbit/s, {r:.0%} reached)"
+    return bps, f"{kind} ({how}: {show_throughput(bps, digits=3)}, {r:.0%} reached)"
 
 
 def headroom(p: Point, kind: str | None) -> float | None:

@@ -170,8 +170,8 @@ def _measurements(run: Run, verdicts: dict) -> list[str]:
         header, body = rtt_table(run.points, stat, run.unit)
         out += [f"<h3>{esc(run.unit)} per client and RTT ({title})</h3>", table(header, body)]
     if len({p.key.concurrency for p in run.points}) > 1:
-        out += ["<h3>Aggregate Gbit/s vs concurrent transfers (with the origins that "
-                "served them)</h3>", table(concurrency.HEADER, concurrency.rows(run))]
+        out += [f"<h3>Aggregate {esc(run.unit)} vs concurrent transfers (with the origins that "
+                "served them)</h3>", table(concurrency.header(), concurrency.rows(run))]
         out += [f"<p>{esc(v[2:]).replace('**', '')}</p>" for v in
                 concurrency.verdicts(run.points)]
     if xcache.has_cache(run):
@@ -198,7 +198,7 @@ def _validations(run: Run) -> list[str]:
                 "<p>storage: disk. Per step, the path's iperf3 capacity, dd's cold "
                 "sequential read of the served file (its page cache dropped before), the same "
                 "read from the page cache (cached) and the step's transfers (median).</p>",
-                table(storage.COLUMNS, [[r[c] for c in storage.COLUMNS] for r in srows],
+                table(storage.header(), [[r[c] for c in storage.COLUMNS] for r in srows],
                       ["flag" if r["storage_note"] else "" for r in srows])]
     if run.engine:
         trows = timing_rows(run)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rig.report.model import Point, Run
+from rig.description.units import column, in_unit
 
 COLUMNS = ["path", "rtt_ms", "client", "concurrency", "origins", "cpus_per_origin",
            "total_cores", "gbit_s", "n", "verdict", "server_cpu_s"]
@@ -83,10 +84,10 @@ def table(run: Run, vmap: dict) -> tuple[list[str], list[list[Any]]]:
         cpu = statistics.fmean(r.point.server_cpu_s) if r.point.server_cpu_s else None
         body.append([r.path, "" if r.rtt_ms is None else f"{r.rtt_ms:g}", r.client,
                      r.concurrency, r.origins, r.cpus_per_origin or "all", r.total_cores,
-                     f"{r.point.mean_bps / 1e9:.3f}" if r.point.samples_bps else "",
+                     f"{in_unit(r.point.mean_bps):.3f}" if r.point.samples_bps else "",
                      r.point.n, v.kind if v is not None else "",
                      "" if cpu is None else f"{cpu:.2f}"])
-    return COLUMNS, body
+    return [column(c) for c in COLUMNS], body
 
 
 def series(run: Run) -> dict[tuple[str, float | None, str, int], dict[int, list[Row]]]:

@@ -15,6 +15,7 @@ from typing import Callable
 
 from rig.description.steps import shown_step
 from rig.report.model import Run
+from rig.description.units import column, in_unit
 
 COLUMNS = ("step", "path", "rtt_ms", "network_gbps", "storage_file", "storage_mbps",
            "storage_gbps", "cached_mbps", "transfers_gbps", "storage_note")
@@ -25,7 +26,13 @@ def has_storage(run: Run) -> bool:
 
 
 def _g(bps: float | None) -> str:
-    return "" if not bps else f"{bps / 1e9:.4g}"
+    """In the report's unit (rig.description.units.current_unit)."""
+    return "" if not bps else f"{in_unit(bps):.4g}"
+
+
+def header() -> list[str]:
+    """COLUMNS with the `_gbps` ones named for the report's unit (dd's MB/s kept)."""
+    return [column(c) for c in COLUMNS]
 
 
 def _mb(bps: float | None) -> str:
@@ -78,5 +85,5 @@ def write(run: Run, out_dir: Path, markdown: Callable, write_csv: Callable) -> l
     md.write_text("### Storage check beside the network check (per step)\n\n"
                   "network: iperf3 capacity of the path; storage: dd's cold sequential read "
                   "of the served file; transfers: median of the step's groups.\n\n"
-                  + markdown(COLUMNS, body, left=2))
-    return [write_csv(out_dir / "storage_check.csv", COLUMNS, body), md]
+                  + markdown(header(), body, left=2))
+    return [write_csv(out_dir / "storage_check.csv", header(), body), md]

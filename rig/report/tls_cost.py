@@ -19,6 +19,7 @@ from pathlib import Path
 
 from rig.report.model import Point, Run
 from rig.report.tabular import markdown, write_csv
+from rig.description.units import column, current_unit, in_unit
 
 MODES = ("off", "control", "all")
 COLUMNS_PER_MODE = ("gbit_s", "client_cpu_s_per_gb", "server_cpu_s_per_gb")
@@ -47,7 +48,7 @@ def _f(v: float | None, fmt: str = ".3g") -> str:
 def table(run: Run) -> tuple[list[str], list[list[str]]]:
     modes = [m for m in MODES if any(p.tls == m for p in run.points)]
     header = ["path", "rtt_ms", "client", "streams", "concurrency"]
-    header += [f"{m}_{c}" for m in modes for c in COLUMNS_PER_MODE]
+    header += [column(f"{m}_{c}") for m in modes for c in COLUMNS_PER_MODE]
     rows = []
     for (path, rtt, client, streams, conc), by in cells(run).items():
         if len(by) < 2:
@@ -57,7 +58,7 @@ def table(run: Run) -> tuple[list[str], list[list[str]]]:
         for m in modes:
             p = by.get(m)
             row += ["", "", ""] if p is None or not p.n else [
-                _f(p.mean_bps / 1e9), _f(p.cpu_s_per_gb()), _f(p.server_cpu_s_per_gb())]
+                _f(in_unit(p.mean_bps)), _f(p.cpu_s_per_gb()), _f(p.server_cpu_s_per_gb())]
         rows.append(row)
     return header, rows
 
@@ -66,6 +67,6 @@ def write_table(run: Run, out_dir: Path) -> list[Path]:
     header, rows = table(run)
     csv_path = write_csv(out_dir / "tls_cost.csv", header, rows)
     md = out_dir / "tls_cost.md"
-    md.write_text("### TLS cost: aggregate Gbit/s, client and server CPU s/GB per TLS mode\n\n"
+    md.write_text(f"### TLS cost: aggregate {current_unit()}, client and server CPU s/GB per TLS mode\n\n"
                   + markdown(header, rows, left=3))
     return [csv_path, md]

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from rig.report.model import Run
+from rig.description.units import column, current_unit, in_unit
 
 
 def sets(run: Run) -> list[list[int]]:
@@ -28,8 +29,8 @@ def table(run: Run) -> tuple[list[str], list[list[Any]]]:
     body: list[list[Any]] = []
     paths: list[str] = list((run.env.get("together") or {}).get("paths") or [])
     header = (["steps", "client", "streams", "concurrency", "repeat"]
-              + [f"{p} {c}" for p in paths for c in ("rtt_ms", "gbit_s", "share")]
-              + ["sum_gbit_s", "joint_gbit_s", "start_skew_ms", "failed"])
+              + [f"{p} {column(c)}" for p in paths for c in ("rtt_ms", "gbit_s", "share")]
+              + [column("sum_gbit_s"), column("joint_gbit_s"), "start_skew_ms", "failed"])
     for members in sets(run):
         rows = [t for t in run.transfers if t.step in members]
         keys = sorted({(t.client, t.streams, t.concurrency, t.repeat) for t in rows},
@@ -65,7 +66,7 @@ def table(run: Run) -> tuple[list[str], list[list[Any]]]:
 
 
 def _g(bps: float | None) -> str:
-    return "" if not bps else f"{bps / 1e9:.3f}"
+    return "" if not bps else f"{in_unit(bps):.3f}"
 
 
 def write(run: Run, out_dir: Path, markdown: Callable, write_csv: Callable) -> list[Path]:
@@ -75,8 +76,8 @@ def write(run: Run, out_dir: Path, markdown: Callable, write_csv: Callable) -> l
     md = out_dir / "together.md"
     md.write_text("### Paths run together (`together:`): each path's share and the aggregate\n\n"
                   + markdown(header, body, left=2)
-                  + "\nPATH gbit_s: that path's group (all its processes together); share: of "
-                  "the paths' sum; joint_gbit_s: every byte of the group over the span from the "
+                  + f"\nPATH {column('gbit_s')} ({current_unit()}): that path's group (all its processes together); share: of "
+                  f"the paths' sum; {column('joint_gbit_s')}: every byte of the group over the span from the "
                   "first start to the last end; start_skew_ms: between the paths' first "
                   "starts. Each path's own verdict, checks and emulation timing are in the "
                   "report's per-path tables.\n")

@@ -82,6 +82,7 @@ from rig.report.tcpevidence import Evidence, evidence_by_key
 from rig.report import quota
 from rig.report.threads import KEEP, THREAD_KINDS, refine
 from rig.report.threads import evidence as thread_evidence
+from rig.description.units import show_throughput
 
 # Lateness that moves a transfer's throughput visibly, and so makes the emulator the
 # bottleneck: a mean of more than 5 % of the RTT (or 0.5 ms) per round trip. Smaller
@@ -140,7 +141,8 @@ class Verdict:
 
 
 def _gbit(bps: float) -> str:
-    return f"{bps / 1e9:.3g} Gbit/s"
+    """A throughput in the report's unit (rig.description.units.current_unit)."""
+    return show_throughput(bps, digits=3)
 
 
 def engine_issues(stats: EmulStats | UnreadableStats, rtt_ms: float | None,
