@@ -191,7 +191,8 @@ class Context:
                 self.say(f"WARNING: {capture.warning()}")
             for n in sweep_notes(self.sc):       # as the plan's header says them
                 self.say(f"note: {n}")
-            self.reporter.start(sum(len(S.groups(self.sc, s.path)) for s in self.all_steps))
+            kinds = [group_kind(g) for s in self.all_steps for g in S.groups(self.sc, s.path)]
+            self.reporter.start(len(kinds), kinds)
         return step
 
     def step_fields(self, step: S.Step, live: Live) -> dict:
@@ -239,3 +240,9 @@ class Context:
         running, self.bg_running = self.bg_running, []
         for _, _, svc, _ in running:
             svc.stop()
+
+
+def group_kind(g: S.Group) -> tuple[str, str]:
+    """What makes groups alike in time for the progress line's estimate: the client
+    configuration and its TLS mode."""
+    return (g.client.name, g.tls)

@@ -10,9 +10,12 @@ Orchestration layer: must not import matplotlib or reports.
 from __future__ import annotations
 
 import shlex
+import statistics
 import sys
 import threading
 import time
+from collections import Counter
+from collections.abc import Hashable, Iterable
 from pathlib import Path
 from typing import Callable, TextIO
 
@@ -48,20 +51,40 @@ def fmt_eta(seconds: float) -> str:
 
 
 class Progress:
-    """done/total of transfer groups and the time left, from the mean time per group
-    so far (steps differ in RTT, so the estimate is rough early on)."""
+    """done/total of transfer groups and the time left. Each group has a kind (its client
+    and TLS mode: a storage replay of 46 s and a 1 s download are not alike); the time
+    left is, over the groups still to run, the mean time of their kind so far, or of every
+    group where their kind has not run yet (steps differ in RTT, so it stays rough)."""
 
-    def __init__(self, total: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, total: int, clock: Callable[[], float] = time.monotonic,
+                 kinds: Iterable[Hashable] = ()) -> None:
         self.total, self.done, self.clock = total, 0, clock
-        self.t0 = clock()
+        self.t0 = self.last = clock()
+        self.left: Counter = Counter(kinds)
+        self.spent: dict[Hashable, list[float]] = {}
 
-    def advance(self) -> str:
+    def advance(self, kind: Hashable = None) -> str:
         self.done += 1
-        elapsed = self.clock() - self.t0
+        now = self.clock()
+        elapsed, took, self.last = now - self.t0, now - self.last, now
+        if kind is not None:
+            self.spent.setdefault(kind, []).append(took)
+            if self.left[kind] > 0:
+                self.left[kind] -= 1
         text = f"{self.done}/{self.total}"
         if 0 < self.done < self.total and elapsed > 0:
-            text += f", ~{fmt_eta(elapsed / self.done * (self.total - self.done))} left"
+            text += f", ~{fmt_eta(self.eta(elapsed))} left"
         return text
+
+    def eta(self, elapsed: float) -> float:
+        mean = elapsed / self.done
+        known = sum(self.left.values())
+        if not known:                          # no kinds given: the mean per group
+            return mean * (self.total - self.done)
+        by_kind = sum(n * (statistics.fmean(self.spent[k]) if k in self.spent else mean)
+                      for k, n in self.left.items() if n)
+        # groups the kinds did not list (there should be none) at the mean
+        return by_kind + mean * max(0, self.total - self.done - known)
 
 
 class Reporter:
@@ -72,11 +95,11 @@ class Reporter:
         self._lock = threading.Lock()
         self._t0 = time.time()
 
-    def start(self, total_groups: int) -> None:
-        self.progress = Progress(total_groups)
+    def start(self, total_groups: int, kinds: Iterable[Hashable] = ()) -> None:
+        self.progress = Progress(total_groups, kinds=kinds)
 
-    def group_done(self) -> str:
-        return self.progress.advance() if self.progress else ""
+    def group_done(self, kind: Hashable = None) -> str:
+        return self.progress.advance(kind) if self.progress else ""
 
     # --- commands.log --------------------------------------------------------------
     def open_command_log(self, path: Path) -> None:

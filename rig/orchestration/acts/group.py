@@ -23,7 +23,7 @@ from rig.orchestration.acts.data import DOWNLOADS
 from rig.orchestration.acts.emulate import recover
 from rig.orchestration.acts.pinning import pinned
 from rig.orchestration.acts.servers import iperf3_port, plans as server_plans
-from rig.orchestration.context import Context, Live
+from rig.orchestration.context import Context, Live, group_kind
 from rig.process.proc import ns_argv
 from rig.realization import netns
 from rig.results.store import ValidationRow
@@ -217,7 +217,7 @@ def _group(ctx: Context, step: S.Step, live: Live, g: S.Group, common: dict, pos
         tcp.stored(r.instance, tid, outcomes[r.instance].t_start)
     tcp.done()
     thr.stored(ids)
-    _say(ctx, g, rows, scpu.value, f"{pos}, {ctx.reporter.group_done()}")
+    _say(ctx, g, rows, scpu.value, f"{pos}, {ctx.reporter.group_done(group_kind(g))}")
     if alive_after is not None:
         raise alive_after
 
