@@ -42,7 +42,7 @@ def run_dir(tmp_path_factory):
     missing = [t for t in ("tcpdump", "curl", "nginx") if shutil.which(t) is None]
     assert not missing, f"missing tools (make install): {missing}"
     out = tmp_path_factory.mktemp("capture") / "run"
-    r = rig_run(SCEN, out, timeout=300, check_plan=False)  # not compared with the plan yet
+    r = rig_run(SCEN, out, timeout=300)
     assert "WARNING: header capture on" in r.stderr
     assert not _tcpdumps_writing_to(out)
     return out

@@ -20,7 +20,7 @@ def test_each_configuration_runs_its_own_pinned_origins(tmp_path, require_tools,
     if not {0, 1} <= os.sched_getaffinity(0):
         pytest.skip("needs CPUs 0 and 1")
     out = tmp_path / "run"
-    st = run_rig(SCEN, out, check_plan=False)  # not compared with the plan yet
+    st = run_rig(SCEN, out)
     env = st.environment()
     # what the kernel reports for the running servers, not what was asked
     got = {path: {k: o["cpus_effective"] for k, o in insts.items()}

@@ -18,7 +18,7 @@ def test_every_replay_library_reads_over_tls(tmp_path, require_tools, run_rig):
     require_tools("xrootd", "nginx", "apache2", "openssl")
     from rig.services.replay import http_helper
     assert http_helper.path() is not None, "rig-replay-http not built (make install)"
-    st = run_rig(SCEN, tmp_path / "run", check_plan=False)  # not compared with the plan yet
+    st = run_rig(SCEN, tmp_path / "run")
     rows = st.transfers()
     bad = [(x.client, x.tls, x.error) for x in rows if not x.ok]
     assert not bad, bad

@@ -20,7 +20,7 @@ def run_dir(tmp_path_factory):
     missing = [n for n in ("xrootd", "xrdcp", "iperf3") if shutil.which(n) is None]
     assert not missing, f"missing tools (make install): {missing}"
     out = tmp_path_factory.mktemp("threads") / "run"
-    rig_run(DATA / "threads-small.yaml", out, timeout=600, check_plan=False)  # not compared with the plan yet
+    rig_run(DATA / "threads-small.yaml", out, timeout=600)
     return out
 
 

@@ -132,7 +132,7 @@ def tmpfs_size(sc: Scenario) -> int | str:
     third-party copies and uploads (a ROOT file's real size is known only once copied
     or generated: then a placeholder)."""
     if any(f.kind != "random" for f in sc.files):
-        return "<bytes of the files + room>"
+        return "<bytes of the files and room>"
     return (sum(f.size for f in sc.files) + (16 << 20) + _incoming(sc)["incoming_bytes"]
             + _uploads(sc)["upload_bytes"])
 

@@ -53,7 +53,7 @@ def items(sc: Scenario, g: S.Group, n: netns.RealizedPath, step: S.Step, wd: Pat
     a = tools.get(g.client.tool)
     if site is not None and capture.wanted(step.path.capture, g.client.capture):
         name = capture.group_name(g.client.name, g.streams, g.concurrency, g.repeat, g.tls)
-        folder = Path("OUT/captures") / f"step{step.number}"
+        folder = Path("<out>/captures") / f"step{step.number}"
         out += [cmd(ns_argv(site.router_ns, capture.tcpdump_argv(
             iface, folder / f"{name}-{iface}.pcap",
             max_s=capture.wait_s(sc.transfer_timeout_s))),

@@ -36,7 +36,8 @@ def pinned(prefix: str, what: str, cpus: str | None, argv: list[str],
 def _pinning(ctx: Context, stack: contextlib.ExitStack) -> None:
     """cgroup v2 or v1 cpusets where this host has them, else taskset; the clients'
     cgroups (local ones) are made here, the servers' as they start."""
-    if not any(s.cpus for s in ctx.sc.servers) and not any(c.cpus for c in ctx.sc.clients):
+    if not (any(s.cpus for s in ctx.sc.servers) or any(c.cpus for c in ctx.sc.clients)
+            or any(p.server_cpus for p in ctx.sc.paths)):     # sweep.server_cpus' copies
         return
     ctx.pinning = cgroups.detect()
     if ctx.pinning is not None:
