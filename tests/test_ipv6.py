@@ -231,7 +231,7 @@ def test_sweep_ip_runs_every_client_over_both_families_of_one_path(tmp_path, req
                     .replace("f64M", "f16M").replace("ping_count: 20", "ping_count: 10")
                     .replace("  - {name: davix-get, tool: davix-get, file: f16M, server: "
                              "xrootd}\n", ""))
-    st = run_rig(scen, tmp_path / "run", check_plan=False)  # not compared with the plan yet
+    st = run_rig(scen, tmp_path / "run")
     rows = st.transfers()
     assert sorted((x.path, x.client, x.ok) for x in rows) == sorted(
         (p, c, 1) for p in ("wan-v4", "wan-v6") for c in ("xrdcp-S4", "curl", "iperf3")), \

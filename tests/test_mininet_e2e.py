@@ -46,7 +46,7 @@ def test_two_bottlenecks_in_series_sum_delay_and_take_the_smaller_rate(tmp_path,
     _need()
     require_tools("xrootd", "xrdcp", "curl", "iperf3", "ping")
     out = tmp_path / "run"
-    st = run_rig(SCEN, out, timeout=600, check_plan=False)  # not compared with the plan yet
+    st = run_rig(SCEN, out, timeout=600)
     rows = st.transfers()
     assert rows and all(t.ok for t in rows), [t.error for t in rows]
     val = st.validations()

@@ -25,8 +25,7 @@ def _need(*names: str) -> None:
 
 def _run(tmp_path_factory, name: str) -> Path:
     out = tmp_path_factory.mktemp(name) / "run"
-    prefix = rig_run(DATA / f"{name}.yaml", out, timeout=600,
-                     check_plan=False).prefix  # not compared with the plan yet
+    prefix = rig_run(DATA / f"{name}.yaml", out, timeout=600).prefix
     assert not (netns.STATE_DIR / prefix).exists()       # certificates went with it
     assert not [d for p, d in cgroups.rig_cgroups() if p == prefix]   # CPU sets too
     return out

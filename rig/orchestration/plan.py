@@ -99,7 +99,7 @@ def _setup(d: _Draft) -> None:
     if replay:
         d.add(note.Note("note:replay", items=tuple(text(ln) for ln in replay)), deps=())
     setup = [a.id for a in d.acts if a.runs]
-    if any(s.cpus for s in sc.servers) or any(c.cpus for c in sc.clients):
+    if pinning.pins(sc):
         d.add(pinning.Pinning("pinning"), deps=setup)
         setup.append("pinning")
     for i, p in enumerate(sc.paths):

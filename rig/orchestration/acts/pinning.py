@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
+from rig.description.scenario.document import Scenario
 from rig.description.scenario.paths import LOCAL
 from rig.orchestration.actions import Action
 from rig.orchestration.context import Context
@@ -33,11 +34,17 @@ def pinned(prefix: str, what: str, cpus: str | None, argv: list[str],
             f"({h.method})"], list(argv)
 
 
+def pins(sc: Scenario) -> bool:
+    """Does the run pin anything to CPUs: a server's or a client's `cpus:`, or a path copy
+    of sweep.server_cpus (its origins' CPU sets)?"""
+    return (any(s.cpus for s in sc.servers) or any(c.cpus for c in sc.clients)
+            or any(p.server_cpus for p in sc.paths))
+
+
 def _pinning(ctx: Context, stack: contextlib.ExitStack) -> None:
     """cgroup v2 or v1 cpusets where this host has them, else taskset; the clients'
     cgroups (local ones) are made here, the servers' as they start."""
-    if not (any(s.cpus for s in ctx.sc.servers) or any(c.cpus for c in ctx.sc.clients)
-            or any(p.server_cpus for p in ctx.sc.paths)):     # sweep.server_cpus' copies
+    if not pins(ctx.sc):
         return
     ctx.pinning = cgroups.detect()
     if ctx.pinning is not None:
