@@ -50,7 +50,7 @@ REPEATS = 3
 def run_dir(tmp_path_factory):
     pytest.importorskip("XRootD", reason="XRootD Python bindings (pip install xrootd)")
     out = tmp_path_factory.mktemp("caching") / "run"
-    prefix = rig_run(SCEN, out, timeout=900, check_plan=False).prefix  # not compared with the plan yet
+    prefix = rig_run(SCEN, out, timeout=900).prefix
     # the plain downloads' files (dest_dir) are gone, the shadow files were never named
     assert not [f for f in Path("/var/tmp").iterdir() if f.name.startswith(f"{prefix}-")]
     return out
