@@ -204,7 +204,7 @@ def test_the_run_says_the_notes_as_its_sweep_starts():
     fake = types.SimpleNamespace(
         sc=sc, swept=False, all_steps=all_steps, lives=[], say=said.append,
         store=types.SimpleNamespace(set_env=lambda *a: None),
-        reporter=types.SimpleNamespace(start=lambda n: None))
+        reporter=types.SimpleNamespace(start=lambda n, kinds=(): None))
     Context.step_of(fake, types.SimpleNamespace(step=0))      # type: ignore[arg-type]
     assert said == ["note: client c: sweep.streams [1, 8] not applied: curl has one stream"]
     Context.step_of(fake, types.SimpleNamespace(step=1))      # type: ignore[arg-type]
