@@ -5,7 +5,8 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 APT_PKGS := xrootd-server xrootd-client davix curl wget iperf3 iptables iputils-ping nginx openssh-server \
             procps iproute2 python3-venv python3-pip chromium apache2 openssl tcpdump \
-            g++ make pkg-config davix-dev libcurl4-openssl-dev zlib1g-dev sudo mininet
+            g++ make pkg-config davix-dev libcurl4-openssl-dev zlib1g-dev sudo mininet \
+            voms-clients xrootd-voms-plugins
 # installed without their recommendations: mininet recommends openvswitch-switch (a daemon
 # and a kernel module), which the rig never uses (Linux bridges; docs/scenarios.md "Mininet topologies")
 APT_LEAN := mininet

@@ -48,7 +48,7 @@ class Xrdcp(ClientTool):
     caps = Capabilities(servers=frozenset({"xrootd", "xcache"}), protocols=("root",),
                         max_streams=15,
                         timed_by_written_bytes=True, tls=frozenset({"control", "all"}),
-                        upload=frozenset({"xrootd"}))
+                        upload=frozenset({"xrootd"}), auth=frozenset({"x509"}))
     options = XrdcpOptions
     verify = "tool"
     columns = (Column("page_checksum", int),)    # 1: pages checksummed, 0: not
@@ -93,8 +93,9 @@ class Xrdcp(ClientTool):
 
     def env(self, job: Job) -> dict[str, str]:
         env = dict(XRD_FAIL_FAST)
-        if job.tls != "off":
+        if job.tls != "off" or (job.credential and job.ca_dir):
             env["X509_CERT_DIR"] = job.ca_dir
+        env.update(gsi_env(job))
         o: XrdcpOptions = job.client.options
         if o.page_checksum is not None:
             env["XRD_CPUSEPGWRTRD"] = "1" if o.page_checksum else "0"
@@ -123,6 +124,20 @@ class Xrdcp(ClientTool):
         return ("XrdCl before 5.9.2: two extreme-copy sources stealing work from each "
                 "other take their locks in opposite order, XCpSrc::Steal, "
                 "xrootd/xrootd#2619")
+
+
+def gsi_env(job: Job) -> dict[str, str]:
+    """What an XrdCl client presents to a GSI server: the proxy's path (`missing`: a path
+    where none is, so it does not fall back to /tmp/x509up_u<uid>), never a proxy it
+    makes itself from ~/.globus (XrdSecGSICREATEPROXY=0: it would ask for a passphrase),
+    and the CN of a rig server's certificate (XrdCl 5.5 otherwise wants the CN to be the
+    host name it connected to, e.g. '::ffff:10.0.0.2')."""
+    if not job.credential:
+        return {}
+    env = {"X509_USER_PROXY": job.proxy, "XrdSecGSICREATEPROXY": "0"}
+    if job.gsi_name:
+        env["XrdSecGSISRVNAMES"] = job.gsi_name
+    return env
 
 
 def cksum_error(job: Job, tool: str) -> str:
