@@ -48,14 +48,14 @@ def test_a_valid_proxy_reads_the_whole_file_with_each_client(run_dir):
 
 
 @pytest.mark.parametrize("client,says", [
-    ("xrdcp-expired", "credential refused (expired proxy)"),
-    ("xrdcp-foreign", "credential refused (proxy of a CA the server does not trust)"),
-    ("xrdcp-missing", "credential refused (no proxy presented)"),
-    ("davix-expired", "credential refused (expired proxy)"),
-    ("davix-foreign", "credential refused (proxy of a CA the server does not trust)"),
-    ("curl-expired", "credential refused (expired proxy)"),
-    ("curl-foreign", "credential refused (proxy of a CA the server does not trust)"),
-    ("curl-missing", "credential refused (no proxy presented)"),
+    ("xrdcp-expired", "credential refused (expired proxy"),
+    ("xrdcp-foreign", "credential refused (proxy of a CA the server does not trust"),
+    ("xrdcp-missing", "credential refused (no proxy presented"),
+    ("davix-expired", "credential refused (expired proxy"),
+    ("davix-foreign", "credential refused (proxy of a CA the server does not trust"),
+    ("curl-expired", "credential refused (expired proxy"),
+    ("curl-foreign", "credential refused (proxy of a CA the server does not trust"),
+    ("curl-missing", "credential refused (no proxy presented"),
 ])
 def test_a_refused_credential_is_a_failed_row_saying_so(run_dir, client, says):
     r = {r.client: r for r in Store.open(run_dir).transfers()}[client]

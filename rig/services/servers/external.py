@@ -52,8 +52,8 @@ def stat_env(ep: "Endpoint", proxy: str = "") -> dict[str, str] | None:
     """The environment of `stat_argv` (None: the rig's own)."""
     if ep.protocol != "root":
         return None
-    return {**XRDFS_ENV, **({"X509_USER_PROXY": proxy, "XrdSecGSICREATEPROXY": "0"}
-                            if proxy else {})}
+    from rig.services.tools.xrdcp import gsi_env_of
+    return {**XRDFS_ENV, **(gsi_env_of(proxy) if proxy else {})}
 
 
 def parse_stat(protocol: str, stdout: str) -> int | None:

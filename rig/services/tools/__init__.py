@@ -94,6 +94,11 @@ CREDENTIAL_LABELS = {"valid": "valid proxy", "expired": "expired proxy",
 _REFUSED = re.compile(r"auth failed|no protocols left|\b40[13]\b|permission refused|"
                       r"permission denied|certificate (expired|unknown|required|verify)|"
                       r"unknown ca|bad certificate|alert|handshake", re.I)
+# ... or, over TLS 1.3, only a connection the server ended: it checks the client's
+# certificate after the client's handshake is done, and its alert races the reset
+# (curl "getpeername() failed ... not connected", davix "Connection reset by peer"):
+# named a refusal only when a certificate was presented over https
+_ENDED = re.compile(r"reset by peer|not connected|connection reset", re.I)
 
 
 def presents(job: Job) -> str:
@@ -116,6 +121,9 @@ def credential_error(job: Job, error: str | None) -> str | None:
         return None
     if _REFUSED.search(error):
         return f"credential refused ({what}): {error}"[:400]
+    if presents(job) and job.url.startswith("https://") and _ENDED.search(error):
+        return (f"credential refused ({what}; the server ended the TLS connection after "
+                f"the client certificate): {error}")[:400]
     return error
 
 

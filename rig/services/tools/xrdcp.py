@@ -126,17 +126,27 @@ class Xrdcp(ClientTool):
                 "xrootd/xrootd#2619")
 
 
+# where no file can be (/dev/null is no directory): XrdCl's GSI, finding no usable proxy,
+# makes one from the user certificate and key these name, asking for a passphrase
+NO_FILE = "/dev/null/none"
+
+
 def gsi_env(job: Job) -> dict[str, str]:
     """What an XrdCl client presents to a GSI server: the proxy's path (`missing`: a path
-    where none is, so it does not fall back to /tmp/x509up_u<uid>), never a proxy it
-    makes itself from ~/.globus (XrdSecGSICREATEPROXY=0: it would ask for a passphrase),
-    and the CN of a rig server's certificate (XrdCl 5.5 otherwise wants the CN to be the
-    host name it connected to, e.g. '::ffff:10.0.0.2')."""
+    where none is, so it does not fall back to /tmp/x509up_u<uid>), and no user
+    certificate to make a proxy from (~/.globus would ask for a passphrase); not
+    XrdSecGSICREATEPROXY=0, with which xrdcp 5.5.3 segfaults when it has no proxy. A rig
+    server's certificate CN is named (XrdSecGSISRVNAMES): XrdCl 5.5 otherwise wants it to
+    be the host it connected to, '::ffff:198.18.0.6'."""
     if not job.credential:
         return {}
-    env = {"X509_USER_PROXY": job.proxy, "XrdSecGSICREATEPROXY": "0"}
-    if job.gsi_name:
-        env["XrdSecGSISRVNAMES"] = job.gsi_name
+    return gsi_env_of(job.proxy, job.gsi_name)
+
+
+def gsi_env_of(proxy: str, server_cn: str = "") -> dict[str, str]:
+    env = {"X509_USER_PROXY": proxy, "X509_USER_CERT": NO_FILE, "X509_USER_KEY": NO_FILE}
+    if server_cn:
+        env["XrdSecGSISRVNAMES"] = server_cn
     return env
 
 
