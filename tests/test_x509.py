@@ -64,6 +64,14 @@ def _load(doc: dict):
      "wget"),
     (_with(BASE, clients=[{"name": "c", "tool": "curl", "file": "f", "tls": "off"}]),
      "clients[0].tls", "over HTTPS only: tls: all", "off"),
+    ({"name": "two", "topology": "host",
+      "hosts": {"dtn1": {"ssh": "root@dtn1.example"}},
+      "paths": [{"name": "loop", "kind": "real", "server_host": "dtn1",
+                 "server_addr": "192.0.2.7"}],
+      "files": [{"name": "f", "size": "1MiB"}],
+      "servers": [{"name": "x", "kind": "xrootd", "auth": "x509"}],
+      "clients": [{"name": "c", "tool": "xrdcp", "file": "f"}]},
+     "servers[0].auth", "path loop runs on another host", "x509"),
 ])
 def test_bad_auth_input_is_one_line(doc, key, says, value):
     with pytest.raises(InputError) as e:

@@ -101,6 +101,9 @@ def make(ca: tls.Ca) -> Path:
     fca.dir.chmod(0o700)
     tls.client_cert(fca, f, "user", USER_SUBJECT)
     _proxy(proxy_argv(f, "user", fca.hashed_dir, proxy_path(ca.dir, "foreign"), voms=d))
+    for f in d.rglob("*"):          # keys, proxies, certificates: the run's user only
+        if f.is_file():
+            f.chmod(0o600)
     # xrootd (another user) reads the LSC file: the VOMS server's subject and issuer
     lsc = vomsdir(ca.dir) / VO
     lsc.mkdir(parents=True, mode=0o755)

@@ -63,6 +63,21 @@ def check_client(cc: S.Ctx, c: ClientSpec, s: ServerSpec) -> None:
                                     "certificate over HTTPS only: tls: all", c.tls)
 
 
+def check(ctx: S.Ctx, sc: Any) -> None:
+    """A server with `auth:` runs on this host: its CA directory, VOMS directory and the
+    clients' proxies are the run's local files (not copied to another host)."""
+    from rig.description.scenario.paths import LOCAL
+    for i, s in enumerate(sc.servers):
+        if s.auth == "none":
+            continue
+        far = [p.name for p in sc.paths if p.server_host not in (None, LOCAL)
+               or p.client_host not in (None, LOCAL)]
+        if far:
+            raise ctx.child("servers").child(i).child("auth").error(
+                f"path {far[0]} runs on another host: auth: {s.auth} runs on this host "
+                "only (not yet on hosts:)", s.auth)
+
+
 def needs_https(sc: Any, c: ClientSpec) -> bool:
     """An HTTP client of a server with `auth:` presents its proxy over HTTPS (its TLS
     mode is `all`, whatever the sweep says)."""

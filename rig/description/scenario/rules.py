@@ -116,6 +116,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
         raise ctx.child("topology").error("layout 'host' carries real paths (or paths "
                                           "through a router host) only", sc.topology.name)
     _check_placement(ctx, sc)
+    auth.check(ctx, sc)
     caches.check(ctx, sc)
     return sc
 
