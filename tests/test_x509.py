@@ -197,3 +197,23 @@ def test_plan_argvs_name_every_file_make_writes():
     outs = [a[a.index("-out") + 1] for a in argvs if a[0] == "voms-proxy-fake"]
     assert outs == [str(x509.proxy_path(Path("/r/tls"), w))
                     for w in ("valid", "expired", "foreign")]
+
+
+def test_a_refused_row_has_no_bytes_and_no_throughput():
+    """xrdcp is timed by the bytes it wrote: a refusal's were its error message."""
+    import dataclasses
+    from rig.orchestration import transfer
+    from rig.process.proc import Result
+    res = Result(["xrdcp"], 52, "", "Run: [FATAL] Auth failed: No protocols left to try",
+                 0.3, 0.2, 0.0, io_wchar=92, io_done_s=None)
+    m = transfer.measure(transfer.Outcome(_job("expired"), ["xrdcp"], {}, res, 0.0, 0.0))
+    assert not m["ok"] and m["bytes"] is None and m["throughput_bps"] is None
+    assert m["error"].startswith("credential refused (expired proxy)")
+    assert m["extra"]["credential"] == "expired"
+    # the same bytes of a job without a credential are counted as before
+    bare = dataclasses.replace(_job("valid"), credential="", proxy="")
+    assert transfer.measure(transfer.Outcome(bare, ["xrdcp"], {}, res, 0.0, 0.0))["bytes"] == 92
+    # a valid proxy's whole file is a throughput point
+    okres = Result(["xrdcp"], 0, "", "", 0.5, 0.2, 0.0, io_wchar=1 << 20, io_done_s=0.4)
+    m = transfer.measure(transfer.Outcome(_job("valid"), ["xrdcp"], {}, okres, 0.0, 0.0))
+    assert m["ok"] and m["bytes"] == 1 << 20 and m["throughput_bps"]

@@ -59,6 +59,6 @@ def test_a_valid_proxy_reads_the_whole_file_with_each_client(run_dir):
 ])
 def test_a_refused_credential_is_a_failed_row_saying_so(run_dir, client, says):
     r = {r.client: r for r in Store.open(run_dir).transfers()}[client]
-    assert not r.ok and r.throughput_bps is None
+    assert not r.ok and r.throughput_bps is None and not r.bytes
     assert r.error.startswith(says), r.error
     assert "deadline" not in r.error           # refused at once, never a hang

@@ -370,6 +370,10 @@ def measure(o: Outcome) -> dict:
     error = tools.credential_error(job, error)
     if job.credential:
         extra["credential"] = job.credential
+    if job.credential and error is not None and tool.caps.timed_by_written_bytes:
+        # a credential's refusal moved no file: what a tool timed by the bytes it wrote
+        # counted is its error message (io_wchar), no bytes, no throughput
+        nbytes = None
     ok = error is None and bool(nbytes) and bool(duration)
     return {"bytes": nbytes, "duration_s": duration,
             "throughput_bps": (8.0 * nbytes / duration) if nbytes and duration else None,
