@@ -217,3 +217,27 @@ def test_a_refused_row_has_no_bytes_and_no_throughput():
     okres = Result(["xrdcp"], 0, "", "", 0.5, 0.2, 0.0, io_wchar=1 << 20, io_done_s=0.4)
     m = transfer.measure(transfer.Outcome(_job("valid"), ["xrdcp"], {}, okres, 0.0, 0.0))
     assert m["ok"] and m["bytes"] == 1 << 20 and m["throughput_bps"]
+
+
+def test_an_external_endpoint_with_a_proxy_of_yours(tmp_path):
+    """The stat before the first step and every client present the user's proxy by its
+    path; the plan shows it."""
+    proxy = tmp_path / "x509up_u1000"
+    proxy.write_text("-----BEGIN CERTIFICATE-----\nnot read here\n")
+    doc = _with(EXT, servers=[{"name": "site", "kind": "external",
+                               "url": "https://se.example.org:8443/store"}],
+                clients=[{"name": "c", "tool": "curl", "file": "f",
+                          "credential": {"proxy": str(proxy)}},
+                         {"name": "d", "tool": "davix-get", "file": "f", "server": "site"}])
+    text = "\n".join(build_plan(_load(doc)).lines())
+    assert f"curl -sS -f -I --cert {proxy} --key {proxy}" in text      # the stat
+    curl = next(ln for ln in text.splitlines() if " curl --silent" in ln)
+    assert f"--cert {proxy} --key {proxy}" in curl
+    davix = next(ln for ln in text.splitlines() if " davix-get " in ln)
+    assert "--cert" not in davix          # a client without a credential presents none
+    assert "BEGIN CERTIFICATE" not in text
+    root = _with(EXT, clients=[{"name": "c", "tool": "xrdcp", "file": "f",
+                                "credential": {"proxy": str(proxy)}}])
+    text = "\n".join(build_plan(_load(root)).lines())
+    assert f"X509_USER_PROXY={proxy}" in text and "xrdfs root://h:1094 stat" in text
+    assert "XrdSecGSISRVNAMES" not in text     # a site's certificate names its host
