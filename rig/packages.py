@@ -47,6 +47,10 @@ PACKAGES: dict = {
     # Mininet topologies (rig.description.mininet): its Topo API under /usr/bin/python3;
     # EL9 has no package (pip's mininet under the system python3 would do)
     "mininet topologies": ("mininet", None, None),
+    # `auth: x509` (rig.realization.x509, rig.services.servers.xrootd): voms-proxy-fake,
+    # and xrootd's VOMS attribute extractors (libXrdVoms, libXrdHttpVOMS)
+    "voms proxies":       ("voms-clients", "voms-clients-cpp", "epel"),
+    "xrootd voms":        ("xrootd-voms-plugins", "xrootd-voms", "epel"),
 }
 # EL9 only: the kernel's netem lives outside the base kernel package there
 EL9_EXTRA = {"kernel netem (sch_netem)": ("kernel-modules-extra", "baseos")}
@@ -72,6 +76,8 @@ FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "mininet": ("Mininet topologies", ("mininet topologies",)),
     "remote": ("paths and servers on other hosts (sudo there)", ("sudo",)),
     "browser": ("the report's browser check (tests only)", ("chromium",)),
+    "x509": ("auth: x509 (GSI and VOMS proxies: voms-proxy-fake, xrootd's VOMS extractors)",
+             ("voms proxies", "xrootd voms")),
 }
 
 

@@ -28,6 +28,16 @@ T = TypeVar("T")
 # (xrdcp --tlsnodata), `all` every stream (roots://, https://).
 TLS_MODES = ("off", "control", "all")
 
+# How a server the rig starts authenticates its clients (a server's `auth:`): `x509`
+# takes X.509 proxies with VOMS attributes (xrootd: GSI on root://, a client
+# certificate over HTTPS) and refuses a client without one.
+AUTH_MODES = ("none", "x509")
+# A client's `credential:` the rig makes for a server with `auth:` (rig.realization.x509):
+# `valid` (the default there), or one the server must refuse
+MADE_CREDENTIALS = ("valid", "expired", "foreign", "missing")
+# ... or a file the user has, for an external endpoint: {proxy: PATH} (an X.509 proxy)
+CREDENTIAL_FILES = ("proxy",)
+
 
 @dataclass(frozen=True)
 class Capabilities:
@@ -52,6 +62,8 @@ class Capabilities:
     third_party: bool = False
     # server kinds it can upload to (`direction: upload`); empty: downloads only
     upload: frozenset[str] = frozenset()
+    # credentials it can present (AUTH_MODES besides none: x509, a proxy)
+    auth: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,7 @@ class ServerKind(Protocol):
     tpc: ClassVar[bool]
     caches: ClassVar[bool]
     writes: ClassVar[bool]
+    auths: ClassVar[frozenset[str]]      # AUTH_MODES besides none it can be set to
     settings: ClassVar[dict[str, bool]]
 
 

@@ -18,7 +18,7 @@ from rig.description import steps as S
 from rig.description.linkstats import EmulStats
 from rig.description.scenario.document import Scenario
 from rig.description.scenario.paths import LOCAL, PathSpec
-from rig.description.scenario.queries import sweep_notes, uses_tls
+from rig.description.scenario.queries import sweep_notes, uses_tls, uses_x509
 from rig.errors import RigError, StepAborted
 from rig.orchestration import capture, faults, storagecheck, threadsample
 from rig.orchestration.actions import Action
@@ -26,7 +26,7 @@ from rig.orchestration.reporter import Reporter, Say, stderr_say
 from rig.orchestration.sides import Here, Side, There
 from rig.process import owner, proc
 from rig.process.remote import Host
-from rig.realization import cgroups, netns, tls
+from rig.realization import cgroups, netns, tls, x509
 from rig.realization.emul.base import Backend, LinkSite
 from rig.results.store import Store, ValidationRow
 from rig.services import servers
@@ -178,8 +178,12 @@ class Context:
 
     def make_ca(self) -> None:
         if self.ca is None and uses_tls(self.sc):  # in the workdir: removed with it
-            self.ca = tls.make_ca(self.workdir / "tls")
+            rsa = uses_x509(self.sc)
+            self.ca = tls.make_ca(self.workdir / "tls", rsa=rsa)
             self.say(f"tls: a CA for this run only, {self.ca.cert}")
+            if rsa:
+                d = x509.make(self.ca)
+                self.say(f"x509: a user, its VOMS proxies (valid, expired, foreign) in {d}")
 
     def step_of(self, a: Action) -> S.Step:
         step = self.all_steps[a.step or 0]

@@ -25,7 +25,9 @@ from rig import checksum
 from rig.process import proc
 from rig.results.store import TransferRow
 from rig.description.scenario import Scenario, instance_cpus
+from rig.description.scenario import auth
 from rig.description.scenario.clients import EXTERNAL, ClientSpec, FileSpec
+from rig.realization import x509
 from rig.services import tools
 from rig.services.servers import ServerPlan
 from rig.services.tools import Job
@@ -78,6 +80,8 @@ def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, list[ServerPlan]]
         if server is not None:
             job = dataclasses.replace(job, origin=server.origin, origin_cpus=server.cpus)
             job = tool.with_origins(job, origins, i)
+        if c.server:
+            job = with_credential(job, auth.credential(c, sc.server(c.server)), server)
         if sources and file is not None:       # third-party copy: the destination pulls
             src = sources[i % len(sources)]
             job = dataclasses.replace(job, source_url=src.url(c.protocol, file.name,
@@ -97,6 +101,22 @@ def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, list[ServerPlan]]
             job = tool.as_upload(job, server, file, upload_name(prefix, c.name, i))
         jobs.append(job)
     return jobs
+
+
+def with_credential(job: Job, cred: str | dict | None, server: ServerPlan | None) -> Job:
+    """The job presenting its client's credential (pure): a proxy the rig made beside the
+    run's CA (rig.realization.x509; its CA trusted, its server's CN accepted), or the
+    user's file against an external endpoint."""
+    if cred is None:
+        return job
+    if isinstance(cred, dict):
+        kind, path = next(iter(cred.items()))
+        return dataclasses.replace(job, credential=kind, proxy=path)
+    assert server is not None and server.tls is not None, "auth: the run's CA signed it"
+    ca = Path(server.tls.ca_file).parent
+    return dataclasses.replace(job, credential=cred, proxy=str(x509.proxy_path(ca, cred)),
+                               gsi_name=server.tls.name, ca_file=server.tls.ca_file,
+                               ca_dir=server.tls.ca_dir)
 
 
 def _file(sc: Scenario, c: ClientSpec, sizes: dict[str, int] | None) -> FileSpec | None:
@@ -347,6 +367,13 @@ def measure(o: Outcome) -> dict:
         extra["deadlock_stacks"] = res.deadlock_stacks
     elif error is None and res.returncode != 0:
         error = f"exit {res.returncode}"
+    error = tools.credential_error(job, error)
+    if job.credential:
+        extra["credential"] = job.credential
+    if job.credential and error is not None and tool.caps.timed_by_written_bytes:
+        # a credential's refusal moved no file: what a tool timed by the bytes it wrote
+        # counted is its error message (io_wchar), no bytes, no throughput
+        nbytes = None
     ok = error is None and bool(nbytes) and bool(duration)
     return {"bytes": nbytes, "duration_s": duration,
             "throughput_bps": (8.0 * nbytes / duration) if nbytes and duration else None,

@@ -9,6 +9,7 @@ rig.description.kinds (this module never imports them).
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,6 +175,31 @@ def _endpoint_url(v: Any) -> str:
 EXTERNAL = "external"      # the server kind of an endpoint the rig does not start
 
 
+@S.describe(type="choice", choices=kinds.AUTH_MODES)
+def _auth(v: Any) -> str:
+    return S.choice(*kinds.AUTH_MODES)(v)
+
+
+@S.describe(type="credential", text=f"{', '.join(kinds.MADE_CREDENTIALS)}, or "
+            "{proxy: PATH} (a file of yours, for an external endpoint)",
+            example="expired")
+@S.with_ctx
+def _credential(ctx: S.Ctx, v: Any) -> str | dict[str, str]:
+    """A rig-made credential (kinds.MADE_CREDENTIALS), or a file the user has, named
+    under its kind (kinds.CREDENTIAL_FILES): an existing readable regular file."""
+    files = " or ".join(f"{{{k}: PATH}}" for k in kinds.CREDENTIAL_FILES)
+    if isinstance(v, str) and v in kinds.MADE_CREDENTIALS:
+        return v
+    if not isinstance(v, dict) or len(v) != 1 or next(iter(v)) not in kinds.CREDENTIAL_FILES:
+        raise ctx.error(f"expected one of {', '.join(kinds.MADE_CREDENTIALS)}, or {files}", v)
+    key, path = next(iter(v.items()))
+    c = ctx.child(str(key))
+    path = S.call(c, S.path_text, path)
+    if not os.path.isfile(path) or not os.access(path, os.R_OK):
+        raise c.error("no such readable file", path)
+    return {str(key): path}
+
+
 def _check_external(ctx: S.Ctx, d: dict[str, Any]) -> None:
     """An external server has its URL and none of the keys of a server the rig runs."""
     if d["kind"] != EXTERNAL:
@@ -184,6 +210,10 @@ def _check_external(ctx: S.Ctx, d: dict[str, Any]) -> None:
     if d["url"] is None:
         raise ctx.child("url").error("required key is missing (kind external: the "
                                      "endpoint's URL, e.g. root://dtn.example.org//store/rig)")
+    if d["auth"] != "none":
+        raise ctx.child("auth").error("not for an external endpoint (it authenticates as "
+                                      "its site set it up: give its clients credential: "
+                                      "{proxy: PATH})", d["auth"])
     for key, unset in (("binary", None), ("count", 1), ("cpus", None), ("node", None),
                        ("tpc", False), ("origin", None), ("ports", None)):
         if d[key] != unset:
@@ -219,6 +249,9 @@ class ServerSpec:
     # kind external: the endpoint's URL (root://, roots://, http(s)://, dav(s):// with its
     # path), a server the rig does not start (rig.description.endpoint)
     url: str | None = S.spec(S.optional(_endpoint_url), None)
+    # how it authenticates its clients (kinds.AUTH_MODES): x509 takes X.509 proxies with
+    # VOMS attributes and refuses a client without one (its clients' `credential:`)
+    auth: str = S.spec(_auth, "none")
 
     @property
     def endpoint(self) -> endpoint.Endpoint | None:
@@ -240,6 +273,10 @@ class ServerSpec:
                 raise ctx.child(key).error(f"a {d['kind']} server has no {key} setting "
                                            f"(has it: {can})", d[key])
         _check_external(ctx, d)
+        if d["auth"] != "none" and d["auth"] not in kinds.server(d["kind"]).auths:
+            can = ", ".join(k.kind for k in kinds.SERVERS.all() if d["auth"] in k.auths)
+            raise ctx.child("auth").error(f"a {d['kind']} server cannot do auth: "
+                                          f"{d['auth']} (can: {can})", d["auth"])
         if d["ports"]:
             kind = kinds.server(d["kind"])
             protos = {**kind.ports, **kind.tls_ports}
@@ -348,6 +385,10 @@ class ClientSpec:
     # download (from the server) | upload (to it: the file written to the server's
     # upload/ folder, checked by its checksum there, then removed); None: sweep.direction
     direction: str | None = S.spec(S.optional(S.choice(*DIRECTIONS)), None)
+    # what it authenticates with: a credential the rig makes for a server with `auth:`
+    # (valid, its default there; expired, foreign, missing: ones it must refuse), or a
+    # file of the user's for an external endpoint ({proxy: PATH})
+    credential: str | dict | None = S.spec(S.optional(_credential), None)
     # the tool's own keys (page_checksum, block, mode, ...): an instance of the option
     # section its module declares (rig.description.kinds; none: kinds.NoOptions)
     options: Any = kinds.NoOptions()

@@ -8,6 +8,7 @@ import dataclasses
 from dataclasses import dataclass
 
 from rig.description import kinds, schema as S, tuningspec
+from rig.description.scenario.auth import needs_https
 from rig.description.scenario.clients import BackgroundSpec, ClientSpec, ServerSpec
 from rig.description.scenario.document import Scenario
 from rig.description.scenario.paths import PathSpec
@@ -46,6 +47,8 @@ def tls_modes(sc: Scenario, c: ClientSpec) -> list[str]:
     use (`off` always), else off."""
     if c.tls is not None:
         return [c.tls]
+    if needs_https(sc, c):
+        return ["all"]
     if not sc.sweep.tls:
         return ["off"]
     return [m for m in sc.sweep.tls if m == "off" or _can_tls(sc, c, m)] or ["off"]
@@ -60,8 +63,14 @@ def _can_tls(sc: Scenario, c: ClientSpec, mode: str) -> bool:
 
 
 def uses_tls(sc: Scenario) -> bool:
-    """Whether the run needs a CA and TLS endpoints on its servers."""
-    return any(m != "off" for c in sc.clients for m in tls_modes(sc, c))
+    """Whether the run needs a CA and TLS endpoints on its servers (a server with `auth:`
+    has its certificate from the run's CA)."""
+    return any(m != "off" for c in sc.clients for m in tls_modes(sc, c)) or uses_x509(sc)
+
+
+def uses_x509(sc: Scenario) -> bool:
+    """Whether the run makes X.509 users and proxies (rig.realization.x509)."""
+    return any(s.auth == "x509" for s in sc.servers)
 
 
 def path_servers(sc: Scenario, p: PathSpec | None = None) -> list[ServerSpec]:

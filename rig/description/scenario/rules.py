@@ -8,7 +8,7 @@ import dataclasses
 from typing import Any
 
 from rig.description import caches, kinds, limits as L, schema as S, topology as T, tuningspec
-from rig.description.scenario import external
+from rig.description.scenario import auth, external
 from rig.description.scenario.clients import EXTERNAL, ClientSpec, ServerSpec
 from rig.description.scenario.document import Scenario
 from rig.description.scenario.paths import LOCAL
@@ -54,6 +54,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
             raise cc.child("server").error("no server of that name", c.server)
         if servers[c.server].kind == EXTERNAL:     # no file of the rig's, no port of its own
             external.check_client(cc, c, servers[c.server])
+            auth.check_client(cc, c, servers[c.server])
             continue
         if servers[c.server].kind not in caps.servers:
             raise cc.child("server").error(
@@ -71,6 +72,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
             raise cc.child("tls").error(f"a {servers[c.server].kind} server does not serve TLS "
                                         f"({', '.join(have)} do)", c.tls)
         _check_tpc(cc, c, caps, servers)
+        auth.check_client(cc, c, servers[c.server])
     sc = dataclasses.replace(sc, clients=clients)
     external.check(ctx, sc)        # before the rules below, whose words fit servers it runs
     names = [p.name for p in sc.paths]
@@ -114,6 +116,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
         raise ctx.child("topology").error("layout 'host' carries real paths (or paths "
                                           "through a router host) only", sc.topology.name)
     _check_placement(ctx, sc)
+    auth.check(ctx, sc)
     caches.check(ctx, sc)
     return sc
 

@@ -69,6 +69,12 @@ def files_of(sc: Scenario, s: ServerSpec) -> list[str]:
     return list(dict.fromkeys(c.file for c in sc.clients if c.server == s.name and c.file))
 
 
+def proxy_of(sc: Scenario, s: ServerSpec) -> str:
+    """The X.509 proxy the stat presents: the first one a client of `s` names ("": none)."""
+    return next((c.credential["proxy"] for c in sc.clients if c.server == s.name
+                 and isinstance(c.credential, dict) and "proxy" in c.credential), "")
+
+
 def items(sc: Scenario, n: netns.RealizedPath) -> list[Item]:
     s = endpoint_of(sc)
     ep = s.endpoint
@@ -91,8 +97,9 @@ def items(sc: Scenario, n: netns.RealizedPath) -> list[Item]:
     out += [cmd(gateway.rule_argv(r, "-I")) for r in gateway.rules(g)]
     out.append(text(comment(f"TCP connect to {addr}:{ep.port} from {n.client_ns} "
                             f"(within {CONNECT_TIMEOUT_S:g} s; no process)")))
-    out += [cmd(ns_argv(n.client_ns, external.stat_argv(ep, f)),
-                env=external.XRDFS_ENV if ep.protocol == "root" else None)
+    proxy = proxy_of(sc, s)
+    out += [cmd(ns_argv(n.client_ns, external.stat_argv(ep, f, proxy)),
+                env=external.stat_env(ep, proxy))
             for f in files_of(sc, s)]
     out.append(cmd(ns_argv(n.server_ns, ping_argv(addr, PING_COUNT, 0.2)),
                    note="   # the base RTT beyond the emulation"))
@@ -177,10 +184,10 @@ def _answers(ctx: Context, live: Live, st: EndpointState) -> None:
         raise RigError(f"endpoint {ep.url} does not answer: no TCP connection to "
                        f"{st.addr}:{ep.port} from the client's side within "
                        f"{CONNECT_TIMEOUT_S:g} s")
+    proxy = proxy_of(ctx.sc, st.spec)
     for f in files_of(ctx.sc, st.spec):
-        env = external.XRDFS_ENV if ep.protocol == "root" else None
-        r = proc.run(ns_argv(live.client_ns, external.stat_argv(ep, f)), env=env,
-                     timeout=external.STAT_TIMEOUT_S)
+        r = proc.run(ns_argv(live.client_ns, external.stat_argv(ep, f, proxy)),
+                     env=external.stat_env(ep, proxy), timeout=external.STAT_TIMEOUT_S)
         size = external.parse_stat(ep.protocol, r.stdout) if r.returncode == 0 else None
         if size is None:
             why = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1][:120] \

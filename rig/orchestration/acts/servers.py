@@ -52,7 +52,8 @@ def plans(sc: Scenario, n: netns.RealizedPath,
             return p
         return dataclasses.replace(p, tls=servers.TlsFiles(
             "<certificate signed by the run's CA>", "<its key>",
-            str(wd / "tls" / "ca.pem"), str(wd / "tls" / "certs")))
+            str(wd / "tls" / "ca.pem"), str(wd / "tls" / "certs"),
+            f"{sc.paths[n.index].name}-{p.origin}"))
     return {name: [with_tls(p) for p in ps] for name, ps in out.items()}
 
 
@@ -119,8 +120,9 @@ def _server_tls(ctx: Context, live: Live, p: servers.ServerPlan) -> servers.TlsF
     """Certificate for the server's address and a name of its own, from the run's CA."""
     if ctx.ca is None or not servers.get(p.spec.kind).tls_ports:
         return None
-    cert, key = tls.server_cert(ctx.ca, f"{live.spec.name}-{p.origin}", p.addr)
-    return servers.TlsFiles(cert, key, str(ctx.ca.cert), str(ctx.ca.hashed_dir))
+    name = f"{live.spec.name}-{p.origin}"
+    cert, key = tls.server_cert(ctx.ca, name, p.addr, rsa=p.spec.auth == "x509")
+    return servers.TlsFiles(cert, key, str(ctx.ca.cert), str(ctx.ca.hashed_dir), name)
 
 
 def _start_servers(ctx: Context, stack: contextlib.ExitStack, live: Live, datadir: Path) -> None:

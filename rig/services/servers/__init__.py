@@ -44,6 +44,7 @@ class TlsFiles:
     key_pem: str
     ca_file: str           # the CA certificate (PEM)
     ca_dir: str            # a directory holding it under its OpenSSL subject hash
+    name: str = ""         # its certificate's CN (a GSI client is told it: XrdSecGSISRVNAMES)
 
 
 TLS_CERT, TLS_KEY = "tls-cert.pem", "tls-key.pem"
@@ -98,6 +99,8 @@ class ServerKind:
     # accepts uploads into the data directory's upload/ folder (configured so when the
     # plan's `uploads` is set)
     writes: ClassVar[bool] = False
+    # how it can authenticate clients (`auth:`, kinds.AUTH_MODES besides none)
+    auths: ClassVar[frozenset[str]] = frozenset()
     # how it writes answers to the socket (scenario keys of the same names), each with the
     # default a Debian site runs; a kind without a setting refuses the key
     settings: ClassVar[dict[str, bool]] = {}

@@ -36,14 +36,24 @@ XRDFS_ENV = {"XRD_CONNECTIONRETRY": "1", "XRD_CONNECTIONWINDOW": "5",
              "XRD_TIMEOUTRESOLUTION": "1"}
 
 
-def stat_argv(ep: "Endpoint", relpath: str) -> list[str]:
+def stat_argv(ep: "Endpoint", relpath: str, proxy: str = "") -> list[str]:
     """Ask the endpoint for a file's size, reading nothing of it: `xrdfs stat` for
-    root(s)://, an HTTP HEAD (curl -I) for http(s) and dav(s)."""
+    root(s)://, an HTTP HEAD (curl -I) for http(s) and dav(s). `proxy`: the X.509 proxy
+    its clients present (a path; xrdfs is given it in its environment: `stat_env`)."""
     if ep.protocol == "root":
         return ["xrdfs", f"{ep.scheme}://{hostport(ep.host, ep.port)}", "stat",
                 ep.file_path(relpath)]
-    return ["curl", "-sS", "-f", "-I", "--max-time", f"{STAT_TIMEOUT_S - 5:g}",
+    cert = ["--cert", proxy, "--key", proxy] if proxy else []
+    return ["curl", "-sS", "-f", "-I", *cert, "--max-time", f"{STAT_TIMEOUT_S - 5:g}",
             ep.file_url(relpath)]
+
+
+def stat_env(ep: "Endpoint", proxy: str = "") -> dict[str, str] | None:
+    """The environment of `stat_argv` (None: the rig's own)."""
+    if ep.protocol != "root":
+        return None
+    from rig.services.tools.xrdcp import gsi_env_of
+    return {**XRDFS_ENV, **(gsi_env_of(proxy) if proxy else {})}
 
 
 def parse_stat(protocol: str, stdout: str) -> int | None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -60,6 +61,10 @@ class Job:
                                  # http-tpc: the destination's copy (verified, `verify`)
     adler32: str = ""            # download: the file's adler32 as the rig made it, the value
                                  # its bytes are checked against ("": not checked)
+    credential: str = ""         # what it authenticates with: valid, expired, foreign,
+                                 # missing (rig-made), proxy (the user's file); "": nothing
+    proxy: str = ""              # the X.509 proxy file it presents (a path, never its text)
+    gsi_name: str = ""           # the server certificate's CN a GSI client accepts
 
     @property
     def target(self) -> str:
@@ -77,6 +82,50 @@ class Parsed:
 
 # HTTP servers that take a PUT there (XrdHttp, nginx's dav module, Apache's mod_dav)
 HTTP_WRITERS = frozenset({"xrootd", "nginx", "apache"})
+
+# credentials the server must refuse: a transfer with one that succeeds is a failure
+MUST_FAIL = ("expired", "foreign", "missing")
+CREDENTIAL_LABELS = {"valid": "valid proxy", "expired": "expired proxy",
+                     "foreign": "proxy of a CA the server does not trust",
+                     "missing": "no proxy presented", "proxy": "proxy"}
+# what a refusal of the credential looks like in a tool's error: XrdCl's GSI ("Auth
+# failed", "No protocols left to try" once it has no usable proxy), an HTTP 401/403
+# (curl --fail, davix), a TLS alert of the server's (expired, unknown CA)
+_REFUSED = re.compile(r"auth failed|no protocols left|\b40[13]\b|permission refused|"
+                      r"permission denied|certificate (expired|unknown|required|verify)|"
+                      r"unknown ca|bad certificate|alert|handshake", re.I)
+# ... or, over TLS 1.3, only a connection the server ended: it checks the client's
+# certificate after the client's handshake is done, and its alert races the reset
+# (curl "getpeername() failed ... not connected", davix "Connection reset by peer"):
+# named a refusal only when a certificate was presented over https
+_ENDED = re.compile(r"reset by peer|not connected|connection reset", re.I)
+
+
+def presents(job: Job) -> str:
+    """The proxy a client presents (a path), "" for none (`missing`: none at all)."""
+    return job.proxy if job.credential not in ("", "missing") else ""
+
+
+def credential_error(job: Job, error: str | None) -> str | None:
+    """A transfer's error as its row says it: a refusal of the client's credential
+    named so; a credential the server had to refuse but let read is a failure too (never
+    a throughput point)."""
+    if not job.credential:
+        return error
+    what = CREDENTIAL_LABELS.get(job.credential, job.credential)
+    if job.credential == "proxy":
+        what = f"proxy {job.proxy}"
+    if error is None:
+        if job.credential in MUST_FAIL:
+            return f"credential not refused: the server let a client read with {what}"
+        return None
+    if _REFUSED.search(error):
+        return f"credential refused ({what}): {error}"[:400]
+    if presents(job) and job.url.startswith("https://") and _ENDED.search(error):
+        return (f"credential refused ({what}; the server ended the TLS connection after "
+                f"the client certificate): {error}")[:400]
+    return error
+
 
 # Capabilities and TLS_MODES are the description's (rig.description.kinds): the scenario
 # schema checks clients against them; tools declare them here.

@@ -7,18 +7,20 @@ import json
 import dataclasses
 
 from rig.services.tools import (HTTP_FETCHER, DestDir, HTTP_WRITERS, ClientTool, Job, Parsed, last_line,
-                                register)
+                                presents, register)
 
 
 @register
 class Curl(ClientTool):
     name = "curl"
-    caps = dataclasses.replace(HTTP_FETCHER, upload=HTTP_WRITERS)
+    caps = dataclasses.replace(HTTP_FETCHER, upload=HTTP_WRITERS, auth=frozenset({"x509"}))
     options = DestDir
     verify = "kept"          # no end-to-end option: a kept file, checksummed after the group
 
     def argv(self, job: Job) -> list[str]:
         ca = ["--cacert", job.ca_file] if job.tls != "off" else []
+        if presents(job):        # a proxy file holds its key after the certificates
+            ca += ["--cert", job.proxy, "--key", job.proxy]
         put = ["--upload-file", job.src] if job.direction == "upload" else []
         return [job.client.binary or "curl", "--silent", "--show-error", "--fail", *ca,
                 "--connect-timeout", "5", "--max-time", str(int(job.timeout_s)), *put,

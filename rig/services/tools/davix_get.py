@@ -6,19 +6,22 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from rig.services.tools import HTTP_FETCHER, DestDir, HTTP_WRITERS, ClientTool, Job, register
+from rig.services.tools import (HTTP_FETCHER, DestDir, HTTP_WRITERS, ClientTool, Job, presents,
+                                register)
 
 
 @register
 class DavixGet(ClientTool):
     """One whole-file GET; libdavix retries are off so a failure shows at once."""
     name = "davix-get"
-    caps = dataclasses.replace(HTTP_FETCHER, upload=HTTP_WRITERS)
+    caps = dataclasses.replace(HTTP_FETCHER, upload=HTTP_WRITERS, auth=frozenset({"x509"}))
     options = DestDir
     verify = "kept"          # no end-to-end option: a kept file, checksummed after the group
 
     def argv(self, job: Job) -> list[str]:
         ca = ["--capath", job.ca_dir] if job.tls != "off" else []
+        if presents(job):        # a proxy file holds its key after the certificates
+            ca += ["--cert", job.proxy, "--key", job.proxy]
         opts = ["--retry", "0", "--conn-timeout", "5", "--timeout", str(int(job.timeout_s)), *ca]
         if job.direction == "upload":       # davix-put beside the davix-get `binary:` names
             b = job.client.binary

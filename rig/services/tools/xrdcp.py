@@ -48,7 +48,7 @@ class Xrdcp(ClientTool):
     caps = Capabilities(servers=frozenset({"xrootd", "xcache"}), protocols=("root",),
                         max_streams=15,
                         timed_by_written_bytes=True, tls=frozenset({"control", "all"}),
-                        upload=frozenset({"xrootd"}))
+                        upload=frozenset({"xrootd"}), auth=frozenset({"x509"}))
     options = XrdcpOptions
     verify = "tool"
     columns = (Column("page_checksum", int),)    # 1: pages checksummed, 0: not
@@ -93,8 +93,9 @@ class Xrdcp(ClientTool):
 
     def env(self, job: Job) -> dict[str, str]:
         env = dict(XRD_FAIL_FAST)
-        if job.tls != "off":
+        if job.tls != "off" or (job.credential and job.ca_dir):
             env["X509_CERT_DIR"] = job.ca_dir
+        env.update(gsi_env(job))
         o: XrdcpOptions = job.client.options
         if o.page_checksum is not None:
             env["XRD_CPUSEPGWRTRD"] = "1" if o.page_checksum else "0"
@@ -123,6 +124,30 @@ class Xrdcp(ClientTool):
         return ("XrdCl before 5.9.2: two extreme-copy sources stealing work from each "
                 "other take their locks in opposite order, XCpSrc::Steal, "
                 "xrootd/xrootd#2619")
+
+
+# where no file can be (/dev/null is no directory): XrdCl's GSI, finding no usable proxy,
+# makes one from the user certificate and key these name, asking for a passphrase
+NO_FILE = "/dev/null/none"
+
+
+def gsi_env(job: Job) -> dict[str, str]:
+    """What an XrdCl client presents to a GSI server: the proxy's path (`missing`: a path
+    where none is, so it does not fall back to /tmp/x509up_u<uid>), and no user
+    certificate to make a proxy from (~/.globus would ask for a passphrase); not
+    XrdSecGSICREATEPROXY=0, with which xrdcp 5.5.3 segfaults when it has no proxy. A rig
+    server's certificate CN is named (XrdSecGSISRVNAMES): XrdCl 5.5 otherwise wants it to
+    be the host it connected to, '::ffff:198.18.0.6'."""
+    if not job.credential:
+        return {}
+    return gsi_env_of(job.proxy, job.gsi_name)
+
+
+def gsi_env_of(proxy: str, server_cn: str = "") -> dict[str, str]:
+    env = {"X509_USER_PROXY": proxy, "X509_USER_CERT": NO_FILE, "X509_USER_KEY": NO_FILE}
+    if server_cn:
+        env["XrdSecGSISRVNAMES"] = server_cn
+    return env
 
 
 def cksum_error(job: Job, tool: str) -> str:
