@@ -52,6 +52,10 @@ class Capabilities:
     third_party: bool = False
     # server kinds it can upload to (`direction: upload`); empty: downloads only
     upload: frozenset[str] = frozenset()
+    # how it fetches a `count:` set of small files (issue 40 item 7): "one" (one
+    # invocation names every file: it reuses its connection where it does), "each" (one
+    # process per file, in turn: it cannot take several), "" (it does not fetch sets)
+    many_files: str = ""
 
 
 @dataclass(frozen=True)

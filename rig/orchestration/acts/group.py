@@ -29,7 +29,8 @@ from rig.realization import netns
 from rig.results.store import ValidationRow
 from rig.services import tools
 
-JOINT_START_S = 120.0      # a joint set's paths wait this long for each other to start
+JOINT_START_S = 120.0
+LIST_SHOWN = 4             # lines of a long list file `rig plan` shows (a set's files)      # a joint set's paths wait this long for each other to start
 
 
 @dataclass(frozen=True)
@@ -69,9 +70,14 @@ def items(sc: Scenario, g: S.Group, n: netns.RealizedPath, step: S.Step, wd: Pat
         key = (tuple(argv), tuple((env or {}).items()))
         if key in seen:
             continue
-        for path, body in job.files:       # an extreme copy's metalink
+        for path, body in job.files:       # an extreme copy's metalink, a set's list
+            lines = body.strip().splitlines()
             out.append(text(f"# write {path}:"))
-            out += [text(f"#   {ln}") for ln in body.strip().splitlines()]
+            shown = lines if len(lines) <= 2 * LIST_SHOWN else lines[:LIST_SHOWN]
+            out += [text(f"#   {ln}") for ln in shown]
+            if len(shown) < len(lines):
+                out.append(text(f"#   .. {len(lines) - len(shown)} more lines, "
+                                f"{len(lines)} in all"))
         if not seen and isinstance(g.client.cpus, tuple):
             out.append(text(f"# instance i on CPU set i of "
                             f"{', '.join(g.client.cpus[:g.concurrency])} (taskset -c each)"))
