@@ -497,6 +497,7 @@ def verify_set(job: Job, ok: bool, read: Callable[[str], str] = checksum.of_file
     first: str | None = None
     for _, rel, want in job.members:
         path = os.path.join(job.dest, os.path.basename(rel))
+        why: str | None
         try:
             got = read(path)
         except OSError as e:

@@ -84,7 +84,7 @@ class FileSpec:
     path: str | None = S.spec(S.optional(S.path_text), None)
     # many small files (issue 40 item 7): `count` random files of `size` each, made once
     # per run in a folder NAME/ (NAME/00000 ..), each one's adler32 taken as it is made;
-    # a client naming NAME fetches all of them (None: one file NAME)
+    # a client naming NAME fetches all of them (unset: one file NAME)
     count: int | None = S.spec(S.optional(S.integer(1, L.MAX_FILE_COUNT)), None)
 
     @classmethod
@@ -92,6 +92,11 @@ class FileSpec:
         root_keys = ("branches", "cluster", "seed", "path")
         if d["count"] is not None and d["kind"] != "random":
             raise ctx.child("count").error("only for kind: random (a set of small files)",
+                                           d["count"])
+        if d["count"] is not None and d["size"] is not None \
+                and d["count"] * d["size"] > L.MAX_SIZE:
+            raise ctx.child("count").error(f"{d['count']} files of {S.fmt_size(d['size'])}: "
+                                           f"more than {S.fmt_size(L.MAX_SIZE)} in all",
                                            d["count"])
         if d["kind"] == "random":
             for k in root_keys:

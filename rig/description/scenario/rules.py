@@ -167,6 +167,10 @@ def _check_sets(ctx: S.Ctx, sc: Scenario) -> None:
     (xrdcp, curl, davix-get), on this host, into the run's downloads folder."""
     sets = {f.name for f in sc.files if f.count is not None}
     for i, c in enumerate(sc.clients):
+        if c.option("reuse") is not None and c.file not in sets:
+            raise ctx.child("clients").child(i).child("reuse").error(
+                "only for a client of a set of files (a files: entry with count:)",
+                c.option("reuse"))
         if c.file not in sets or c.server is None:
             continue
         at = ctx.child("clients").child(i)

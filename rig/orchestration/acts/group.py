@@ -73,7 +73,8 @@ def items(sc: Scenario, g: S.Group, n: netns.RealizedPath, step: S.Step, wd: Pat
         for path, body in job.files:       # an extreme copy's metalink, a set's list
             lines = body.strip().splitlines()
             out.append(text(f"# write {path}:"))
-            shown = lines if len(lines) <= 2 * LIST_SHOWN else lines[:LIST_SHOWN]
+            shown = (lines[:LIST_SHOWN] if job.members and len(lines) > 2 * LIST_SHOWN
+                     else lines)
             out += [text(f"#   {ln}") for ln in shown]
             if len(shown) < len(lines):
                 out.append(text(f"#   .. {len(lines) - len(shown)} more lines, "

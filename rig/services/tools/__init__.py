@@ -120,6 +120,8 @@ class FetchSet(DestDir):
     """The option section of a tool that fetches a `count:` set of small files in one
     invocation (xrdcp, curl): `reuse: false` runs it once per file instead, each its own
     connection (the cost per file without reuse); unset or true: one invocation."""
+    # a set of small files (count:): false runs the tool once per file, each its own
+    # connection; unset or true: one invocation naming every file (connection reused)
     reuse: bool | None = S.spec(REUSE, None)
 
 

@@ -76,9 +76,10 @@ class Curl(ClientTool):
             if err is None and len(recs) != len(job.members):
                 err = f"{len(recs)} of {len(job.members)} files fetched"
             p = Parsed(bytes=None, error=err, extra={"files": recs})
-        for i, r in enumerate(p.extra["files"]):
-            if p.error is None and r.get("http_code") not in (200, None):
+        for i, r in enumerate(p.extra["files"]):     # the first file refused, named
+            if r.get("http_code") not in (200, None) and i < len(job.members):
                 p.error = f"file {job.members[i][1]}: HTTP {r['http_code']}"
+                break
         return p
 
     def parse(self, stdout: str, stderr: str, returncode: int, job: Job) -> Parsed:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import os
 
-from typing import Any
 
 from rig.services.tools import (DEST_SLOT, HTTP_FETCHER, HTTP_WRITERS, URL_SLOT, ClientTool,
                                 DestDir, Job, each_file_argv, register)
