@@ -280,3 +280,17 @@ def test_the_report_table_gives_medians_and_the_tls_cost_per_file_as_a_differenc
     assert by[("xrdcp", "off")]["connections"] == ""
     assert small_files.has_files(run) and not small_files.has_files(
         type("R", (), {"transfers": rows[-1:]})())
+
+
+def test_rig_fdt_takes_the_set_in_one_session_up_to_its_limit(tmp_path):
+    doc = _doc()
+    doc["servers"] = [{"name": "f", "kind": "fdt"}]
+    doc["sweep"] = {}
+    doc["clients"] = [{"name": "fdt", "tool": "fdt", "file": "small", "streams": 2}]
+    sc = _load(tmp_path, doc)
+    (argv, j), = _jobs(sc, checksums={}).values()
+    assert argv[-4:] == ["small/00000", "small/00001", "small/00002", "/k/rig00aa-fdt-0"]
+    assert "--checksum" not in argv and j.files == ()     # names on its command line
+    doc["files"][0]["count"] = 4097
+    line = _refused(tmp_path, doc)
+    assert "clients[0].file: fdt takes at most 4096 files at once; the set has 4097" in line

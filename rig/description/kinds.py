@@ -56,6 +56,7 @@ class Capabilities:
     # invocation names every file: it reuses its connection where it does), "each" (one
     # process per file, in turn: it cannot take several), "" (it does not fetch sets)
     many_files: str = ""
+    max_files: int = 0          # the most files of a set it takes at once (0: no limit)
 
 
 @dataclass(frozen=True)

@@ -118,7 +118,8 @@ def set_job(tool: tools.ClientTool, job: Job, server: ServerPlan, file: FileSpec
     job = dataclasses.replace(job, members=members, dest=dest, list_file=dest + ".list",
                               url=members[0][0] if members else job.url,
                               file_bytes=file.total, adler32="")
-    return dataclasses.replace(job, files=((job.list_file, tool.set_list(job)),))
+    listed = tool.set_list(job)      # "": its names are on its command line (rig-fdt)
+    return dataclasses.replace(job, files=((job.list_file, listed),) if listed else ())
 
 
 def _file(sc: Scenario, c: ClientSpec, sizes: dict[str, int] | None) -> FileSpec | None:

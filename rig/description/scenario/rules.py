@@ -164,7 +164,7 @@ def _check_branches_sweep(ctx: S.Ctx, sc: Scenario) -> None:
 
 def _check_sets(ctx: S.Ctx, sc: Scenario) -> None:
     """A `count:` set of small files is downloaded by a tool that fetches several files
-    (xrdcp, curl, davix-get), on this host, into the run's downloads folder."""
+    (xrdcp, curl, davix-get, rig-fdt), on this host, into the run's downloads folder."""
     sets = {f.name for f in sc.files if f.count is not None}
     for i, c in enumerate(sc.clients):
         if c.option("reuse") is not None and c.file not in sets:
@@ -179,6 +179,10 @@ def _check_sets(ctx: S.Ctx, sc: Scenario) -> None:
             can = sorted(t.name for t in kinds.CLIENTS.all() if t.caps.many_files)
             raise at.child("file").error(f"{c.tool} does not fetch a set of files (count:); "
                                          f"{', '.join(can)} do", c.file)
+        n = sc.file(c.file).count or 0
+        if caps.max_files and n > caps.max_files:
+            raise at.child("file").error(f"{c.tool} takes at most {caps.max_files} files at "
+                                         f"once; the set has {n}", c.file)
         if c.source:
             raise at.child("source").error("a set of files (count:) is fetched by the "
                                            "client, not copied by a third party", c.source)
