@@ -11,7 +11,10 @@ first held a byte, its size read every 2 ms: the file's time to first byte, proc
 included; null if none arrived), `wall_s`, `out` (the tool's last stdout line, e.g.
 curl's `-w` JSON) and `err` (its last stderr line). It stops at the first failure and
 exits with that file's status (124: the overall deadline passed). Every child runs in
-this runner's process group, so the rig's deadline ends them with it.
+this runner's process group, so the rig's deadline and watchdog, which end the runner's
+group (rig.process.proc), end them with it: that is why it starts them itself with
+subprocess rather than through proc.run, which gives each child a session of its own
+(the one exception to "only rig.process.proc starts processes", tests/test_layers.py).
 """
 from __future__ import annotations
 
