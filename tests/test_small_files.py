@@ -80,6 +80,10 @@ def test_a_set_is_fetched_only_by_tools_that_can_and_reuse_only_for_a_set(tmp_pa
     doc["clients"][2]["file"] = "one"        # reuse: false of a single file
     assert "clients[2].reuse: only for a client of a set" in _refused(tmp_path, doc)
     doc = _doc()
+    doc["clients"][0]["checksum"] = False
+    assert "clients[0].checksum: every file of a set (count:) is checked" in \
+        _refused(tmp_path, doc)
+    doc = _doc()
     doc["clients"][1]["direction"] = "upload"
     assert "clients[1].file: a set of files (count:) is downloaded only" in \
         _refused(tmp_path, doc)

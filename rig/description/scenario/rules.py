@@ -189,6 +189,9 @@ def _check_sets(ctx: S.Ctx, sc: Scenario) -> None:
         if "upload" in client_directions(sc, c):
             raise at.child("file").error("a set of files (count:) is downloaded only",
                                          c.file)
+        if c.option("checksum") is False:
+            raise at.child("checksum").error("every file of a set (count:) is checked "
+                                             "against its adler32", False)
         for key in ("dest_dir", "sources"):
             if c.option(key) is not None:
                 raise at.child(key).error("not with a set of files (count:): they go to "

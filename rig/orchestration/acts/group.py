@@ -241,8 +241,10 @@ def _say(ctx: Context, g: S.Group, rows: list, server_cpu: tuple[float, float] |
         tls_note = f" tls={g.tls}" if g.tls != "off" else ""
         scpu = (f", server cpu {server_cpu[0] + server_cpu[1]:.2f}s"
                 if server_cpu is not None else "")
+        files = [r.files_per_s for r in ok if r.files_per_s]
+        fps = f"{sum(files):.3g} files/s ({rows[0].files} files), " if files else ""
         ctx.say(f"  [{pos}] {g.client.name}{tls_note} streams={g.streams} x{g.concurrency} "
-                f"rep={g.repeat + 1}: {show_throughput(agg, ctx.sc.report.unit)}, "
+                f"rep={g.repeat + 1}: {fps}{show_throughput(agg, ctx.sc.report.unit)}, "
                 f"{rows[0].duration_s or 0:.2f}s, cpu {cpu:.2f}s{scpu}{note}"
                 + ("" if len(ok) == len(rows) else f" ({len(rows) - len(ok)} failed)"))
     else:
