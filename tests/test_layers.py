@@ -129,8 +129,12 @@ def test_nothing_imports_the_cli():
 
 def test_only_the_process_module_starts_processes():
     allowed = PKG / "process" / "proc.py"
+    # a runner the rig starts through proc.run (one process per file of a set of small
+    # files): its children stay in its process group, so the rig's deadline and watchdog,
+    # which end that group, end them too (proc.run would give each a session of its own)
+    runner = PKG / "process" / "eachfile.py"
     for f in PKG.rglob("*.py"):
-        if f == allowed:
+        if f in (allowed, runner):
             continue
         tree = ast.parse(f.read_text())
         for node in ast.walk(tree):

@@ -112,6 +112,9 @@ CLAIMS: list[tuple[str, Check]] = [
     (r"(\d+) Gbit/s",
      lambda sc, m: _set([p.rate_bps / 1e9 for p in sc.paths if p.rate_bps], m.group(1))),
     (r"IPv(4|6)", lambda sc, m: _set(sorted({p.ip for p in sc.paths}), m.group(1))),
+    (r"(\d+) × (\d+) MiB",                                 # a set of small files (count:)
+     lambda sc, m: (_set([f.count for f in sc.files if f.count], m.group(1)),
+                    _set([f.size / 2**20 for f in sc.files if f.count], m.group(2)))),
     (r"(\d+) MiB", lambda sc, m: _set([f.size / 2**20 for f in sc.files], m.group(1))),
     (r"(\d+) GiB", lambda sc, m: _set([f.size / 2**30 for f in sc.files], m.group(1))),
     (r"one origin on (\d+) cores vs two on (\d+) core each", _origins),
@@ -187,6 +190,9 @@ def test_the_numbers_are_really_checked():
         check("lfn-regression", "streams 1–16 up to 120 ms")       # an unchecked number
     with pytest.raises(AssertionError):
         check("origins", "1–32 transfers, 20 and 60 ms")
+    assert "20 × 1 MiB" in check("small-files", "a set of 20 × 1 MiB")
+    with pytest.raises(AssertionError):
+        check("small-files", "a set of 40 × 1 MiB")              # the set's count
 
 
 def test_point_counts_the_reports_section_states():

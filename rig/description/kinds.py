@@ -64,6 +64,11 @@ class Capabilities:
     upload: frozenset[str] = frozenset()
     # credentials it can present (AUTH_MODES besides none: x509, a proxy)
     auth: frozenset[str] = frozenset()
+    # how it fetches a `count:` set of small files (issue 40 item 7): "one" (one
+    # invocation names every file: it reuses its connection where it does), "each" (one
+    # process per file, in turn: it cannot take several), "" (it does not fetch sets)
+    many_files: str = ""
+    max_files: int = 0          # the most files of a set it takes at once (0: no limit)
 
 
 @dataclass(frozen=True)

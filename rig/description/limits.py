@@ -53,6 +53,7 @@ MIN_MTU, MAX_MTU = 576, 65000
 
 # --- ROOT files and read plans (a scenario's files:/clients:, and `rig plan FILE.root`) -----
 MIN_ROOT_FILE = 1 << 10           # the generator writes nothing smaller
+MAX_FILE_COUNT = 100_000           # files of one `count:` set (the small-files workload)
 MAX_ROOT_BRANCHES = 2000          # a generated file: uproot's writer is quadratic in branches
                                   # (1,000: 5.5 s, 2,000: 24 s, 5,000: > 120 s here)
 MAX_ROOT_BASKETS = 50_000         # clusters x branches of a generated file (~0.7 ms each to write)

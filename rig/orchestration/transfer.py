@@ -46,6 +46,7 @@ class Outcome:
     started_at: float
     t_start: float
     error: str | None = None
+    first_s: float | None = None    # a set's: its first byte in the folder, from the start
     remote: bool = False        # it ran on another host (its files are there)
 
 
@@ -92,7 +93,10 @@ def build_jobs(sc: Scenario, g: Group, server_plans: dict[str, list[ServerPlan]]
             want = (checksums.get(file.name, "") if checksums is not None
                     else f"<adler32 of {file.name}>")
             job = dataclasses.replace(job, adler32=want)
-        if c.option("dest_dir"):
+        if file is not None and file.count is not None and server is not None:
+            job = set_job(tool, job, server, file, c.protocol, g.tls, checksums,
+                          keep_dir, prefix, i)
+        elif c.option("dest_dir"):
             job = dataclasses.replace(job, dest=dest_path(c.option("dest_dir"), prefix,
                                                           c.name, i))
         elif tool.verify == "kept" and keep_dir and tools.checks(job):
@@ -117,6 +121,25 @@ def with_credential(job: Job, cred: str | dict | None, server: ServerPlan | None
     return dataclasses.replace(job, credential=cred, proxy=str(x509.proxy_path(ca, cred)),
                                gsi_name=server.tls.name, ca_file=server.tls.ca_file,
                                ca_dir=server.tls.ca_dir)
+
+
+def set_job(tool: tools.ClientTool, job: Job, server: ServerPlan, file: FileSpec,
+            protocol: str, tls: str, checksums: dict[str, str] | None,
+            keep_dir: str | None, prefix: str, i: int) -> Job:
+    """Instance i's job for a `count:` set of small files (pure): each file's URL and
+    adler32, the folder in the run's downloads tmpfs it fetches them into (each checked
+    after the group, then removed) and the list of them its tool reads (written there
+    before the start)."""
+    members = tuple((server.url(protocol, rel, tls=tls != "off"), rel,
+                     checksums.get(rel, "") if checksums is not None
+                     else f"<adler32 of {rel}>") for rel in file.members)
+    where = keep_dir or "<downloads>"
+    dest = dest_path(where, prefix, job.client.name, i)
+    job = dataclasses.replace(job, members=members, dest=dest, list_file=dest + ".list",
+                              url=members[0][0] if members else job.url,
+                              file_bytes=file.total, adler32="")
+    listed = tool.set_list(job)      # "": its names are on its command line (rig-fdt)
+    return dataclasses.replace(job, files=((job.list_file, listed),) if listed else ())
 
 
 def _file(sc: Scenario, c: ClientSpec, sizes: dict[str, int] | None) -> FileSpec | None:
@@ -146,7 +169,8 @@ adler32_of = checksum.of_file
 def kept(job: Job) -> bool:
     """The job writes a file the rig checks and removes after the group (its dest_dir, or
     the run's downloads folder), not /dev/null."""
-    return job.direction == "download" and job.dest != os.devnull and bool(job.dest)
+    return (job.direction == "download" and job.dest != os.devnull and bool(job.dest)
+            and not job.members)
 
 
 def verdict(job: Job, ok: bool, error: str | None, extra: dict,
@@ -200,20 +224,35 @@ def verify_downloads(outcomes: list["Outcome"], rows: list[TransferRow]) -> None
         job = o.job
         extra = json.loads(row.extra or "{}")
         try:
-            info, why = verdict(job, bool(row.ok), row.error, extra, remote=o.remote)
+            if job.members:
+                info, why = verify_set(job, bool(row.ok))
+            else:
+                info, why = verdict(job, bool(row.ok), row.error, extra, remote=o.remote)
         finally:
             if kept(job) and not o.remote:
                 with contextlib.suppress(FileNotFoundError):
                     os.unlink(job.dest)
+            if job.members and not o.remote:
+                _remove_set(job)
         if not info:
             continue
         extra["checksum"] = info
         row.extra = json.dumps(extra)
         if why and row.ok:
             row.ok, row.error, failed = False, why, True
+            if job.members:
+                row.files_per_s = None
     if failed:
         for row in rows:
             row.aggregate_bps = None
+
+
+def _remove_set(job: Job) -> None:
+    """A set's folder and list in the downloads tmpfs, after its check."""
+    import shutil
+    shutil.rmtree(job.dest, ignore_errors=True)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(job.list_file)
 
 
 def verify_uploads(outcomes: list["Outcome"], rows: list[TransferRow],
@@ -258,7 +297,9 @@ def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list,
     # pinned by its cgroup when it has one, else by taskset
     argv = proc.pinned_argv(None if cgroup else pinned_cpus(job), a.command(job))
     env = a.env(job)
-    io_target = job.file_bytes if a.caps.timed_by_written_bytes else None
+    io_target = job.file_bytes if a.caps.timed_by_written_bytes and not job.members else None
+    if job.members:                        # a set's folder, in the downloads tmpfs
+        Path(job.dest).mkdir(parents=True, exist_ok=True)
     for path, text in job.files:           # e.g. an extreme copy's metalink, in the run dir
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(text)
@@ -267,6 +308,12 @@ def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list,
     except threading.BrokenBarrierError:
         pass
     started_at, t0 = time.time(), time.monotonic()
+    first: dict[str, float] = {}
+    done = threading.Event()
+    if job.members and tools.one_invocation(job):   # a set's time to first byte (eachfile
+        # times each of its files itself): its folder polled every 2 ms
+        threading.Thread(target=_first_byte, args=(job.dest, t0, done, first),
+                         daemon=True).start()
     try:
         def started(pid: int) -> None:
             pids.append(pid)
@@ -274,12 +321,33 @@ def _run_one(job: Job, netns: str | None, barrier: threading.Barrier, out: list,
                 on_start(i, pid)
         res = proc.run(argv, netns=netns, env=env, timeout=job.timeout_s, io_target=io_target,
                        on_start=started, cgroup=cgroup, **(where or {}))
-        out[i] = Outcome(job, argv, env, res, started_at, t0, remote=bool(where))
+        out[i] = Outcome(job, argv, env, res, started_at, t0, remote=bool(where),
+                         first_s=first.get("s"))
     except Exception as e:  # noqa: BLE001 - recorded as a failed transfer, not fatal
         out[i] = Outcome(job, argv, env, None, started_at, t0, error=str(e)[:300],
                          remote=bool(where))
+    finally:
+        done.set()
     # a kept file (dest_dir, the downloads folder) stays until the group ended: checked
     # then, off every clock, and removed (verify_downloads)
+
+
+FIRST_POLL_S = 0.002
+
+
+def _first_byte(folder: str, t0: float, done: threading.Event, out: dict) -> None:
+    """When a file of `folder` first held a byte (seconds from t0), polled until then or
+    until the process ended: a set's time to first byte, the same for every tool (a
+    tool's writes to its own pipes, which /proc/PID/io counts, do not count here)."""
+    while not done.is_set():
+        try:
+            with os.scandir(folder) as it:
+                if any(e.stat().st_size > 0 for e in it):
+                    out["s"] = time.monotonic() - t0
+                    return
+        except OSError:
+            pass
+        done.wait(FIRST_POLL_S)
 
 
 WATCH_INTERVAL_S = 0.5
@@ -330,6 +398,8 @@ def measure(o: Outcome) -> dict:
         return {"bytes": None, "duration_s": None, "throughput_bps": None, "ok": False,
                 "error": o.error, "exit_code": None, "extra": {}}
     tool = tools.get(job.client.tool)
+    if job.members:
+        return measure_set(o, tool)
     p = tool.parse(res.stdout, res.stderr, res.returncode, job)
     extra = dict(p.extra, process_wall_s=res.wall_s)
     if job.client.args:
@@ -381,6 +451,96 @@ def measure(o: Outcome) -> dict:
             "columns": p.columns}
 
 
+def measure_set(o: Outcome, tool: tools.ClientTool) -> dict:
+    """A `count:` set's process (or eachfile's, one process per file): every file
+    arrived (its bytes and adler32 checked after the group), the time they took, files
+    per second, time to first byte and the cost per file of connecting and TLS where
+    the tool times them (set_columns)."""
+    job, res = o.job, o.res
+    assert res is not None
+    p = tool.parse_set(res.stdout, res.stderr, res.returncode, job)
+    extra = dict(p.extra, process_wall_s=res.wall_s)
+    if job.client.args:
+        extra["args"] = list(job.client.args)
+    error = p.error
+    # one invocation: the process's wall (the tool's own start included, a user's cost
+    # too); one process per file: from the first file's start to the last's end (each
+    # file's process start included, the runner's own left out)
+    duration = p.seconds if p.seconds else res.wall_s
+    if res.timed_out:
+        error = f"deadline of {job.timeout_s:g}s passed"
+    elif error is None and res.returncode != 0:
+        error = f"exit {res.returncode}"
+    cols = set_columns(job, extra["files"], duration, o.first_s)
+    ok = error is None
+    nbytes = job.file_bytes if ok else None
+    if not ok:
+        cols["files_per_s"] = None
+    return {"bytes": nbytes, "duration_s": duration,
+            "throughput_bps": (8.0 * nbytes / duration) if nbytes and duration else None,
+            "ok": ok, "error": error, "exit_code": res.returncode, "extra": extra,
+            "columns": {}, "set_columns": cols}
+
+
+def set_columns(job: Job, recs: list[dict], duration: float | None,
+                first_s: float | None) -> dict:
+    """The small-files columns of a set's row (pure). `ttfb_s`: the first file's time to
+    first byte: from its process's start until a byte of it was in the destination
+    folder (polled every 2 ms: eachfile's own reading for the first file's process, or
+    the rig's of the one invocation's folder), process start included. `connections`, `connect_s_per_file`,
+    `tls_s_per_file`: where the tool times each file (curl's `-w`: num_connects,
+    time_connect, time_appconnect minus time_connect, summed over the files and divided
+    by their number), else NULL; one process per file (eachfile) is one connection per
+    file by construction when the tool does not say."""
+    n = len(job.members)
+    out: dict[str, Any] = {"files": n,
+                           "files_per_s": n / duration if duration else None,
+                           "ttfb_s": None, "connections": None,
+                           "connect_s_per_file": None, "tls_s_per_file": None}
+    each = not tools.one_invocation(job)
+    if each and recs and recs[0].get("first_s") is not None:
+        out["ttfb_s"] = recs[0]["first_s"]
+    elif not each:
+        out["ttfb_s"] = first_s
+    if recs and len(recs) == n and all("connects" in r for r in recs):
+        out["connections"] = sum(int(r["connects"]) for r in recs)
+        out["connect_s_per_file"] = sum(r["connect_s"] for r in recs) / n
+        out["tls_s_per_file"] = (sum(r["tls_s"] for r in recs) / n
+                                 if job.tls != "off" else None)
+    elif each and recs and len(recs) == n:
+        out["connections"] = n
+    return out
+
+
+def verify_set(job: Job, ok: bool, read: Callable[[str], str] = checksum.of_file
+               ) -> tuple[dict, str | None]:
+    """Every file of a set's folder against the adler32 the rig took when it made it
+    (after the group, off every clock): the row's extra `checksum` and the first
+    failure (a missing, short or changed file), None when all agree. Only for a process
+    that succeeded otherwise (a failed one's files may be partial)."""
+    out: dict[str, Any] = {"how": "kept", "algo": checksum.ALGO, "files": len(job.members)}
+    if not ok:
+        return out, None
+    bad = 0
+    first: str | None = None
+    for _, rel, want in job.members:
+        path = os.path.join(job.dest, os.path.basename(rel))
+        why: str | None
+        try:
+            got = read(path)
+        except OSError as e:
+            why = f"{rel}: not fetched ({e.strerror})"
+        else:
+            m = checksum.mismatch(got, want)
+            why = f"{rel}: {m}" if m else None
+        if why:
+            bad += 1
+            first = first or why
+    out["mismatched"] = bad
+    return out, (f"{bad} of {len(job.members)} files failed their check; first: {first}"
+                 if first else None)
+
+
 def rows(outcomes: list[Outcome], common: dict,
          server_cpu: tuple[float, float] | None = None) -> list[TransferRow]:
     """Transfers rows for one group, with the group's aggregate throughput.
@@ -422,5 +582,5 @@ def rows(outcomes: list[Outcome], common: dict,
         if bad:         # a column is the tool's declaration (ClientTool.columns), typed
             raise RigError(f"tool {o.job.client.tool} fills transfers columns it does not "
                            f"declare as such: {', '.join(bad)} (ClientTool.columns)")
-        out.append(dataclasses.replace(row, **cols))
+        out.append(dataclasses.replace(row, **cols, **m.get("set_columns", {})))
     return out

@@ -111,7 +111,7 @@ def data_dir(prefix: str, path: Path, files: list[FileSpec], *, incoming_bytes: 
             src = root_source(f)
             assert src is not None, "root_source generates a missing file"
             sources[f.name] = src
-    need = sum(sources[f.name].stat().st_size if f.name in sources else f.size
+    need = sum(sources[f.name].stat().st_size if f.name in sources else f.total
                for f in files) + (16 << 20) + incoming_bytes + upload_bytes
     if storage is not None and storage.on_disk:
         room = room_error(storage, need)
@@ -160,12 +160,30 @@ def corrupt(path: Path) -> int:
     return off
 
 
+def _fill_set(path: Path, f: FileSpec, index: int, sums: dict[str, str], *,
+              disk: bool = False) -> None:
+    """A `count:` set: its folder and files, each of its own seed (the set's index and
+    the member's), each one's adler32 taken as it is written."""
+    (path / f.name).mkdir()
+    os.chmod(path / f.name, 0o755)
+    for k, rel in enumerate(f.members):
+        seed = ((index + 1) << 20) + k + 1
+        if disk:
+            diskdata.write_random(path / rel, f.size, seed=seed)
+            sums[rel] = checksum.of_file(str(path / rel))
+        else:
+            sums[rel] = write_random(path / rel, f.size, seed=seed)
+
+
 def _fill(path: Path, files: list[FileSpec], sources: dict[str, Path], incoming_bytes: int,
           incoming_owner: str | None, *, disk: bool = False,
           say: Callable[[str], None] | None = None, written: dict | None = None,
           checksums: dict[str, str] | None = None) -> None:
     sums: dict[str, str] = {} if checksums is None else checksums
     for i, f in enumerate(files):
+        if f.count is not None:         # a set of small files: NAME/00000 ..
+            _fill_set(path, f, i, sums, disk=disk)
+            continue
         if f.name in sources:
             if disk:
                 diskdata.copy_file(sources[f.name], path / f.name)

@@ -18,7 +18,7 @@ from collections import Counter
 from pathlib import Path
 
 from rig.description.units import DEFAULT_THROUGHPUT_UNIT
-from rig.report import artefacts, captures, concurrency, storage, xcache
+from rig.report import artefacts, captures, concurrency, small_files, storage, xcache
 from rig.report.model import Run, series_id, series_labels
 from rig.report.page import esc, fold, image, page, table, when
 from rig.results.budget import budget, budget_rows, summary
@@ -174,6 +174,15 @@ def _measurements(run: Run, verdicts: dict) -> list[str]:
                 "served them)</h3>", table(concurrency.header(), concurrency.rows(run))]
         out += [f"<p>{esc(v[2:]).replace('**', '')}</p>" for v in
                 concurrency.verdicts(run.points)]
+    if small_files.has_files(run):
+        header, body = small_files.table(run)
+        out += [f"<h3>{esc(small_files.TITLE)}</h3>",
+                "<p>The workload is a set of small files: files/s is the number of files "
+                "over the fetch's wall time; ttfb_ms the first file's time to first byte "
+                "from its process's start; connect and TLS ms per file are curl's own "
+                "handshake timers summed over the files and divided by their number; "
+                "tls_extra_ms_per_file is the TLS row's ms per file minus the same client's "
+                "plain one (docs/results-format.md).</p>", table(header, body)]
     if xcache.has_cache(run):
         header, body = xcache.table(run)
         out += ["<h3>Direct vs cold vs warm cache, with the bytes the cache fetched from "

@@ -25,8 +25,8 @@ from rig.report.model import Point, Run, series_id, series_labels
 from rig.report.verdict import ALL_PHASES, Verdict, engine_phase_rows
 from rig.report.tabular import markdown, write_csv
 from rig.results.store import EngineStatsRow
-from rig.report import (background, caching, concurrency, origins_cores, storage, tls_cost,
-                        together, xcache)
+from rig.report import (background, caching, concurrency, origins_cores, small_files, storage,
+                        tls_cost, together, xcache)
 
 SUMMARY_COLUMNS = ("client", "rtt_ms", "n", "mean_gbps", "min_gbps", "max_gbps",
                    "std_gbps", "path", "streams", "concurrency", "failed",
@@ -288,6 +288,7 @@ def write_tables(run: Run, verdicts: dict, out_dir: Path) -> list[Path]:
     if tls_cost.has_tls(run):
         written += tls_cost.write_table(run, out_dir)
     written += xcache.write(run, out_dir, markdown, write_csv)
+    written += small_files.write(run, out_dir, markdown, write_csv)
     written += background.write(run, out_dir, markdown, write_csv)
     written += origins_cores.write(run, verdicts, out_dir, markdown, write_csv)
     written += together.write(run, out_dir, markdown, write_csv)

@@ -124,6 +124,13 @@ class TransferRow:
     server_host_cpu_share: float | None = column("REAL")
     host_cpu_wall_s: float | None = column("REAL")
     engine_cpu_s: float | None = column("REAL")
+    # a `count:` set of small files (issue 40 item 7; NULL for one file): docs/results-format.md
+    files: int | None = column("INTEGER")                 # files in the set, all fetched
+    files_per_s: float | None = column("REAL")            # files / duration_s (NULL: failed)
+    ttfb_s: float | None = column("REAL")                 # the first file's time to first byte
+    connections: int | None = column("INTEGER")           # TCP connections opened
+    connect_s_per_file: float | None = column("REAL")     # TCP handshakes' time / files
+    tls_s_per_file: float | None = column("REAL")         # TLS handshakes' time / files
 
 
 
@@ -368,6 +375,8 @@ ROW_TYPES["background"] = BackgroundRow
 
 ADDED_AFTER_V1 |= {"capture_flows"}
 ADDED_AFTER_V1 |= {"phase"}
+ADDED_AFTER_V1 |= {"files", "files_per_s", "ttfb_s", "connections", "connect_s_per_file",
+                   "tls_s_per_file"}     # small files (issue 40 item 7)
 ADDED_AFTER_V1 |= {"actions"}      # table version 1 (issue 25)
 ADDED_AFTER_V1 |= {"storage_bps", "storage_file", "storage_note"}
 ADDED_AFTER_V1 |= {"host_cpu_share", "host_irq_share", "host_steal_share", "host_cpus", "server_host_cpu_share", "host_cpu_wall_s",

@@ -83,10 +83,22 @@ class FileSpec:
     cluster: int | None = S.spec(S.optional(S.size_in(L.MIN_CLUSTER, L.MAX_CLUSTER)), None)
     seed: int | None = S.spec(S.optional(S.integer(0, L.MAX_SEED)), None)
     path: str | None = S.spec(S.optional(S.path_text), None)
+    # many small files (issue 40 item 7): `count` random files of `size` each, made once
+    # per run in a folder NAME/ (NAME/00000 ..), each one's adler32 taken as it is made;
+    # a client naming NAME fetches all of them (unset: one file NAME)
+    count: int | None = S.spec(S.optional(S.integer(1, L.MAX_FILE_COUNT)), None)
 
     @classmethod
     def checked(cls, ctx: S.Ctx, d: dict[str, Any]) -> dict[str, Any]:
         root_keys = ("branches", "cluster", "seed", "path")
+        if d["count"] is not None and d["kind"] != "random":
+            raise ctx.child("count").error("only for kind: random (a set of small files)",
+                                           d["count"])
+        if d["count"] is not None and d["size"] is not None \
+                and d["count"] * d["size"] > L.MAX_SIZE:
+            raise ctx.child("count").error(f"{d['count']} files of {S.fmt_size(d['size'])}: "
+                                           f"more than {S.fmt_size(L.MAX_SIZE)} in all",
+                                           d["count"])
         if d["kind"] == "random":
             for k in root_keys:
                 if d[k] is not None:
@@ -101,6 +113,18 @@ class FileSpec:
         if d["kind"] == "root" and d["path"] is None:
             _check_generated_root(ctx, d)
         return d
+
+    @property
+    def members(self) -> list[str]:
+        """The paths (below the data folder) of a `count:` set's files; [] for one file."""
+        if self.count is None:
+            return []
+        return [f"{self.name}/{i:05d}" for i in range(self.count)]
+
+    @property
+    def total(self) -> int:
+        """Bytes of the file, or of every file of a `count:` set."""
+        return self.size * (self.count or 1)
 
     def root_spec(self) -> Any:
         """The generator's parameters of a generated ROOT file (kind root, no path)."""

@@ -86,6 +86,7 @@ def _cross_check(ctx: S.Ctx, sc: Scenario) -> Scenario:
     _check_branches_sweep(ctx, sc)
     _check_storage(ctx, sc)
     _check_uploads(ctx, sc)
+    _check_sets(ctx, sc)
     for i, c in enumerate(sc.clients):
         need = max(client_concurrency(sc, c))
         if isinstance(c.cpus, tuple) and len(c.cpus) < need:
@@ -162,6 +163,47 @@ def _check_branches_sweep(ctx: S.Ctx, sc: Scenario) -> None:
         raise ctx.child("sweep").child("branches").error(
             f"no client takes it: only {', '.join(users)} reads branches, and a client's own "
             "branches: keeps it", [S.fmt_pct(v) for v in vals])
+
+
+def _check_sets(ctx: S.Ctx, sc: Scenario) -> None:
+    """A `count:` set of small files is downloaded by a tool that fetches several files
+    (xrdcp, curl, davix-get, rig-fdt), on this host, into the run's downloads folder."""
+    sets = {f.name for f in sc.files if f.count is not None}
+    for i, c in enumerate(sc.clients):
+        if c.option("reuse") is not None and c.file not in sets:
+            raise ctx.child("clients").child(i).child("reuse").error(
+                "only for a client of a set of files (a files: entry with count:)",
+                c.option("reuse"))
+        if c.file not in sets or c.server is None:
+            continue
+        at = ctx.child("clients").child(i)
+        caps = kinds.client(c.tool).caps
+        if not caps.many_files:
+            can = sorted(t.name for t in kinds.CLIENTS.all() if t.caps.many_files)
+            raise at.child("file").error(f"{c.tool} does not fetch a set of files (count:); "
+                                         f"{', '.join(can)} do", c.file)
+        n = sc.file(c.file).count or 0
+        if caps.max_files and n > caps.max_files:
+            raise at.child("file").error(f"{c.tool} takes at most {caps.max_files} files at "
+                                         f"once; the set has {n}", c.file)
+        if c.source:
+            raise at.child("source").error("a set of files (count:) is fetched by the "
+                                           "client, not copied by a third party", c.source)
+        if "upload" in client_directions(sc, c):
+            raise at.child("file").error("a set of files (count:) is downloaded only",
+                                         c.file)
+        if c.option("checksum") is False:
+            raise at.child("checksum").error("every file of a set (count:) is checked "
+                                             "against its adler32", False)
+        for key in ("dest_dir", "sources"):
+            if c.option(key) is not None:
+                raise at.child(key).error("not with a set of files (count:): they go to "
+                                          "the run's downloads folder", c.option(key))
+        remote = [p.name for p in sc.paths if runs_on(c, p) and p.client_host != LOCAL]
+        if remote:
+            raise at.child("file").error(f"a set of files (count:) is fetched on this host "
+                                         f"(path {remote[0]} has its client elsewhere)",
+                                         c.file)
 
 
 def _check_uploads(ctx: S.Ctx, sc: Scenario) -> None:

@@ -36,7 +36,9 @@ def items(sc: Scenario, wd: Path) -> list[Item]:
     if sc.storage.on_disk:          # rig.orchestration.storagecheck
         return [text(ln) for ln in storagecheck.plan_data(sc, PREFIX)] + _kept_items(sc, wd)
     out = [cmd(data.mount_argv(PREFIX, wd / "data", tmpfs_size(sc)))]
-    out += [text(f"# write {f.name}: {f.size} random bytes" if f.kind == "random" else
+    out += [text(f"# write {f.name}/00000 .. {f.members[-1]}: {f.count} files of {f.size} "
+                 "random bytes" if f.count is not None else
+                 f"# write {f.name}: {f.size} random bytes" if f.kind == "random" else
                  f"# copy {f.name}: ROOT file " + (
                      f.path or f"generated ({f.size} bytes asked, "
                                f"{f.branches or 300} branches, seed {f.seed or 0})"))
@@ -73,7 +75,7 @@ def _data(ctx: Context, stack: contextlib.ExitStack) -> None:
     # a generated ROOT file's size is only near the asked one: use the real one
     ctx.sc = dataclasses.replace(ctx.sc, files=[
         dataclasses.replace(f, size=(ctx.datadir / f.name).stat().st_size)
-        for f in ctx.sc.files])
+        if f.count is None else f for f in ctx.sc.files])
     ctx.disk = storagecheck.DiskHooks(ctx.sc, ctx.datadir, ctx.say, ctx.disk_written)
     keep = keep_size(ctx.sc)       # from the real sizes
     if keep:
@@ -102,10 +104,15 @@ def _uploads(sc: Scenario) -> dict:
 def keep_size(sc: Scenario) -> int:
     """Room for the kept downloads: the largest group of a local client whose tool keeps
     its file to check it (verify `kept`, no `dest_dir`, `checksum: true`), each of
-    its instances a whole file (0: none)."""
+    its instances a whole file (0: none). A client of a `count:` set always keeps its
+    files (each is checked after the group), whatever its tool."""
     local = {p.name for p in sc.paths if p.client_host == LOCAL}
     need = 0
     for c in sc.clients:
+        f = next((x for x in sc.files if x.name == c.file), None) if not c.source else None
+        if f is not None and f.count is not None and "download" in client_directions(sc, c):
+            need = max(need, f.total * max(client_concurrency(sc, c)))
+            continue
         if (tools.get(c.tool).verify != "kept" or c.option("dest_dir") or not c.file
                 or c.option("checksum") is not True
                 or "download" not in client_directions(sc, c)
@@ -119,6 +126,9 @@ def _corrupt(ctx: Context, name: str) -> None:
     """`rig run --corrupt FILE`: one byte of the served copy changed after its adler32
     was taken, so that every download of it must fail its checksum (a self-test of the
     verification, as a lab runs it before trusting a campaign)."""
+    f = ctx.sc.file(name)
+    if f.count is not None:         # a set: its middle file
+        name = f.members[len(f.members) // 2]
     path = ctx.datadir / name
     off = data.corrupt(path)
     ctx.say(f"data: --corrupt: byte {off} of {name} changed after its adler32 "
@@ -133,7 +143,7 @@ def tmpfs_size(sc: Scenario) -> int | str:
     or generated: then a placeholder)."""
     if any(f.kind != "random" for f in sc.files):
         return "<bytes of the files and room>"
-    return (sum(f.size for f in sc.files) + (16 << 20) + _incoming(sc)["incoming_bytes"]
+    return (sum(f.total for f in sc.files) + (16 << 20) + _incoming(sc)["incoming_bytes"]
             + _uploads(sc)["upload_bytes"])
 
 

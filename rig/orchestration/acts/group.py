@@ -29,7 +29,8 @@ from rig.realization import netns
 from rig.results.store import ValidationRow
 from rig.services import tools
 
-JOINT_START_S = 120.0      # a joint set's paths wait this long for each other to start
+JOINT_START_S = 120.0
+LIST_SHOWN = 4             # lines of a long list file `rig plan` shows (a set's files)      # a joint set's paths wait this long for each other to start
 
 
 @dataclass(frozen=True)
@@ -69,9 +70,15 @@ def items(sc: Scenario, g: S.Group, n: netns.RealizedPath, step: S.Step, wd: Pat
         key = (tuple(argv), tuple((env or {}).items()))
         if key in seen:
             continue
-        for path, body in job.files:       # an extreme copy's metalink
+        for path, body in job.files:       # an extreme copy's metalink, a set's list
+            lines = body.strip().splitlines()
             out.append(text(f"# write {path}:"))
-            out += [text(f"#   {ln}") for ln in body.strip().splitlines()]
+            shown = (lines[:LIST_SHOWN] if job.members and len(lines) > 2 * LIST_SHOWN
+                     else lines)
+            out += [text(f"#   {ln}") for ln in shown]
+            if len(shown) < len(lines):
+                out.append(text(f"#   .. {len(lines) - len(shown)} more lines, "
+                                f"{len(lines)} in all"))
         if not seen and isinstance(g.client.cpus, tuple):
             out.append(text(f"# instance i on CPU set i of "
                             f"{', '.join(g.client.cpus[:g.concurrency])} (taskset -c each)"))
@@ -234,8 +241,10 @@ def _say(ctx: Context, g: S.Group, rows: list, server_cpu: tuple[float, float] |
         tls_note = f" tls={g.tls}" if g.tls != "off" else ""
         scpu = (f", server cpu {server_cpu[0] + server_cpu[1]:.2f}s"
                 if server_cpu is not None else "")
+        files = [r.files_per_s for r in ok if r.files_per_s]
+        fps = f"{sum(files):.3g} files/s ({rows[0].files} files), " if files else ""
         ctx.say(f"  [{pos}] {g.client.name}{tls_note} streams={g.streams} x{g.concurrency} "
-                f"rep={g.repeat + 1}: {show_throughput(agg, ctx.sc.report.unit)}, "
+                f"rep={g.repeat + 1}: {fps}{show_throughput(agg, ctx.sc.report.unit)}, "
                 f"{rows[0].duration_s or 0:.2f}s, cpu {cpu:.2f}s{scpu}{note}"
                 + ("" if len(ok) == len(rows) else f" ({len(rows) - len(ok)} failed)"))
     else:

@@ -65,6 +65,11 @@ class Job:
                                  # missing (rig-made), proxy (the user's file); "": nothing
     proxy: str = ""              # the X.509 proxy file it presents (a path, never its text)
     gsi_name: str = ""           # the server certificate's CN a GSI client accepts
+    # a `count:` set of small files (issue 40 item 7): (url, path below the data folder,
+    # adler32) of each, fetched into the folder `dest`, listed in `list_file` (written
+    # before the start, one line per file, in the form the tool reads)
+    members: tuple[tuple[str, str, str], ...] = ()
+    list_file: str = ""
 
     @property
     def target(self) -> str:
@@ -154,6 +159,43 @@ class DestDir(Checksum):
     a file in `dest_dir` instead of /dev/null (checked and removed after its group), to
     compare it with a lazy-download's shadow file there."""
     dest_dir: str | None = S.spec(DEST_DIR, None)
+
+
+REUSE = S.optional(S.boolean)
+
+
+@dataclass(frozen=True)
+class FetchSet(DestDir):
+    """The option section of a tool that fetches a `count:` set of small files in one
+    invocation (xrdcp, curl): `reuse: false` runs it once per file instead, each its own
+    connection (the cost per file without reuse); unset or true: one invocation."""
+    # a set of small files (count:): false runs the tool once per file, each its own
+    # connection; unset or true: one invocation naming every file (connection reused)
+    reuse: bool | None = S.spec(REUSE, None)
+
+
+def one_invocation(job: Job) -> bool:
+    """This set is fetched by one invocation of the tool naming every file (its
+    connection reused where the tool does), not by one process per file (EACH_FILE)."""
+    t = get(job.client.tool)
+    return t.caps.many_files == "one" and job.client.option("reuse") is not False
+
+
+# One process per file, in turn: the rig's own small runner (rig/process/eachfile.py),
+# the tool's argv given once with `{url}` and `{dest}` where each file's go
+URL_SLOT, DEST_SLOT = "{url}", "{dest}"
+
+
+def each_file_argv(job: Job, tool_argv: list[str]) -> list[str]:
+    import sys
+    return [sys.executable, "-m", "rig.process.eachfile", "--list", job.list_file,
+            "--timeout", str(int(job.timeout_s)), "--", *tool_argv]
+
+
+def each_file_list(members: tuple[tuple[str, str, str], ...], dest: str) -> str:
+    """eachfile's list: `URL<TAB>DEST` per file."""
+    return "".join(f"{u}\t{os.path.join(dest, os.path.basename(r))}\n"
+                   for u, r, _ in members)
 
 
 # How a tool's downloads are checked against the adler32 the rig took when it made the
@@ -261,6 +303,23 @@ class ClientTool:
             return Parsed(bytes=None)
         return Parsed(bytes=None, error=last_line(stderr)[:300] or f"exit {returncode}")
 
+    def set_list(self, job: Job) -> str:
+        """The list file of a `count:` set's job (`Job.list_file`), in the form its argv
+        reads. Default: eachfile's (one process per file)."""
+        return each_file_list(job.members, job.dest)
+
+    def parse_set(self, stdout: str, stderr: str, returncode: int, job: Job) -> Parsed:
+        """A `count:` set's outcome: `extra["files"]`, one record per file fetched (its
+        `first_s`: time to first byte from its request or process start, `connects`,
+        `connect_s`, `tls_s` where the tool tells them), and `extra["span_s"]`, the time
+        from the first file's start to the last's end where the runner tells it.
+        Default: eachfile's lines (one process per file)."""
+        return parse_each_file(stdout, stderr, returncode, job, self.file_record)
+
+    def file_record(self, out: str) -> dict[str, Any]:
+        """What one file's process printed (its last stdout line) says of that file."""
+        return {}
+
     def row_fields(self, job: Job, env: dict[str, str]) -> dict[str, Any]:
         """Columns of the transfers row this tool fills (others stay NULL): those it
         declares in `columns`, each of its declared type."""
@@ -298,6 +357,39 @@ def checks(job: Job) -> bool:
     wanted = (job.client.option("checksum") is True
               or "checksum" not in kinds.option_keys(job.client.tool))
     return t.verify != "none" and job.direction == "download" and bool(job.adler32) and wanted
+
+
+def parse_each_file(stdout: str, stderr: str, returncode: int, job: Job,
+                    record: Any) -> Parsed:
+    """eachfile's JSON lines (rig/process/eachfile.py): a record per file, the span from
+    the first file's start to the last's end (the runner's own start left out), and the
+    first failure's reason naming the file."""
+    import json
+    recs, span, err = [], None, None
+    first_start = None
+    for ln in stdout.splitlines():
+        try:
+            d = json.loads(ln)
+        except ValueError:
+            continue
+        if not isinstance(d, dict) or "i" not in d:
+            continue
+        r = {"first_s": d.get("first_s"), "wall_s": d.get("wall_s")}
+        r.update(record(d.get("out") or ""))
+        recs.append(r)
+        if first_start is None:
+            first_start = d["start_s"]
+        span = d["start_s"] + d["wall_s"] - first_start
+        if d.get("rc") != 0 and err is None:
+            name = job.members[d["i"]][1] if d["i"] < len(job.members) else d["i"]
+            why = "deadline passed" if d.get("rc") == 124 else (d.get("err") or
+                                                                  f"exit {d.get('rc')}")
+            err = f"file {name}: {why}"[:300]
+    if err is None and returncode != 0:
+        err = last_line(stderr)[:300] or f"exit {returncode}"
+    if err is None and len(recs) != len(job.members):
+        err = f"{len(recs)} of {len(job.members)} files fetched"
+    return Parsed(bytes=None, seconds=span, error=err, extra={"files": recs})
 
 
 def last_line(text: str) -> str:

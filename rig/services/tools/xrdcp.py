@@ -21,8 +21,9 @@ if TYPE_CHECKING:
     from rig.services.servers import ServerPlan
 
 from rig.description import limits as L, schema as S
-from rig.services.tools import (Capabilities, ClientTool, Column, DestDir, Job, Parsed,
-                                checks, last_line, register)
+from rig.services.tools import (DEST_SLOT, URL_SLOT, Capabilities, ClientTool, Column,
+                                FetchSet, Job, Parsed, checks, each_file_argv, last_line,
+                                one_invocation, register)
 
 # xrdcp 5.5 retries a refused connection for ~8 minutes by default; fail fast instead.
 XRD_FAIL_FAST = {"XRD_CONNECTIONRETRY": "1", "XRD_CONNECTIONWINDOW": "5",
@@ -31,7 +32,7 @@ XRD_FAIL_FAST = {"XRD_CONNECTIONRETRY": "1", "XRD_CONNECTIONWINDOW": "5",
 
 
 @dataclasses.dataclass(frozen=True)
-class XrdcpOptions(DestDir):
+class XrdcpOptions(FetchSet):
     """xrdcp's own client keys."""
     # XRD_CPUSEPGWRTRD: checksum every 4 KiB page (None: the client's default, on)
     page_checksum: bool | None = S.spec(S.optional(S.boolean), None)
@@ -48,7 +49,8 @@ class Xrdcp(ClientTool):
     caps = Capabilities(servers=frozenset({"xrootd", "xcache"}), protocols=("root",),
                         max_streams=15,
                         timed_by_written_bytes=True, tls=frozenset({"control", "all"}),
-                        upload=frozenset({"xrootd"}), auth=frozenset({"x509"}))
+                        upload=frozenset({"xrootd"}), auth=frozenset({"x509"}),
+                        many_files="one")
     options = XrdcpOptions
     verify = "tool"
     columns = (Column("page_checksum", int),)    # 1: pages checksummed, 0: not
@@ -86,6 +88,15 @@ class Xrdcp(ClientTool):
         o: XrdcpOptions = job.client.options
         if o.sources:
             extra += ["-y", str(o.sources)]
+        if job.members:
+            # a set: every source in one invocation (`--infiles` list) into a folder, one
+            # connection (XrdCl's channel per server) reused from file to file; each
+            # file's adler32 checked after the group (--cksum takes one value).
+            # `reuse: false`: one xrdcp per file (eachfile)
+            head = [job.client.binary or "xrdcp", "--force", "--nopbar", *extra]
+            if one_invocation(job):
+                return [*head, "--infiles", job.list_file, job.dest + "/"]
+            return each_file_argv(job, [*head, URL_SLOT, DEST_SLOT])
         if checks(job):
             extra += ["--cksum", f"adler32:{job.adler32}"]
         ends = [job.src, job.url] if job.direction == "upload" else [job.url, job.dest]
@@ -105,6 +116,17 @@ class Xrdcp(ClientTool):
     @staticmethod
     def page_checksum(env: dict[str, str]) -> int:
         return 0 if env.get("XRD_CPUSEPGWRTRD", "1") == "0" else 1
+
+    def set_list(self, job: Job) -> str:
+        if not one_invocation(job):
+            return super().set_list(job)
+        return "".join(f"{u}\n" for u, _, _ in job.members)
+
+    def parse_set(self, stdout: str, stderr: str, returncode: int, job: Job) -> Parsed:
+        if not one_invocation(job):
+            return super().parse_set(stdout, stderr, returncode, job)
+        p = self.parse(stdout, stderr, returncode, job)
+        return Parsed(bytes=None, error=p.error, extra={"files": []})
 
     def parse(self, stdout: str, stderr: str, returncode: int, job: Job) -> Parsed:
         if returncode == 0:
