@@ -5,7 +5,8 @@ VENV    ?= .venv
 BIN     := $(VENV)/bin
 APT_PKGS := xrootd-server xrootd-client davix curl wget iperf3 iptables iputils-ping nginx openssh-server \
             procps iproute2 python3-venv python3-pip chromium apache2 openssl tcpdump \
-            g++ make pkg-config davix-dev libcurl4-openssl-dev zlib1g-dev sudo mininet
+            g++ make pkg-config davix-dev libcurl4-openssl-dev zlib1g-dev sudo mininet \
+            libnetfilter-queue-dev libmnl-dev nlohmann-json3-dev
 # installed without their recommendations: mininet recommends openvswitch-switch (a daemon
 # and a kernel module), which the rig never uses (Linux bridges; docs/scenarios.md "Mininet topologies")
 APT_LEAN := mininet
@@ -15,9 +16,12 @@ SCENARIO ?= scenarios/quick.yaml
 
 install: deps venv helpers xrdcl6
 
-# the caching-mode replay's HTTP client (libdavix, libcurl): tools/rig-replay-http
+# the caching-mode replay's HTTP client (libdavix, libcurl): tools/rig-replay-http;
+# the userspace emulation engine's native data path (libnetfilter_queue, libmnl):
+# tools/rig-emul-engine (without it the Python engine runs: docs/emulation-engine.md)
 helpers: deps
 	$(MAKE) -C tools/rig-replay-http
+	$(MAKE) -C tools/rig-emul-engine
 
 # a second XRootD client release: PyPI's xrootd 6.x wheel (XrdCl + Python bindings, no
 # xrdcp binary) in a side environment, run by tools/xrdcl-copy (client tool `xrdcl`).
