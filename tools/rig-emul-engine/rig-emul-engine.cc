@@ -814,6 +814,7 @@ void Engine::prctl_slack() { prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0); }
 //   profile <json>            configure both directions
 //   arrive <dir> <id> <t>     -> "<code>"
 //   burst <dir> <n> <t0> <dt> -> "<hold> <loss> <queue> <dup>" (ids from a counter)
+//   codes <dir> <n> <t0> <dt> -> one digit per packet (its arrive code)
 //   release <dir> <upto> <sent> -> "<id> <id> ..." (dups marked with a trailing *)
 //   next <dir>                -> deadline or "none"
 //   stats                     -> the stats JSON directions
@@ -840,6 +841,12 @@ static int simulate(Engine &e) {
                 long c[4] = {0, 0, 0, 0};
                 for (long i = 0; i < n; i++) c[e.lanes[d].core.arrive(next_id++, t0 + i * dt)]++;
                 std::cout << c[HOLD] << " " << c[DROP_LOSS] << " " << c[DROP_QUEUE] << " " << c[HOLD_DUP] << "\n";
+            } else if (cmd == "codes") {
+                int d; long n; ns_t t0, dt;
+                is >> d >> n >> t0 >> dt;
+                std::string out((size_t)n, '0');
+                for (long i = 0; i < n; i++) out[i] = (char)('0' + e.lanes[d].core.arrive(next_id++, t0 + i * dt));
+                std::cout << out << "\n";
             } else if (cmd == "release") {
                 int d; ns_t upto, sent;
                 is >> d >> upto >> sent;
@@ -857,7 +864,8 @@ static int simulate(Engine &e) {
                 if (e.lanes[d].core.next_deadline(x)) std::cout << x << "\n"; else std::cout << "none\n";
             } else if (cmd == "stats") {
                 json dirs = json::array();
-                for (auto &l : e.lanes) dirs.push_back(l.core.report(l.name, json::object()));
+                for (auto &l : e.lanes)
+                    dirs.push_back(l.core.report(l.name, {{"reorder", l.core.reorder}, {"limit", l.core.limit}}));
                 std::cout << dirs.dump() << "\n";
             } else if (!cmd.empty()) {
                 std::cout << "error unknown command " << cmd << "\n";
