@@ -235,3 +235,27 @@ def test_a_bad_simulate_command_is_an_error_not_a_crash() -> None:
     lines = r.stdout.splitlines()
     assert r.returncode == 0 and lines[0].startswith("error unknown command")
     assert lines[1].startswith("error profile") and lines[2] == "0"
+
+
+def test_which_engine_runs_and_why(monkeypatch) -> None:
+    """The native engine when built; the Python engine when not, on a remote router host
+    or when forced; a forced native engine that is not built (or remote) is refused."""
+    monkeypatch.delenv("RIG_ENGINE", raising=False)
+    monkeypatch.setattr(native, "path", lambda: "/x/rig-emul-engine")
+    assert native.choose() == ("/x/rig-emul-engine", "native (rig-emul-engine is built)")
+    assert native.choose("python")[0] is None
+    exe, why = native.choose(remote=True)
+    assert exe is None and "remote router host" in why
+    with pytest.raises(native.EngineChoiceError, match="remote router host"):
+        native.choose("native", remote=True)
+    monkeypatch.setenv("RIG_ENGINE", "python")
+    assert native.choose() == (None, "python (forced: RIG_ENGINE=python)")
+    monkeypatch.setenv("RIG_ENGINE", "fast")
+    with pytest.raises(native.EngineChoiceError, match="want one of auto, native, python"):
+        native.choose()
+    monkeypatch.delenv("RIG_ENGINE")
+    monkeypatch.setattr(native, "path", lambda: None)
+    exe, why = native.choose()
+    assert exe is None and "not built" in why and "make install" in why
+    with pytest.raises(native.EngineChoiceError, match="not built"):
+        native.choose("native")
