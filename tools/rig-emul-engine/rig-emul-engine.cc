@@ -605,6 +605,7 @@ struct Engine {
             ssize_t n = recv(mnl_socket_get_fd(l.nl), buf.data(), buf.size(), MSG_DONTWAIT);
             if (n < 0) break;
             l.recvs++;
+            c.now = mono_ns();    // a stamp is plausible up to the end of its read
             mnl_cb_run2(buf.data(), n, 0, l.portid, on_msg, &c, ctl, NLMSG_MIN_TYPE);
         }
         if (c.pk.empty()) return;
