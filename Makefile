@@ -21,10 +21,14 @@ SCENARIO ?= scenarios/quick.yaml
 install: deps venv helpers xrdcl6
 
 # the caching-mode replay's HTTP client (libdavix, libcurl): tools/rig-replay-http
-# (feature `replay`, or `all`)
+# (feature `replay`, or `all`); the userspace emulation engine's native data path
+# (libnetfilter_queue, libmnl): tools/rig-emul-engine (feature `engine`, or `all`; opt-in
+# with RIG_ENGINE=native, docs/emulation.md; without it the Python engine runs)
 helpers: deps
 	@case " $(FEATURES) " in *" all "*|*" replay "*) $(MAKE) -C tools/rig-replay-http;; \
 	  *) echo "tools/rig-replay-http not built (feature replay: make install FEATURES=replay)";; esac
+	@case " $(FEATURES) " in *" all "*|*" engine "*) $(MAKE) -C tools/rig-emul-engine;; \
+	  *) echo "tools/rig-emul-engine not built (feature engine: make install FEATURES=engine)";; esac
 
 # a second XRootD client release: PyPI's xrootd 6.x wheel (XrdCl + Python bindings, no
 # xrdcp binary) in a side environment, run by tools/xrdcl-copy (client tool `xrdcl`).

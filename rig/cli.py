@@ -116,6 +116,8 @@ def cmd_doctor(a) -> int:
                                               f"MISSING {mod} ({extras.hint(x)}): {what}"))
     print(f"kernel netem      {'yes' if e.get('kernel_netem') else 'no'}")
     print(f"userspace engine  {'usable (iptables NFQUEUE)' if e.get('userspace_nfqueue') else 'not usable'}")
+    if e.get("userspace_engine"):
+        print(f"  data path       {e['userspace_engine']}")
     if e.get("userspace_stamps"):
         print(f"  arrival stamps  {e['userspace_stamps']}")
     print(f"backend auto      {e.get('auto')}")

@@ -44,6 +44,10 @@ PACKAGES: dict = {
     "libcurl headers":    ("libcurl4-openssl-dev", "libcurl-devel", "appstream"),
     "zlib headers":       ("zlib1g-dev", "zlib-devel", "appstream"),
     "sudo":               ("sudo", "sudo", "baseos"),
+    # the emulation engine's native data path (tools/rig-emul-engine)
+    "nfqueue headers":    ("libnetfilter-queue-dev", "libnetfilter_queue-devel", "crb"),
+    "libmnl headers":     ("libmnl-dev", "libmnl-devel", "crb"),
+    "json headers":       ("nlohmann-json3-dev", "json-devel", "epel"),
     # Mininet topologies (rig.description.mininet): its Topo API under /usr/bin/python3;
     # EL9 has no package (pip's mininet under the system python3 would do)
     "mininet topologies": ("mininet", None, None),
@@ -60,8 +64,8 @@ FAMILIES = ("debian", "el9")
 # needs (paths, xrootd with root:// and HTTP, xrdcp, davix-get, curl, iperf3's path check:
 # the default scenario, scenarios/quick.yaml); every other feature installs only where the
 # user asks for it (`make install FEATURES="nginx apache"`, or `all`), and `rig doctor` says
-# which feature lacks which package. `make test` installs all of them. Every need is in
-# exactly one feature (tests/test_packages.py).
+# which feature lacks which package. `make test` installs all of them. Every need is in a
+# feature, a core one in no other (a compiler serves two builds; tests/test_install_quiet.py).
 FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "core": ("paths, xrootd (root:// and HTTP), xrdcp, davix-get, curl, iperf3, the report",
              ("xrootd server", "xrootd client", "davix", "curl", "iperf3", "iptables", "ping",
@@ -78,6 +82,10 @@ FEATURES: dict[str, tuple[str, tuple[str, ...]]] = {
     "browser": ("the report's browser check (tests only)", ("chromium",)),
     "x509": ("auth: x509 (GSI and VOMS proxies: voms-proxy-fake, xrootd's VOMS extractors)",
              ("voms proxies", "xrootd voms")),
+    "engine": ("the emulation engine's native data path (tools/rig-emul-engine, built from "
+               "source; RIG_ENGINE=native)",
+               ("c++ compiler", "pkg-config", "nfqueue headers", "libmnl headers",
+                "json headers")),
 }
 
 
@@ -149,9 +157,11 @@ def dnf_argv(missing: list[str]) -> list[list[str]]:
     """The commands that install `missing` on EL9: EPEL and CRB first (davix, xrootd,
     chromium and davix-devel come from EPEL, which needs CRB)."""
     out: list[list[str]] = []
-    if any(PACKAGES[k][2] == "epel" for k in PACKAGES if PACKAGES[k][1] in missing):
-        out += [["dnf", "install", "-y", "epel-release"],
-                ["dnf", "config-manager", "--set-enabled", "crb"]]
+    repos = {PACKAGES[k][2] for k in PACKAGES if PACKAGES[k][1] in missing}
+    if "epel" in repos:
+        out += [["dnf", "install", "-y", "epel-release"]]
+    if repos & {"epel", "crb"}:     # EPEL needs CRB; the -devel of libmnl/nfqueue live there
+        out += [["dnf", "config-manager", "--set-enabled", "crb"]]
     return out + ([["dnf", "install", "-y", *missing]] if missing else [])
 
 

@@ -25,7 +25,7 @@ def test_every_need_has_an_el9_name_and_a_repository():
         if need == "mininet topologies":        # none on EL9: said in rig/packages.py
             assert deb == "mininet" and el is None and repo is None
             continue
-        assert deb and el and repo in ("baseos", "appstream", "epel"), need
+        assert deb and el and repo in ("baseos", "appstream", "epel", "crb"), need
     assert "kernel-modules-extra" in P.names("el9")      # sch_netem lives there on EL9
     assert len(set(P.names("el9"))) == len(P.names("el9"))
 
@@ -62,6 +62,9 @@ def test_dnf_enables_epel_and_crb_only_when_an_epel_package_is_missing():
         ["dnf", "config-manager", "--set-enabled", "crb"],
         ["dnf", "install", "-y", "davix", "curl"]]
     assert P.dnf_argv(["curl"]) == [["dnf", "install", "-y", "curl"]]
+    assert P.dnf_argv(["libmnl-devel"]) == [               # CRB alone: no EPEL
+        ["dnf", "config-manager", "--set-enabled", "crb"],
+        ["dnf", "install", "-y", "libmnl-devel"]]
     assert P.dnf_argv([]) == []
 
 

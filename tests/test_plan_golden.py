@@ -33,6 +33,9 @@ def fixed_host(mp) -> None:
     mp.setattr(data, "root_source", lambda f, generate=False: None)
     from rig.orchestration.acts import emulate
     mp.setattr(emulate, "auto_here", lambda: "userspace")
+    from rig.realization.emul.engine import native      # the native engine, built
+    mp.setattr(native, "path", lambda: str(native.REPO_BUILD))
+    mp.delenv("RIG_ENGINE", raising=False)
 
 
 def render(p: Plan) -> str:

@@ -17,6 +17,7 @@ from rig.realization import netns
 
 from rig.process import proc
 from rig.description.profile import Direction, LinkProfile
+from rig.realization.emul.engine import native
 from rig.realization.emul.userspace import UserspaceBackend, control_path, kernel_has_nfqueue
 from rig.errors import StepAborted
 from rig.description.linkstats import load_stats
@@ -42,9 +43,17 @@ def path(tmp_path: Path):
     assert not [n for n in netns.list_namespaces() if n.startswith(prefix)]
 
 
-@pytest.fixture
-def backend(path):
-    be = UserspaceBackend()
+# The engine's semantics against both data paths (issue 42 item 3): the Python engine and
+# the native one (tools/rig-emul-engine; skipped where it is not built). The capacity test
+# runs on the engine `auto` picks here only (CI time).
+@pytest.fixture(params=["python", "native"])
+def backend(path, request):
+    if request.param == "native" and native.path() is None:
+        pytest.skip(f"{native.NAME} is not built")
+    if request.node.get_closest_marker("default_engine_only") and \
+            request.param != ("native" if native.choose()[0] else "python"):
+        pytest.skip("measured on the engine auto picks only")
+    be = UserspaceBackend(engine=request.param)
     yield be
     pid = be.engine_pid(path.site)
     be.remove(path.site)
@@ -86,6 +95,7 @@ def test_rtt_is_the_configured_one(path, backend):
     assert p["min_ms"] >= 40.0 - EARLY_RESOLUTION_MS  # never faster than configured
     st = backend.stats(path.site)
     assert st.alive is True and st.error is None
+    assert st.extra["engine"] == backend.engine        # the run stores which engine ran
     assert st.direction("forward").released >= 60 and st.direction("reverse").released >= 60
 
 
@@ -206,6 +216,7 @@ def test_sigterm_is_a_clean_exit(path, backend):
     assert "engine: stopped" in svc.log_tail()
 
 
+@pytest.mark.default_engine_only
 def test_validated_capacity_is_flat_with_rtt_on_an_unlimited_path(path, backend, tmp_path):
     """Issue 11: capacity measured past slow start with buffers that do not limit it
     does not fall with RTT when nothing limits the rate. The namespaces hold 4 MiB

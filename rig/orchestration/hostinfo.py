@@ -152,4 +152,9 @@ def emulation() -> dict:
     if usable.get("userspace"):
         from rig.realization.emul.userspace import arrival_stamp_probe
         out["userspace_stamps"] = arrival_stamp_probe()
+        from rig.realization.emul.engine import native
+        try:
+            out["userspace_engine"] = native.choose()[1]
+        except native.EngineChoiceError as e:
+            out["userspace_engine"] = f"refused: {e}"
     return {**out, "auto": registry.auto_choice(usable)}

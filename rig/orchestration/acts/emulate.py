@@ -70,6 +70,9 @@ def items(step: S.Step, site: Any, prev: LinkProfile | None) -> list[Item]:
                                                      " (auto, as probed here)"
                                                      if be == AUTO else "")
                             + ("" if prev is None else ": updated from the step before")))
+            if b.name == "userspace" and prev is None:
+                # which engine holds the packets, and why (engine/native.py)
+                out.append(text(f"# engine {b().engine_choice(site)[1]}"))
             out += [cmd(a) for a in lines]
         if watch:
             out.append(text(comment(f"the watchdog, every {WATCH_INTERVAL_S:g} s while the "

@@ -29,7 +29,7 @@ from rig.description.linkstats import EmulStats, StatsFormatError
 from rig.realization.emul import registry
 from rig.realization.emul.base import (LinkSite, egress_direction, ifb_setup_argv,
                                        ifb_teardown_argv, qdisc_del_argv, tbf_argv, where)
-from rig.realization.emul.engine import control
+from rig.realization.emul.engine import control, native
 from rig.description.profile import Direction, LinkProfile
 
 CMD_TIMEOUT = 20.0
@@ -139,10 +139,14 @@ def profile_path(site: LinkSite) -> Path:
 
 
 def engine_argv(site: LinkSite, *, python: str = sys.executable,
-                seed: int | None = None) -> list[str]:
+                seed: int | None = None, native_bin: str | None = None) -> list[str]:
+    """The engine's command line; with `native_bin` the same entry loads the eBPF
+    programs and execs the native engine (engine/native.py)."""
     argv = [python, "-m", "rig.realization.emul.engine",
             "--queues", str(site.queue_base), str(site.queue_base + 1),
             "--control", str(control_path(site)), "--profile", str(profile_path(site))]
+    if native_bin:
+        argv += ["--native", native_bin]
     if not site.end:     # a forwarding router: arrival stamps and audit in the kernel
         argv += ["--stamp-ifs", site.to_client_if, site.to_server_if]
     return argv + (["--seed", str(seed)] if seed is not None else [])
@@ -197,7 +201,7 @@ class UserspaceBackend:
     auto_note = "where the kernel lacks sch_netem"
     needs = "the iptables NFQUEUE target"
     doctor_key = "userspace_nfqueue"
-    takes_options = True           # python, seed, ready_timeout, bypass_passthrough, ...
+    takes_options = True           # python, seed, ready_timeout, bypass_passthrough, engine, ...
 
     @staticmethod
     def usable() -> bool:
@@ -205,8 +209,9 @@ class UserspaceBackend:
 
     def __init__(self, *, python: str = sys.executable, seed: int | None = None,
                  ready_timeout: float = READY_TIMEOUT, bypass_passthrough: bool = True,
-                 local_logs: Path | None = None) -> None:
+                 local_logs: Path | None = None, engine: str | None = None) -> None:
         self.python = python
+        self.engine = engine           # auto, native, python; None: $RIG_ENGINE, else auto
         self.local_logs = local_logs or Path(tempfile.gettempdir())   # remote engines' logs
         self.seed = seed
         self.ready_timeout = ready_timeout
@@ -226,10 +231,20 @@ class UserspaceBackend:
         return {(i, o, q) for _, i, o, q, d in legs(site, profile)
                 if not (self.bypass_passthrough and is_passthrough(d))}
 
+    def engine_choice(self, site: LinkSite) -> tuple[str | None, str]:
+        """(the native engine binary or None for the Python engine, why): engine/native.py."""
+        try:
+            return native.choose(self.engine, remote=site.host is not None)
+        except native.EngineChoiceError as e:
+            raise RigError(f"{where(site)}: {e}") from None
+
+    def _argv(self, site: LinkSite) -> list[str]:
+        return engine_argv(site, python=self.python, seed=self.seed,
+                           native_bin=self.engine_choice(site)[0])
+
     def plan(self, site: LinkSite, profile: LinkProfile) -> list[list[str]]:
         profile = end_profile(site, profile)
-        return ([proc.ns_argv(site.router_ns or None,
-                              engine_argv(site, python=self.python, seed=self.seed))]
+        return ([proc.ns_argv(site.router_ns or None, self._argv(site))]
                 + rate_argv(site, profile)
                 + [nfqueue_rule_argv(site, "-I", i, o, q)
                    for i, o, q in sorted(self._wanted_rules(site, profile), key=lambda r: r[2])])
@@ -243,7 +258,7 @@ class UserspaceBackend:
         if site.host is None:
             site.workdir.mkdir(parents=True, exist_ok=True)
         _write_profile(site, profile)
-        svc = proc.Service(engine_argv(site, python=self.python, seed=self.seed),
+        svc = proc.Service(self._argv(site),
                            netns=site.router_ns or None, name=name,
                            log_path=self.log_dir(site) / f"{name}.log", host=site.host,
                            rundir=site.host.rundir(site.prefix) if site.host else None,
