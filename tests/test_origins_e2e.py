@@ -23,9 +23,16 @@ def _need(*names: str) -> None:
     assert not missing, f"missing tools (make install): {missing}"
 
 
+# compared with their plan (issue 39): origins-small, tpc-tls-small and extreme-small, whose
+# every command is in it; tpc-small's and tpc-push-small's commands.log are not yet all in
+# their plan (found by the session 18 verification run)
+NOT_IN_PLAN_YET = ("tpc-small", "tpc-push-small")
+
+
 def _run(tmp_path_factory, name: str) -> Path:
     out = tmp_path_factory.mktemp(name) / "run"
-    prefix = rig_run(DATA / f"{name}.yaml", out, timeout=600).prefix
+    prefix = rig_run(DATA / f"{name}.yaml", out, timeout=600,
+                     check_plan=name not in NOT_IN_PLAN_YET).prefix
     assert not (netns.STATE_DIR / prefix).exists()       # certificates went with it
     assert not [d for p, d in cgroups.rig_cgroups() if p == prefix]   # CPU sets too
     return out
